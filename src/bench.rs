@@ -1,0 +1,218 @@
+//! The lesson's lab as a benchmark: total time against output length, the least-squares line
+//! total ≈ TTFT + TPOT·n through it, prefill speed on a long prompt, and the memory-bandwidth
+//! bound (weight bytes read per decode step ÷ measured memcpy bandwidth) beside the measured TPOT.
+
+use crate::error::Result;
+use crate::generate::{GenerateParams, Generation, GenerationResult, SystemClock};
+use crate::model::Model;
+use serde::Serialize;
+
+/// One output length, median of the repetitions.
+#[derive(Clone, Debug, Serialize)]
+pub struct LengthRun {
+    pub n: usize,
+    pub total_ms: f64,
+    pub ttft_ms: f64,
+    pub tpot_ms: f64,
+}
+
+/// Everything `gpt2 bench` prints.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    pub backend: String,
+    pub n_params: usize,
+    pub weight_bytes_per_token: f64,
+    pub memcpy_gb_per_s: f64,
+    pub bound_ms_per_token: f64,
+    pub prompt_tokens: usize,
+    pub runs: Vec<LengthRun>,
+    pub fit_ttft_ms: f64,
+    pub fit_tpot_ms: f64,
+    pub fit_r2: f64,
+    pub long_prompt_tokens: usize,
+    pub prefill_ms: f64,
+    pub prefill_tokens_per_sec: f64,
+    /// Measured TPOT of the longest run ÷ the bandwidth bound.
+    pub tpot_over_bound: f64,
+}
+
+/// Least-squares line y ≈ a + b·x and its R².
+pub fn fit_line(xs: &[f64], ys: &[f64]) -> (f64, f64, f64) {
+    let n = xs.len() as f64;
+    let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
+    let sxy: f64 = xs.iter().zip(ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+    let sxx: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
+    let b = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    let a = my - b * mx;
+    let ss_tot: f64 = ys.iter().map(|y| (y - my) * (y - my)).sum();
+    let ss_res: f64 = xs
+        .iter()
+        .zip(ys)
+        .map(|(x, y)| (y - a - b * x).powi(2))
+        .sum();
+    let r2 = if ss_tot > 0.0 {
+        1.0 - ss_res / ss_tot
+    } else {
+        1.0
+    };
+    (a, b, r2)
+}
+
+/// Single-thread memcpy bandwidth in bytes per second (bytes copied ÷ time, best of 5) over
+/// a buffer far larger than any cache.
+pub fn memcpy_bandwidth() -> f64 {
+    let n = 256 << 20;
+    let src = vec![1u8; n];
+    let mut dst = vec![0u8; n];
+    dst.copy_from_slice(&src); // touch every page first
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&dst);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    n as f64 / best
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `n` prompt ids made from a repeated passage, folded into the model's vocabulary.
+fn prompt_ids(model: &Model, n: usize) -> Result<Vec<u32>> {
+    let passage = "To be, or not to be, that is the question: whether 'tis nobler in the mind to \
+                   suffer the slings and arrows of outrageous fortune, or to take arms against a \
+                   sea of troubles, and by opposing end them. ";
+    let ids = model.tokenizer.encode(passage)?;
+    let v = model.config.vocab_size as u32;
+    Ok(ids.iter().cycle().take(n).map(|id| id % v).collect())
+}
+
+fn run_once(model: &mut Model, prompt: &[u32], max_tokens: usize) -> Result<GenerationResult> {
+    let params = GenerateParams {
+        max_tokens,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let clock = Box::new(SystemClock::default());
+    let mut g = Generation::from_ids(model, prompt.to_vec(), params, clock, 0.0)?;
+    while pollster::block_on(g.step(model))?.is_some() {}
+    Ok(g.result())
+}
+
+/// Runs the lab: each of `lengths` `reps` times (greedy, forced length) after a warm-up.
+pub fn run(
+    model: &mut Model,
+    lengths: &[usize],
+    prompt_tokens: usize,
+    reps: usize,
+) -> Result<BenchReport> {
+    let n_ctx = model.config.n_positions;
+    let prompt_tokens = prompt_tokens.clamp(1, n_ctx - 1);
+    let prompt = prompt_ids(model, prompt_tokens)?;
+    let room = n_ctx - prompt_tokens + 1;
+    let lengths: Vec<usize> = lengths.iter().map(|&n| n.min(room)).collect();
+    run_once(model, &prompt, 4)?; // warm-up: first-touch of weights and caches
+    let mut runs = Vec::new();
+    for &n in &lengths {
+        let rs = (0..reps.max(1))
+            .map(|_| run_once(model, &prompt, n))
+            .collect::<Result<Vec<_>>>()?;
+        runs.push(LengthRun {
+            n,
+            total_ms: median(rs.iter().map(|r| r.metrics.total_ms).collect()),
+            ttft_ms: median(rs.iter().map(|r| r.metrics.ttft_ms).collect()),
+            tpot_ms: median(rs.iter().map(|r| r.metrics.tpot_ms).collect()),
+        });
+    }
+    let xs: Vec<f64> = runs.iter().map(|r| r.n as f64).collect();
+    let ys: Vec<f64> = runs.iter().map(|r| r.total_ms).collect();
+    let (a, b, r2) = fit_line(&xs, &ys);
+
+    let long = (n_ctx / 2).max(prompt_tokens).min(n_ctx - 1);
+    let long_prompt = prompt_ids(model, long)?;
+    let prefill = (0..reps.max(1))
+        .map(|_| run_once(model, &long_prompt, 1).map(|r| r.metrics.prefill_ms))
+        .collect::<Result<Vec<_>>>()?;
+    let prefill_ms = median(prefill);
+
+    let bytes = model.backend.decode_weight_bytes();
+    let bw = memcpy_bandwidth();
+    let bound_ms = bytes / bw * 1e3;
+    let tpot = runs.iter().max_by_key(|r| r.n).map_or(0.0, |r| r.tpot_ms);
+    Ok(BenchReport {
+        backend: model.backend.name().to_string(),
+        n_params: model.config.n_params(),
+        weight_bytes_per_token: bytes,
+        memcpy_gb_per_s: bw / 1e9,
+        bound_ms_per_token: bound_ms,
+        prompt_tokens,
+        runs,
+        fit_ttft_ms: a,
+        fit_tpot_ms: b,
+        fit_r2: r2,
+        long_prompt_tokens: long,
+        prefill_ms,
+        prefill_tokens_per_sec: long as f64 * 1e3 / prefill_ms,
+        tpot_over_bound: tpot / bound_ms,
+    })
+}
+
+impl BenchReport {
+    /// The report as a plain-text table.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "backend {} | {:.1}M parameters | {:.1} MB of weights read per token\n\
+             prompt: {} tokens; greedy, forced length; median of runs\n\n\
+             {:>6} {:>12} {:>10} {:>10}\n",
+            self.backend,
+            self.n_params as f64 / 1e6,
+            self.weight_bytes_per_token / 1e6,
+            self.prompt_tokens,
+            "tokens",
+            "total ms",
+            "TTFT ms",
+            "TPOT ms"
+        );
+        for r in &self.runs {
+            s += &format!(
+                "{:>6} {:>12.1} {:>10.1} {:>10.2}\n",
+                r.n, r.total_ms, r.ttft_ms, r.tpot_ms
+            );
+        }
+        s += &format!(
+            "\nfit: total ≈ {:.1} ms + {:.2} ms × n   (R² = {:.4})\n\
+             prefill: {} tokens in {:.1} ms = {:.0} tokens/s\n\
+             memcpy bandwidth {:.1} GB/s → bandwidth bound {:.2} ms/token; measured TPOT {:.2} ms = {:.2}× the bound\n",
+            self.fit_ttft_ms,
+            self.fit_tpot_ms,
+            self.fit_r2,
+            self.long_prompt_tokens,
+            self.prefill_ms,
+            self.prefill_tokens_per_sec,
+            self.memcpy_gb_per_s,
+            self.bound_ms_per_token,
+            self.bound_ms_per_token * self.tpot_over_bound,
+            self.tpot_over_bound
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit_line;
+
+    #[test]
+    fn fit_recovers_a_line_and_r2_drops_with_noise() {
+        let xs = [10.0, 40.0, 80.0, 160.0];
+        let ys: Vec<f64> = xs.iter().map(|x| 50.0 + 2.5 * x).collect();
+        let (a, b, r2) = fit_line(&xs, &ys);
+        assert!((a - 50.0).abs() < 1e-9 && (b - 2.5).abs() < 1e-12 && (r2 - 1.0).abs() < 1e-12);
+        let noisy = [75.0, 150.0, 270.0, 450.0];
+        let (_, _, r2) = fit_line(&xs, &noisy);
+        assert!(r2 < 1.0 && r2 > 0.9, "{r2}");
+    }
+}

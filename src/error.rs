@@ -1,0 +1,50 @@
+//! One error type for the whole crate. Every variant names what went wrong and where (the file,
+//! the tensor, the parameter), so the page can show it to a person as a sentence.
+
+/// Everything that can go wrong while loading a model or generating text.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file could not be read (native CLI only; the browser passes bytes).
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `config.json` is not valid JSON, misses a field, or holds an impossible value.
+    #[error("config.json: {0}")]
+    Config(String),
+    /// `model.safetensors` is truncated, corrupt, or a tensor is missing or has the wrong shape.
+    #[error("model.safetensors: {0}")]
+    Weights(String),
+    /// `tokenizer.json` could not be parsed, or encoding/decoding failed.
+    #[error("tokenizer.json: {0}")]
+    Tokenizer(String),
+    /// A generation parameter is out of range.
+    #[error("invalid {name}: {msg}")]
+    Param { name: &'static str, msg: String },
+    /// The prompt does not fit the model's context window.
+    #[error("the prompt is {tokens} tokens long but the model's context holds {n_ctx} tokens; shorten the prompt")]
+    PromptTooLong { tokens: usize, n_ctx: usize },
+    /// A backend could not be created or failed while running.
+    #[error("{0}")]
+    Backend(String),
+    /// The GPU device was lost or a GPU operation failed.
+    #[error("WebGPU: {0}")]
+    Gpu(String),
+    /// An error inside candle (shape bugs would land here; they are reported, never panicked).
+    #[error("CPU backend: {0}")]
+    Candle(#[from] candle_core::Error),
+}
+
+/// The crate's result type.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub(crate) fn param(name: &'static str, msg: impl Into<String>) -> Self {
+        Error::Param {
+            name,
+            msg: msg.into(),
+        }
+    }
+}

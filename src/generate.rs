@@ -1,0 +1,401 @@
+//! The generation loop: predict → sample → append, one token per step, shared by the CLI, the
+//! tests and the browser.
+//!
+//! `Generation` is the loop as a state machine: each `step` runs one forward pass (the whole
+//! prompt first, then one token), picks a token and returns its event. The browser drives it step
+//! by step so it can stream tokens and notice a Stop between them; `generate` drives it to the end.
+//! Stops: end-of-text, a user stop sequence (matched across token boundaries, never emitted),
+//! `max_tokens`, the context limit, or cancellation. The text of the events always concatenates
+//! to the result's text, and every delta is valid UTF-8.
+
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::sampling::{Candidate, Sampler, SamplingParams};
+use crate::tokenizer::Detokenizer;
+
+/// What to generate.
+#[derive(Clone, Debug)]
+pub struct GenerateParams {
+    /// Most tokens to generate (≥ 1).
+    pub max_tokens: usize,
+    pub sampling: SamplingParams,
+    /// Generation ends before any of these texts; the stop text itself is not returned.
+    pub stop: Vec<String>,
+    /// How many of the sampler's candidates each token event carries (0 = none).
+    pub top_logprobs: usize,
+    /// Keep going after end-of-text (benchmarks that need a fixed length).
+    pub ignore_eos: bool,
+}
+
+impl Default for GenerateParams {
+    fn default() -> Self {
+        GenerateParams {
+            max_tokens: 64,
+            sampling: SamplingParams::default(),
+            stop: Vec::new(),
+            top_logprobs: 0,
+            ignore_eos: false,
+        }
+    }
+}
+
+/// Why generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    Eos,
+    Stop,
+    MaxTokens,
+    Context,
+    Cancelled,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Eos => "eos",
+            StopReason::Stop => "stop",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::Context => "context",
+            StopReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One generated token, as soon as it exists.
+#[derive(Clone, Debug)]
+pub struct TokenEvent {
+    pub id: u32,
+    /// Text this token completes (whole characters only; may be empty).
+    pub text: String,
+    /// 0 for the first generated token.
+    pub index: usize,
+    /// Milliseconds since generation started.
+    pub elapsed_ms: f64,
+    /// The distribution the sampler drew from, most likely first (`top_logprobs` entries).
+    pub top: Vec<Candidate>,
+}
+
+/// Timings of one generation. All times in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Metrics {
+    /// Start → first token (tokenize + prefill + sample).
+    pub ttft_ms: f64,
+    /// Mean time per output token after the first.
+    pub tpot_ms: f64,
+    pub tpot_p50_ms: f64,
+    pub tpot_p95_ms: f64,
+    pub total_ms: f64,
+    pub prefill_ms: f64,
+    pub prompt_tokens: usize,
+    pub output_tokens: usize,
+    pub prefill_tokens_per_sec: f64,
+    pub decode_tokens_per_sec: f64,
+}
+
+/// The outcome of a generation.
+#[derive(Clone, Debug)]
+pub struct GenerationResult {
+    pub text: String,
+    /// Generated ids, including a final end-of-text or the token that completed a stop text.
+    pub tokens: Vec<u32>,
+    pub stop_reason: StopReason,
+    pub metrics: Metrics,
+}
+
+/// A monotonic clock in milliseconds; natively `Instant`, in the browser `performance.now()`.
+pub trait Clock {
+    fn now_ms(&self) -> f64;
+}
+
+/// `std::time::Instant` (not available in the browser).
+pub struct SystemClock(std::time::Instant);
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        SystemClock(std::time::Instant::now())
+    }
+}
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> f64 {
+        self.0.elapsed().as_secs_f64() * 1e3
+    }
+}
+
+/// The loop's state between steps.
+pub struct Generation {
+    params: GenerateParams,
+    sampler: Sampler,
+    detok: Detokenizer,
+    clock: Box<dyn Clock>,
+    /// Prompt then generated ids.
+    ids: Vec<u32>,
+    n_prompt: usize,
+    /// How many of `ids` are in the backend's KV cache.
+    fed: usize,
+    logits: Vec<f32>,
+    top: Vec<Candidate>,
+    /// Generated text, possibly with a held-back tail that may start a stop text.
+    text: String,
+    emitted: usize,
+    t0: f64,
+    prefill_ms: f64,
+    token_times: Vec<f64>,
+    end_ms: f64,
+    done: Option<StopReason>,
+}
+
+impl Generation {
+    /// Tokenizes the prompt and checks it and the parameters. An empty prompt starts from
+    /// end-of-text, as GPT-2 was trained to.
+    pub fn new(
+        model: &Model,
+        prompt: &str,
+        params: GenerateParams,
+        clock: Box<dyn Clock>,
+    ) -> Result<Self> {
+        let t0 = clock.now_ms();
+        let ids = model.tokenizer.encode(prompt)?;
+        Self::from_ids(model, ids, params, clock, t0)
+    }
+
+    /// Like `new` with the prompt already tokenized; `t0` is when the request started.
+    pub fn from_ids(
+        model: &Model,
+        mut ids: Vec<u32>,
+        params: GenerateParams,
+        clock: Box<dyn Clock>,
+        t0: f64,
+    ) -> Result<Self> {
+        if params.max_tokens == 0 {
+            return Err(Error::param("max_tokens", "must be at least 1"));
+        }
+        let sampler = Sampler::new(params.sampling.clone())?;
+        let config = &model.config;
+        if ids.is_empty() {
+            ids.push(config.eos_token_id.min(config.vocab_size as u32 - 1));
+        }
+        if ids.len() > config.n_positions {
+            return Err(Error::PromptTooLong {
+                tokens: ids.len(),
+                n_ctx: config.n_positions,
+            });
+        }
+        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= config.vocab_size) {
+            return Err(Error::Tokenizer(format!(
+                "the prompt has token id {bad}, outside the model's vocabulary of {} ids",
+                config.vocab_size
+            )));
+        }
+        let mut params = params;
+        params.stop.retain(|s| !s.is_empty());
+        let n_prompt = ids.len();
+        Ok(Generation {
+            params,
+            sampler,
+            detok: Detokenizer::default(),
+            clock,
+            ids,
+            n_prompt,
+            fed: 0,
+            logits: Vec::with_capacity(config.vocab_size),
+            top: Vec::new(),
+            text: String::new(),
+            emitted: 0,
+            t0,
+            prefill_ms: 0.0,
+            token_times: Vec::new(),
+            end_ms: t0,
+            done: None,
+        })
+    }
+
+    /// Prompt token ids.
+    pub fn prompt_ids(&self) -> &[u32] {
+        &self.ids[..self.n_prompt]
+    }
+
+    /// Asks the loop to end before its next forward pass.
+    pub fn cancel(&mut self) {
+        if self.done.is_none() {
+            self.finish(StopReason::Cancelled);
+        }
+    }
+
+    /// Whether generation has ended.
+    pub fn is_done(&self) -> bool {
+        self.done.is_some()
+    }
+
+    fn finish(&mut self, reason: StopReason) {
+        self.done = Some(reason);
+        self.end_ms = self.clock.now_ms();
+    }
+
+    /// One turn of the loop: forward, sample, append. `None` once generation has ended.
+    pub async fn step(&mut self, model: &mut Model) -> Result<Option<TokenEvent>> {
+        if self.done.is_some() {
+            return Ok(None);
+        }
+        let before = self.clock.now_ms();
+        let logits = model
+            .backend
+            .forward(&self.ids[self.fed..], self.fed)
+            .await?;
+        if self.fed == 0 {
+            self.prefill_ms = self.clock.now_ms() - before;
+        }
+        self.fed = self.ids.len();
+        self.logits.clear();
+        self.logits.extend_from_slice(logits);
+        let id = self.sampler.pick(
+            &mut self.logits,
+            &self.ids,
+            self.params.top_logprobs,
+            &mut self.top,
+        );
+        self.ids.push(id);
+        let now = self.clock.now_ms();
+        self.token_times.push(now);
+
+        let n_out = self.ids.len() - self.n_prompt;
+        let eos = id == model.config.eos_token_id && !self.params.ignore_eos;
+        let full = self.ids.len() > model.config.n_positions; // the new token has no position left
+        let finishing = eos || n_out >= self.params.max_tokens || full;
+        if !eos {
+            self.text += &self.detok.push(model.tokenizer.token_bytes(id));
+        }
+        if finishing {
+            self.text += &self.detok.flush();
+        }
+        let mut reason = None;
+        if let Some(at) = self.find_stop() {
+            self.text.truncate(at);
+            reason = Some(StopReason::Stop);
+        } else if finishing {
+            reason = Some(if eos {
+                StopReason::Eos
+            } else if n_out >= self.params.max_tokens {
+                StopReason::MaxTokens
+            } else {
+                StopReason::Context
+            });
+        }
+        let upto = if reason.is_some() {
+            self.text.len()
+        } else {
+            self.text.len() - self.held_back()
+        };
+        let delta = self.text[self.emitted..upto].to_string();
+        self.emitted = upto;
+        if let Some(r) = reason {
+            self.finish(r);
+            self.text.truncate(self.emitted);
+        }
+        Ok(Some(TokenEvent {
+            id,
+            text: delta,
+            index: n_out - 1,
+            elapsed_ms: now - self.t0,
+            top: std::mem::take(&mut self.top),
+        }))
+    }
+
+    /// Byte offset of the earliest stop text in the not-yet-emitted text.
+    fn find_stop(&self) -> Option<usize> {
+        let tail = &self.text[self.emitted..];
+        self.params
+            .stop
+            .iter()
+            .filter_map(|s| tail.find(s.as_str()))
+            .min()
+            .map(|i| self.emitted + i)
+    }
+
+    /// Length of the longest suffix of the text that could be the start of a stop text.
+    fn held_back(&self) -> usize {
+        let t = &self.text[self.emitted..];
+        let longest = self.params.stop.iter().map(|s| s.len()).max().unwrap_or(0);
+        (1..=longest.min(t.len()))
+            .rev()
+            .find(|&k| {
+                t.is_char_boundary(t.len() - k)
+                    && self
+                        .params
+                        .stop
+                        .iter()
+                        .any(|s| s.starts_with(&t[t.len() - k..]))
+            })
+            .unwrap_or(0)
+    }
+
+    /// The result so far (complete once `is_done`). Text held back when cancelled is dropped, so
+    /// the text is exactly what the events carried.
+    pub fn result(&self) -> GenerationResult {
+        let tokens = self.ids[self.n_prompt..].to_vec();
+        let end = if self.done.is_some() {
+            self.end_ms
+        } else {
+            self.clock.now_ms()
+        };
+        let times = &self.token_times;
+        let mut gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        gaps.sort_by(f64::total_cmp);
+        let pct = |p: f64| {
+            if gaps.is_empty() {
+                0.0
+            } else {
+                gaps[((p * gaps.len() as f64).ceil() as usize).clamp(1, gaps.len()) - 1]
+            }
+        };
+        let decode_ms = match (times.first(), times.last()) {
+            (Some(a), Some(b)) => b - a,
+            _ => 0.0,
+        };
+        let per_sec = |n: usize, ms: f64| if ms > 0.0 { n as f64 * 1e3 / ms } else { 0.0 };
+        let metrics = Metrics {
+            ttft_ms: times.first().map_or(0.0, |t| t - self.t0),
+            tpot_ms: if gaps.is_empty() {
+                0.0
+            } else {
+                decode_ms / gaps.len() as f64
+            },
+            tpot_p50_ms: pct(0.5),
+            tpot_p95_ms: pct(0.95),
+            total_ms: end - self.t0,
+            prefill_ms: self.prefill_ms,
+            prompt_tokens: self.n_prompt,
+            output_tokens: tokens.len(),
+            prefill_tokens_per_sec: per_sec(self.n_prompt, self.prefill_ms),
+            decode_tokens_per_sec: per_sec(gaps.len(), decode_ms),
+        };
+        GenerationResult {
+            text: self.text[..self.emitted].to_string(),
+            tokens,
+            stop_reason: self.done.unwrap_or(StopReason::Cancelled),
+            metrics,
+        }
+    }
+}
+
+/// Runs the loop to the end, calling `on_token` once per generated token; `cancelled` is asked
+/// before every forward pass.
+pub fn generate(
+    model: &mut Model,
+    prompt: &str,
+    params: GenerateParams,
+    on_token: &mut dyn FnMut(&TokenEvent),
+    cancelled: &dyn Fn() -> bool,
+) -> Result<GenerationResult> {
+    let mut g = Generation::new(model, prompt, params, Box::new(SystemClock::default()))?;
+    loop {
+        if cancelled() {
+            g.cancel();
+        }
+        match pollster::block_on(g.step(model))? {
+            Some(ev) => on_token(&ev),
+            None => break,
+        }
+    }
+    Ok(g.result())
+}

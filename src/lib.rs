@@ -1,0 +1,31 @@
+//! gpt2-web: GPT-2 in the browser, one token at a time.
+//!
+//! The generation loop (`generate`) tokenizes the prompt, runs the whole prompt through a
+//! backend once (prefill), then repeats predict → sample → append with one token per forward
+//! pass against a KV cache, streaming each token as it exists. Backends (`backend`) only turn
+//! ids into logits: candle-core on the CPU, wgpu on the GPU. Weights load from a Hugging Face
+//! GPT-2 folder (`config.json`, `model.safetensors`, `tokenizer.json`) or the same bytes in memory.
+
+pub mod backend;
+pub mod bench;
+pub mod config;
+pub mod error;
+pub mod generate;
+pub mod model;
+pub mod sampling;
+pub mod tokenizer;
+pub mod weights;
+
+#[cfg(target_arch = "wasm32")]
+mod wasm;
+
+pub use backend::{Backend, BackendChoice};
+pub use config::Config;
+pub use error::{Error, Result};
+pub use generate::{
+    generate, Clock, GenerateParams, Generation, GenerationResult, Metrics, StopReason,
+    SystemClock, TokenEvent,
+};
+pub use model::Model;
+pub use sampling::{Candidate, SamplingParams};
+pub use tokenizer::{Detokenizer, Tokenizer};

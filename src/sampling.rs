@@ -1,0 +1,432 @@
+//! Picking the next token from the logits: greedy, temperature, top-k, top-p, min-p and a
+//! repetition penalty, in the order transformers' `generate` applies them
+//! (`RepetitionPenaltyLogitsProcessor`, then the temperature, top-k, top-p and min-p warpers).
+//!
+//! Randomness comes from a seeded xoshiro256** generator written out here, so a seed gives the
+//! same tokens natively and in WebAssembly: nothing in the loop asks the OS for randomness.
+
+use crate::error::{Error, Result};
+
+/// Sampling settings. The defaults are greedy decoding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SamplingParams {
+    /// 0 means greedy (argmax); otherwise logits are divided by it.
+    pub temperature: f32,
+    /// Keep only the k most likely tokens; 0 turns it off.
+    pub top_k: usize,
+    /// Keep the smallest set of most likely tokens whose probability reaches p; 1 turns it off.
+    pub top_p: f32,
+    /// Drop tokens whose probability is below min_p × the top probability; 0 turns it off.
+    pub min_p: f32,
+    /// > 1 discourages tokens already in the prompt or output (CTRL's rule); 1 turns it off.
+    pub repetition_penalty: f32,
+    /// Seed of the random generator.
+    pub seed: u64,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        SamplingParams {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repetition_penalty: 1.0,
+            seed: 0,
+        }
+    }
+}
+
+impl SamplingParams {
+    /// Checks every value; an out-of-range one is an error naming it.
+    pub fn validate(&self) -> Result<()> {
+        let t = self.temperature;
+        if !(t.is_finite() && (0.0..=100.0).contains(&t)) {
+            return Err(Error::param(
+                "temperature",
+                format!("{t} is not in 0..=100 (0 = greedy)"),
+            ));
+        }
+        let p = self.top_p;
+        if !(p > 0.0 && p <= 1.0) {
+            return Err(Error::param("top_p", format!("{p} is not in (0, 1]")));
+        }
+        let m = self.min_p;
+        if !(0.0..=1.0).contains(&m) {
+            return Err(Error::param("min_p", format!("{m} is not in [0, 1]")));
+        }
+        let r = self.repetition_penalty;
+        if !(r.is_finite() && r > 0.0 && r <= 100.0) {
+            return Err(Error::param(
+                "repetition_penalty",
+                format!("{r} is not in (0, 100]"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One candidate of the distribution the sampler drew from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Candidate {
+    pub id: u32,
+    pub prob: f32,
+}
+
+/// Seeded xoshiro256** (Blackman & Vigna), state expanded from the seed with splitmix64.
+#[derive(Clone, Debug)]
+pub struct Rng {
+    s: [u64; 4],
+}
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        let mut x = seed;
+        let mut next = || {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        Rng {
+            s: [next(), next(), next(), next()],
+        }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let s = &mut self.s;
+        let out = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        out
+    }
+
+    /// Uniform in [0, 1) with 53 random bits.
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+/// Logits more than this below the maximum have probability < e⁻⁴⁰ of the top token and cannot
+/// change which tokens top-p keeps; skipping them keeps the sort short.
+const NEGLIGIBLE: f32 = 40.0;
+
+/// Picks tokens; owns its random generator and scratch space, reused every step.
+pub struct Sampler {
+    params: SamplingParams,
+    rng: Rng,
+    /// (logit, id) of the candidates still in play this step.
+    cand: Vec<(f32, u32)>,
+    seen: Vec<bool>,
+}
+
+impl Sampler {
+    pub fn new(params: SamplingParams) -> Result<Self> {
+        params.validate()?;
+        let rng = Rng::new(params.seed);
+        Ok(Sampler {
+            params,
+            rng,
+            cand: Vec::new(),
+            seen: Vec::new(),
+        })
+    }
+
+    pub fn params(&self) -> &SamplingParams {
+        &self.params
+    }
+
+    /// Applies the repetition penalty to `logits` for every distinct id in `history`:
+    /// positive logits are divided by the penalty, negative ones multiplied.
+    pub fn apply_repetition_penalty(&mut self, logits: &mut [f32], history: &[u32]) {
+        let r = self.params.repetition_penalty;
+        if r == 1.0 {
+            return;
+        }
+        self.seen.clear();
+        self.seen.resize(logits.len(), false);
+        for &id in history {
+            let i = id as usize;
+            if i < logits.len() && !self.seen[i] {
+                self.seen[i] = true;
+                let l = logits[i];
+                logits[i] = if l > 0.0 { l / r } else { l * r };
+            }
+        }
+    }
+
+    /// Picks the next token from `logits` (modified in place), given the ids so far.
+    /// Fills `top` with up to `n_top` candidates of the final distribution, most likely first.
+    pub fn pick(
+        &mut self,
+        logits: &mut [f32],
+        history: &[u32],
+        n_top: usize,
+        top: &mut Vec<Candidate>,
+    ) -> u32 {
+        top.clear();
+        self.apply_repetition_penalty(logits, history);
+        let p = self.params.clone();
+        if p.temperature == 0.0 {
+            let id = argmax(logits);
+            if n_top > 0 {
+                self.gather(logits, 1.0, false);
+                self.truncate_and_normalise(n_top, top);
+            }
+            return id;
+        }
+        let restrict = p.top_k > 0 || p.top_p < 1.0 || p.min_p > 0.0;
+        self.gather(logits, p.temperature, restrict);
+        if p.top_k > 0 && p.top_k < self.cand.len() {
+            self.cand.truncate(p.top_k);
+        }
+        // Softmax over the candidates (sorted by logit, descending, when restricted).
+        let max = self
+            .cand
+            .iter()
+            .map(|c| c.0)
+            .fold(f32::NEG_INFINITY, f32::max);
+        let total: f64 = self.cand.iter().map(|c| ((c.0 - max) as f64).exp()).sum();
+        if p.top_p < 1.0 {
+            let mut cum = 0.0;
+            let mut keep = 0;
+            for c in &self.cand {
+                if keep > 0 && cum >= p.top_p as f64 {
+                    break;
+                }
+                cum += ((c.0 - max) as f64).exp() / total;
+                keep += 1;
+            }
+            self.cand.truncate(keep);
+        }
+        if p.min_p > 0.0 {
+            let cut = max + p.min_p.ln();
+            let keep = self.cand.iter().take_while(|c| c.0 >= cut).count().max(1);
+            self.cand.truncate(keep);
+        }
+        let total: f64 = self.cand.iter().map(|c| ((c.0 - max) as f64).exp()).sum();
+        let mut u = self.rng.next_f64() * total;
+        let mut id = self.cand.last().map_or(0, |c| c.1);
+        for c in &self.cand {
+            u -= ((c.0 - max) as f64).exp();
+            if u < 0.0 {
+                id = c.1;
+                break;
+            }
+        }
+        if n_top > 0 {
+            if !restrict {
+                self.sort_candidates();
+            }
+            self.truncate_and_normalise(n_top, top);
+        }
+        id
+    }
+
+    /// Collects (logit / temperature, id) into `cand`; sorted descending when `sorted`.
+    fn gather(&mut self, logits: &[f32], temperature: f32, sorted: bool) {
+        self.cand.clear();
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let inv_t = 1.0 / temperature;
+        let floor = if sorted {
+            (max - NEGLIGIBLE * temperature) * inv_t
+        } else {
+            f32::NEG_INFINITY
+        };
+        self.cand.extend(
+            logits
+                .iter()
+                .enumerate()
+                .map(|(i, &l)| (l * inv_t, i as u32))
+                .filter(|c| c.0 >= floor && !c.0.is_nan()),
+        );
+        if sorted {
+            self.sort_candidates();
+        }
+    }
+
+    fn sort_candidates(&mut self) {
+        // Ties broken by id so the order never depends on the sort algorithm.
+        self.cand
+            .sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    }
+
+    /// Writes the first `n` candidates with their probability under the current candidate set.
+    fn truncate_and_normalise(&mut self, n: usize, top: &mut Vec<Candidate>) {
+        if self.cand.len() > n && self.cand.windows(2).any(|w| w[0].0 < w[1].0) {
+            self.sort_candidates();
+        }
+        let max = self.cand.first().map_or(0.0, |c| c.0);
+        let total: f64 = self.cand.iter().map(|c| ((c.0 - max) as f64).exp()).sum();
+        top.extend(self.cand.iter().take(n).map(|c| Candidate {
+            id: c.1,
+            prob: (((c.0 - max) as f64).exp() / total) as f32,
+        }));
+    }
+}
+
+/// Index of the largest value; the first one on ties, as `torch.argmax`.
+pub fn argmax(xs: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &x) in xs.iter().enumerate() {
+        if x > xs[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(f: impl FnOnce(&mut SamplingParams)) -> SamplingParams {
+        let mut p = SamplingParams {
+            temperature: 1.0,
+            seed: 7,
+            ..Default::default()
+        };
+        f(&mut p);
+        p
+    }
+
+    /// The set of ids a sampler can pick from `logits`, found by sampling many times.
+    fn support(p: SamplingParams, logits: &[f32]) -> Vec<u32> {
+        let mut s = Sampler::new(p).unwrap();
+        let mut ids: Vec<u32> = (0..2000)
+            .map(|_| s.pick(&mut logits.to_vec(), &[], 0, &mut Vec::new()))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    // probabilities of ln([0.5, 0.25, 0.15, 0.1]) are exactly those numbers
+    fn four() -> Vec<f32> {
+        [0.5f32, 0.25, 0.15, 0.1].iter().map(|p| p.ln()).collect()
+    }
+
+    #[test]
+    fn top_k_keeps_the_k_largest() {
+        assert_eq!(support(params(|p| p.top_k = 2), &four()), [0, 1]);
+        assert_eq!(support(params(|p| p.top_k = 10), &four()), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn top_p_keeps_the_smallest_set_reaching_p() {
+        // cumulative: 0.5, 0.75, 0.9, 1.0
+        assert_eq!(support(params(|p| p.top_p = 0.5), &four()), [0]);
+        assert_eq!(support(params(|p| p.top_p = 0.6), &four()), [0, 1]);
+        assert_eq!(support(params(|p| p.top_p = 0.8), &four()), [0, 1, 2]);
+    }
+
+    #[test]
+    fn min_p_drops_tokens_below_a_fraction_of_the_top() {
+        // threshold 0.4 × 0.5 = 0.2 keeps 0.5 and 0.25
+        assert_eq!(support(params(|p| p.min_p = 0.4), &four()), [0, 1]);
+        // threshold 0.25 × 0.5 = 0.125 keeps 0.15 too
+        assert_eq!(support(params(|p| p.min_p = 0.25), &four()), [0, 1, 2]);
+    }
+
+    #[test]
+    fn repetition_penalty_divides_positive_and_multiplies_negative_logits() {
+        let mut s = Sampler::new(params(|p| p.repetition_penalty = 2.0)).unwrap();
+        let mut logits = vec![4.0, -1.0, 3.0, 1.0];
+        s.apply_repetition_penalty(&mut logits, &[0, 1, 0]);
+        assert_eq!(logits, [2.0, -2.0, 3.0, 1.0]);
+        // Greedy with the penalty now picks token 2.
+        let mut g = Sampler::new(SamplingParams {
+            repetition_penalty: 2.0,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            g.pick(&mut [4.0, -1.0, 3.0, 1.0], &[0], 0, &mut Vec::new()),
+            2
+        );
+    }
+
+    #[test]
+    fn sampling_frequencies_follow_the_distribution() {
+        let mut s = Sampler::new(params(|_| {})).unwrap();
+        let mut counts = [0usize; 4];
+        let n = 20000;
+        for _ in 0..n {
+            counts[s.pick(&mut four(), &[], 0, &mut Vec::new()) as usize] += 1;
+        }
+        for (c, p) in counts.iter().zip([0.5, 0.25, 0.15, 0.1]) {
+            let f = *c as f64 / n as f64;
+            assert!((f - p).abs() < 0.015, "frequency {f} vs probability {p}");
+        }
+    }
+
+    #[test]
+    fn seeded_sampling_is_reproducible_and_seed_dependent() {
+        let logits: Vec<f32> = (0..1000)
+            .map(|i| ((i * 7919) % 1000) as f32 / 300.0)
+            .collect();
+        let run = |seed| {
+            let mut s = Sampler::new(params(|p| {
+                p.seed = seed;
+                p.top_p = 0.95;
+            }))
+            .unwrap();
+            (0..50)
+                .map(|_| s.pick(&mut logits.clone(), &[], 0, &mut Vec::new()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(1), run(1));
+        assert_ne!(run(1), run(2));
+    }
+
+    #[test]
+    fn rng_matches_reference_xoshiro256starstar() {
+        // First outputs for state [1, 2, 3, 4] from the reference C implementation.
+        let mut r = Rng { s: [1, 2, 3, 4] };
+        let got: Vec<u64> = (0..3).map(|_| r.next_u64()).collect();
+        assert_eq!(got, [11520, 0, 1509978240]);
+    }
+
+    #[test]
+    fn temperature_zero_is_argmax_and_top_list_holds_the_pick() {
+        let mut s = Sampler::new(SamplingParams::default()).unwrap();
+        let mut top = Vec::new();
+        let id = s.pick(&mut four(), &[], 3, &mut top);
+        assert_eq!(id, 0);
+        assert_eq!(top.iter().map(|c| c.id).collect::<Vec<_>>(), [0, 1, 2]);
+        assert!((top[0].prob - 0.5).abs() < 1e-6);
+        let sum: f32 = top.iter().map(|c| c.prob).sum();
+        assert!(sum <= 1.0 + 1e-6);
+    }
+
+    #[test]
+    fn top_list_is_the_distribution_after_filtering() {
+        let mut s = Sampler::new(params(|p| p.top_k = 2)).unwrap();
+        let mut top = Vec::new();
+        s.pick(&mut four(), &[], 10, &mut top);
+        assert_eq!(top.len(), 2);
+        assert!((top[0].prob - 2.0 / 3.0).abs() < 1e-6, "{top:?}");
+    }
+
+    #[test]
+    fn out_of_range_parameters_are_named() {
+        for (p, name) in [
+            (params(|p| p.temperature = -1.0), "temperature"),
+            (params(|p| p.top_p = 0.0), "top_p"),
+            (params(|p| p.min_p = 2.0), "min_p"),
+            (
+                params(|p| p.repetition_penalty = f32::NAN),
+                "repetition_penalty",
+            ),
+        ] {
+            let e = Sampler::new(p).err().unwrap().to_string();
+            assert!(e.contains(name), "{e}");
+        }
+    }
+}

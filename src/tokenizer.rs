@@ -1,0 +1,195 @@
+//! The GPT-2 tokenizer (byte-level BPE through the `tokenizers` crate) and a streaming
+//! detokenizer whose deltas are always whole UTF-8 characters.
+//!
+//! Byte-level BPE maps every byte to a printable character (`bytes_to_unicode` in OpenAI's
+//! `encoder.py`), so a token is a byte string, not a string: an emoji may span three tokens. The
+//! detokenizer holds back an incomplete UTF-8 sequence until the token that completes it arrives,
+//! and decodes invalid bytes exactly as `String::from_utf8_lossy` (and so transformers) would.
+
+use crate::error::{Error, Result};
+
+/// A tokenizer plus each token's raw bytes.
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+    /// Indexed by token id.
+    token_bytes: Vec<Vec<u8>>,
+}
+
+impl Tokenizer {
+    /// Parses `tokenizer.json` bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let inner = tokenizers::Tokenizer::from_bytes(bytes)
+            .map_err(|e| Error::Tokenizer(format!("cannot parse: {e}")))?;
+        let vocab = inner.get_vocab(true);
+        let n = vocab.values().map(|&id| id as usize + 1).max().unwrap_or(0);
+        let byte_of = unicode_to_byte();
+        let mut token_bytes = vec![Vec::new(); n];
+        let added = inner.get_added_tokens_decoder();
+        for (token, &id) in &vocab {
+            let bytes = if let Some(a) = added.get(&id) {
+                a.content.as_bytes().to_vec()
+            } else if let Some(b) = token.chars().map(&byte_of).collect::<Option<Vec<u8>>>() {
+                b
+            } else {
+                // Not byte-level: fall back to the tokenizer's own decoder for this token.
+                inner
+                    .decode(&[id], false)
+                    .map_err(|e| Error::Tokenizer(format!("cannot decode token {id}: {e}")))?
+                    .into_bytes()
+            };
+            token_bytes[id as usize] = bytes;
+        }
+        Ok(Tokenizer { inner, token_bytes })
+    }
+
+    /// Token ids of `text`; special tokens such as `<|endoftext|>` written in the text are recognised.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| Error::Tokenizer(format!("cannot encode: {e}")))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    /// The raw bytes of one token (empty for an id the tokenizer does not know).
+    pub fn token_bytes(&self, id: u32) -> &[u8] {
+        self.token_bytes
+            .get(id as usize)
+            .map_or(&[], |b| b.as_slice())
+    }
+
+    /// Text of `ids`, invalid UTF-8 replaced by U+FFFD (as transformers' `decode`).
+    pub fn decode(&self, ids: &[u32]) -> String {
+        let bytes: Vec<u8> = ids
+            .iter()
+            .flat_map(|&id| self.token_bytes(id))
+            .copied()
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Number of token ids the tokenizer knows.
+    pub fn vocab_size(&self) -> usize {
+        self.token_bytes.len()
+    }
+}
+
+/// The inverse of GPT-2's `bytes_to_unicode`: printable Latin-1 bytes stand for themselves,
+/// the other 68 bytes are shifted to U+0100.. in order.
+fn unicode_to_byte() -> impl Fn(char) -> Option<u8> {
+    let mut table = [None; 512];
+    let mut shifted = 0u32;
+    for b in 0..=255u8 {
+        let printable = matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+        let ch = if printable {
+            b as u32
+        } else {
+            shifted += 1;
+            255 + shifted
+        };
+        table[ch as usize] = Some(b);
+    }
+    move |ch: char| table.get(ch as usize).copied().flatten()
+}
+
+/// Turns a stream of token bytes into text deltas that are always valid UTF-8 and whose
+/// concatenation equals `String::from_utf8_lossy` of all the bytes.
+#[derive(Default, Debug)]
+pub struct Detokenizer {
+    pending: Vec<u8>,
+}
+
+impl Detokenizer {
+    /// Adds one token's bytes; returns the text that is now complete (may be empty).
+    pub fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut out = String::new();
+        let mut start = 0;
+        loop {
+            match std::str::from_utf8(&self.pending[start..]) {
+                Ok(s) => {
+                    out.push_str(s);
+                    start = self.pending.len();
+                    break;
+                }
+                Err(e) => {
+                    let valid = start + e.valid_up_to();
+                    // valid_up_to bytes were just checked to be UTF-8.
+                    out.push_str(
+                        std::str::from_utf8(&self.pending[start..valid]).unwrap_or_default(),
+                    );
+                    match e.error_len() {
+                        // Invalid sequence: one replacement character, as from_utf8_lossy does.
+                        Some(n) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            start = valid + n;
+                        }
+                        // Incomplete sequence at the end: wait for the next token.
+                        None => {
+                            start = valid;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.pending.drain(..start);
+        out
+    }
+
+    /// Ends the stream: bytes of an unfinished character become U+FFFD.
+    pub fn flush(&mut self) -> String {
+        let out = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_map_inverts_gpt2_bytes_to_unicode() {
+        let f = unicode_to_byte();
+        assert_eq!(f('!'), Some(b'!'));
+        assert_eq!(f('Ġ'), Some(b' ')); // U+0120 is the space byte in GPT-2's vocabulary
+        assert_eq!(f('Ċ'), Some(b'\n'));
+        assert_eq!(f('Ā'), Some(0));
+        assert_eq!(f('a'), Some(b'a'));
+        assert_eq!(f('€'), None);
+    }
+
+    #[test]
+    fn split_emoji_arrives_once_whole() {
+        let bytes = "a😀b".as_bytes(); // 😀 is F0 9F 98 80
+        let mut d = Detokenizer::default();
+        let pieces = [&bytes[..2], &bytes[2..3], &bytes[3..5], &bytes[5..]];
+        let deltas: Vec<String> = pieces.iter().map(|p| d.push(p)).collect();
+        assert_eq!(deltas, ["a", "", "😀", "b"]);
+        assert_eq!(d.flush(), "");
+    }
+
+    #[test]
+    fn invalid_bytes_match_from_utf8_lossy() {
+        let streams: [&[u8]; 4] = [
+            b"\xff\xfeab",
+            b"a\xe2\x82",
+            b"\xe2\x28\xa1x",
+            b"\xf0\x9f\x98\x80\x80",
+        ];
+        for s in streams {
+            for split in 0..=s.len() {
+                let mut d = Detokenizer::default();
+                let mut text = d.push(&s[..split]);
+                text += &d.push(&s[split..]);
+                text += &d.flush();
+                assert_eq!(
+                    text,
+                    String::from_utf8_lossy(s),
+                    "stream {s:?} split at {split}"
+                );
+            }
+        }
+    }
+}

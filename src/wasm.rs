@@ -1,0 +1,335 @@
+//! The WebAssembly API (wasm-bindgen), used by `www/worker.js`. Every error becomes a JS
+//! `Error` whose message is the crate's sentence; panics are logged by console_error_panic_hook.
+//!
+//! The worker drives generation one step at a time (`start`, then `step` until it returns
+//! `undefined`), so it can post each token the moment it exists and notice an abort between steps.
+
+use crate::backend::BackendChoice;
+use crate::generate::{Clock, GenerateParams, Generation};
+use crate::model::Model;
+use crate::sampling::SamplingParams;
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(start)]
+fn start() {
+    console_error_panic_hook::set_once();
+}
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = performance, js_name = now)]
+    fn performance_now() -> f64;
+}
+
+struct PerformanceClock;
+
+impl Clock for PerformanceClock {
+    fn now_ms(&self) -> f64 {
+        performance_now()
+    }
+}
+
+fn js_err(e: crate::Error) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+/// Generation options as the JS API spells them.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+struct Options {
+    max_tokens: f64,
+    temperature: f32,
+    top_k: f64,
+    top_p: f32,
+    min_p: f32,
+    repetition_penalty: f32,
+    seed: f64,
+    stop: Vec<String>,
+    top_logprobs: f64,
+    ignore_eos: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            max_tokens: 64.0,
+            temperature: 0.0,
+            top_k: 0.0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repetition_penalty: 1.0,
+            seed: 0.0,
+            stop: Vec::new(),
+            top_logprobs: 0.0,
+            ignore_eos: false,
+        }
+    }
+}
+
+/// A non-negative whole number from a JS number, or an error naming the option.
+fn whole(name: &'static str, v: f64, max: f64) -> Result<u64, JsError> {
+    if v.fract() != 0.0 || !(0.0..=max).contains(&v) {
+        return Err(JsError::new(&format!(
+            "invalid {name}: {v} is not a whole number in 0..={max}"
+        )));
+    }
+    Ok(v as u64)
+}
+
+impl Options {
+    fn params(&self) -> Result<GenerateParams, JsError> {
+        let params = GenerateParams {
+            max_tokens: whole("maxTokens", self.max_tokens, 1e9)? as usize,
+            sampling: SamplingParams {
+                temperature: self.temperature,
+                top_k: whole("topK", self.top_k, 1e9)? as usize,
+                top_p: self.top_p,
+                min_p: self.min_p,
+                repetition_penalty: self.repetition_penalty,
+                seed: whole("seed", self.seed, 9007199254740991.0)?,
+            },
+            stop: self.stop.clone(),
+            top_logprobs: whole("topLogprobs", self.top_logprobs, 100.0)? as usize,
+            ignore_eos: self.ignore_eos,
+        };
+        params.sampling.validate().map_err(js_err)?;
+        Ok(params)
+    }
+}
+
+#[derive(Serialize)]
+struct TopJs {
+    id: u32,
+    text: String,
+    prob: f32,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TokenJs {
+    id: u32,
+    text: String,
+    index: usize,
+    elapsed_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top: Option<Vec<TopJs>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MetricsJs {
+    ttft_ms: f64,
+    tpot_ms: f64,
+    tpot_p50_ms: f64,
+    tpot_p95_ms: f64,
+    total_ms: f64,
+    prefill_ms: f64,
+    prompt_tokens: usize,
+    output_tokens: usize,
+    prefill_tokens_per_sec: f64,
+    decode_tokens_per_sec: f64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResultJs {
+    text: String,
+    tokens: Vec<u32>,
+    stop_reason: &'static str,
+    metrics: MetricsJs,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfigJs {
+    n_layer: usize,
+    n_head: usize,
+    n_embd: usize,
+    n_positions: usize,
+    vocab_size: usize,
+    n_params: usize,
+}
+
+struct State {
+    model: Model,
+    generation: Option<Generation>,
+}
+
+/// A loaded model and at most one generation in progress.
+#[wasm_bindgen]
+pub struct Engine {
+    /// Taken out while a step runs, so overlapping calls get a clear error instead of a panic.
+    state: Rc<RefCell<Option<State>>>,
+    backend: String,
+    config: ConfigJs,
+}
+
+fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsError> {
+    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| JsError::new(&e.to_string()))
+}
+
+const BUSY: &str = "the model is busy with another step; wait for it to finish";
+
+#[wasm_bindgen]
+impl Engine {
+    /// Builds the model from the bytes of `config.json`, `model.safetensors` and
+    /// `tokenizer.json`. `backend` is "auto", "cpu" or "webgpu".
+    pub async fn load(
+        config: Vec<u8>,
+        weights: Vec<u8>,
+        tokenizer: Vec<u8>,
+        backend: String,
+    ) -> Result<Engine, JsError> {
+        let choice: BackendChoice = backend.parse().map_err(js_err)?;
+        let model = Model::from_bytes(&config, &weights, &tokenizer, choice)
+            .await
+            .map_err(js_err)?;
+        let c = &model.config;
+        let config = ConfigJs {
+            n_layer: c.n_layer,
+            n_head: c.n_head,
+            n_embd: c.n_embd,
+            n_positions: c.n_positions,
+            vocab_size: c.vocab_size,
+            n_params: c.n_params(),
+        };
+        Ok(Engine {
+            backend: if model.backend.name() == "cpu" {
+                "cpu".into()
+            } else {
+                "webgpu".into()
+            },
+            state: Rc::new(RefCell::new(Some(State {
+                model,
+                generation: None,
+            }))),
+            config,
+        })
+    }
+
+    /// "webgpu" or "cpu": what actually runs.
+    #[wasm_bindgen(getter)]
+    pub fn backend(&self) -> String {
+        self.backend.clone()
+    }
+
+    /// The model's shape: nLayer, nHead, nEmbd, nPositions, vocabSize, nParams.
+    #[wasm_bindgen(getter)]
+    pub fn config(&self) -> Result<JsValue, JsError> {
+        to_js(&self.config)
+    }
+
+    /// Token ids of `text`.
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, JsError> {
+        let s = self.state.borrow();
+        let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
+        st.model.tokenizer.encode(text).map_err(js_err)
+    }
+
+    /// Text of `ids`.
+    pub fn decode(&self, ids: Vec<u32>) -> Result<String, JsError> {
+        let s = self.state.borrow();
+        let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
+        Ok(st.model.tokenizer.decode(&ids))
+    }
+
+    /// Starts a generation (replacing any previous one). `options` uses the JS API's names.
+    pub fn start(&self, prompt: &str, options: JsValue) -> Result<(), JsError> {
+        let opts: Options = if options.is_undefined() || options.is_null() {
+            Options::default()
+        } else {
+            serde_wasm_bindgen::from_value(options)
+                .map_err(|e| JsError::new(&format!("invalid options: {e}")))?
+        };
+        let params = opts.params()?;
+        let mut s = self.state.borrow_mut();
+        let st = s.as_mut().ok_or_else(|| JsError::new(BUSY))?;
+        st.generation = Some(
+            Generation::new(&st.model, prompt, params, Box::new(PerformanceClock))
+                .map_err(js_err)?,
+        );
+        Ok(())
+    }
+
+    /// Runs one step; resolves to the token event, or `undefined` when generation has ended.
+    pub fn step(&self) -> js_sys::Promise {
+        let cell = self.state.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let mut st = cell
+                .borrow_mut()
+                .take()
+                .ok_or_else(|| JsValue::from(JsError::new(BUSY)))?;
+            let out = match st.generation.as_mut() {
+                None => Err(JsError::new("no generation in progress: call start first")),
+                Some(g) => g.step(&mut st.model).await.map_err(js_err),
+            };
+            let out = out.and_then(|ev| match ev {
+                None => Ok(JsValue::UNDEFINED),
+                Some(ev) => {
+                    let tok = &st.model.tokenizer;
+                    to_js(&TokenJs {
+                        id: ev.id,
+                        text: ev.text,
+                        index: ev.index,
+                        elapsed_ms: ev.elapsed_ms,
+                        top: (!ev.top.is_empty()).then(|| {
+                            ev.top
+                                .iter()
+                                .map(|c| TopJs {
+                                    id: c.id,
+                                    text: tok.decode(&[c.id]),
+                                    prob: c.prob,
+                                })
+                                .collect()
+                        }),
+                    })
+                }
+            });
+            *cell.borrow_mut() = Some(st);
+            out.map_err(JsValue::from)
+        })
+    }
+
+    /// Ends the generation before its next forward pass.
+    pub fn cancel(&self) -> Result<(), JsError> {
+        let mut s = self.state.borrow_mut();
+        let st = s.as_mut().ok_or_else(|| JsError::new(BUSY))?;
+        if let Some(g) = st.generation.as_mut() {
+            g.cancel();
+        }
+        Ok(())
+    }
+
+    /// The result of the current generation: text, tokens, stopReason, metrics.
+    pub fn result(&self) -> Result<JsValue, JsError> {
+        let s = self.state.borrow();
+        let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
+        let g = st
+            .generation
+            .as_ref()
+            .ok_or_else(|| JsError::new("no generation has run"))?;
+        let r = g.result();
+        let m = r.metrics;
+        to_js(&ResultJs {
+            text: r.text,
+            tokens: r.tokens,
+            stop_reason: r.stop_reason.as_str(),
+            metrics: MetricsJs {
+                ttft_ms: m.ttft_ms,
+                tpot_ms: m.tpot_ms,
+                tpot_p50_ms: m.tpot_p50_ms,
+                tpot_p95_ms: m.tpot_p95_ms,
+                total_ms: m.total_ms,
+                prefill_ms: m.prefill_ms,
+                prompt_tokens: m.prompt_tokens,
+                output_tokens: m.output_tokens,
+                prefill_tokens_per_sec: m.prefill_tokens_per_sec,
+                decode_tokens_per_sec: m.decode_tokens_per_sec,
+            },
+        })
+    }
+}

@@ -1,0 +1,111 @@
+//! Shared helpers for the integration tests: paths, fixtures, model loading.
+#![allow(dead_code)]
+
+use gpt2_web::{generate, BackendChoice, GenerateParams, GenerationResult, Model, TokenEvent};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn fixtures() -> PathBuf {
+    root().join("tests/fixtures")
+}
+
+pub const TINY: &str = "tests/fixtures/tiny-random";
+pub const DEMO: &str = "www/models/gpt2-shakespeare";
+
+#[derive(Deserialize)]
+pub struct Fixture {
+    pub model_dir: String,
+    pub vocab_size: usize,
+    pub cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+pub struct Case {
+    pub prompt: String,
+    pub ids: Vec<u32>,
+    pub logits_file: String,
+    pub greedy_ids: Vec<u32>,
+    pub greedy_text: String,
+}
+
+impl Case {
+    pub fn logits(&self) -> Vec<f32> {
+        read_f32(&fixtures().join(&self.logits_file))
+    }
+}
+
+/// A fixture by model name (`tiny-random`, `gpt2-shakespeare`).
+pub fn fixture(name: &str) -> Fixture {
+    let path = fixtures().join(format!("{name}.json"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+pub fn read_f32(path: &Path) -> Vec<f32> {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+pub fn load(dir: &str) -> Model {
+    Model::load_dir(&root().join(dir), BackendChoice::Cpu).unwrap_or_else(|e| panic!("{dir}: {e}"))
+}
+
+/// Asserts |a - b| <= atol + rtol·|ref| elementwise, reporting the worst element.
+pub fn assert_close(got: &[f32], want: &[f32], atol: f32, rtol: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+    let mut worst = (0usize, 0.0f32);
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let excess = (g - w).abs() - (atol + rtol * w.abs());
+        if excess > worst.1 || !g.is_finite() {
+            worst = (i, excess.max(f32::MIN_POSITIVE));
+        }
+    }
+    assert!(
+        worst.1 <= 0.0,
+        "{what}: element {} is {} but the reference is {}",
+        worst.0,
+        got[worst.0],
+        want[worst.0]
+    );
+}
+
+/// Runs a generation, collecting the events.
+pub fn run(
+    model: &mut Model,
+    prompt: &str,
+    params: GenerateParams,
+) -> (GenerationResult, Vec<TokenEvent>) {
+    let mut events = Vec::new();
+    let r = generate(
+        model,
+        prompt,
+        params,
+        &mut |e| events.push(e.clone()),
+        &|| false,
+    )
+    .expect("generate");
+    (r, events)
+}
+
+/// Like `run`, with the prompt given as ids (the tiny model's random prompts need not round-trip
+/// through the tokenizer).
+pub fn run_ids(
+    model: &mut Model,
+    ids: &[u32],
+    params: GenerateParams,
+) -> (GenerationResult, Vec<TokenEvent>) {
+    let clock = Box::new(gpt2_web::SystemClock::default());
+    let mut g =
+        gpt2_web::Generation::from_ids(model, ids.to_vec(), params, clock, 0.0).expect("start");
+    let mut events = Vec::new();
+    while let Some(e) = pollster::block_on(g.step(model)).expect("step") {
+        events.push(e);
+    }
+    (g.result(), events)
+}
