@@ -121,6 +121,16 @@ impl Args {
     }
 }
 
+/// Prints a line to stdout; a closed pipe (`gpt2 logits ... | head`) ends quietly.
+fn emit(line: impl std::fmt::Display) -> CliResult<()> {
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{line}").and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => Err(Fail(1, format!("cannot write to stdout: {e}"))),
+        Ok(()) => Ok(()),
+    }
+}
+
 fn load(args: &Args) -> CliResult<Model> {
     Ok(Model::load_dir(&args.model()?, args.backend()?)?)
 }
@@ -179,9 +189,9 @@ fn cmd_generate(argv: &[String]) -> CliResult<()> {
     };
     let r = generate(&mut model, &prompt, params, &mut on_token, &|| false)?;
     if as_json {
-        println!("{}", result_json(&r));
+        emit(result_json(&r))?;
     } else {
-        println!();
+        emit("")?;
         let m = &r.metrics;
         eprintln!(
             "[{} | {} prompt + {} output tokens | TTFT {:.1} ms | TPOT {:.1} ms | total {:.1} ms | stop: {}]",
@@ -235,7 +245,7 @@ fn cmd_logits(argv: &[String]) -> CliResult<()> {
         .into());
     }
     let logits = pollster::block_on(model.backend.forward(&ids, 0))?;
-    println!("{}", json!({"ids": ids, "logits": logits}));
+    emit(json!({"ids": ids, "logits": logits}))?;
     Ok(())
 }
 
@@ -246,7 +256,7 @@ fn cmd_tokenize(argv: &[String]) -> CliResult<()> {
     let bytes = std::fs::read(&path)
         .map_err(|e| Fail(1, format!("cannot read {}: {e}", path.display())))?;
     let tok = gpt2_web::Tokenizer::from_bytes(&bytes)?;
-    println!("{}", json!({"ids": tok.encode(&text)?}));
+    emit(json!({"ids": tok.encode(&text)?}))?;
     Ok(())
 }
 
@@ -303,12 +313,9 @@ fn cmd_bench(argv: &[String]) -> CliResult<()> {
     )?;
     let report = gpt2_web::bench::run(&mut model, &lengths, prompt_tokens, 3)?;
     if args.has("--json") {
-        println!(
-            "{}",
-            serde_json::to_string(&report).map_err(|e| Fail(1, e.to_string()))?
-        );
+        emit(serde_json::to_string(&report).map_err(|e| Fail(1, e.to_string()))?)?;
     } else {
-        print!("{}", report.table());
+        emit(report.table().trim_end())?;
     }
     Ok(())
 }

@@ -1,0 +1,181 @@
+//! The `gpt2` command line: each subcommand on the tiny model, and one-line errors for bad input.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn gpt2(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpt2"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run gpt2")
+}
+
+fn stdout_json_lines(o: &Output) -> Vec<Value> {
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+#[test]
+fn generate_json_prints_a_line_per_token_then_the_result() {
+    let fx = fixture("tiny-random");
+    let prompt = "the";
+    let lines = stdout_json_lines(&gpt2(&[
+        "generate",
+        "--model",
+        TINY,
+        "--prompt",
+        prompt,
+        "--max-tokens",
+        "6",
+        "--backend",
+        "cpu",
+        "--json",
+    ]));
+    assert_eq!(lines.len(), 7);
+    let last = &lines[6];
+    assert_eq!(last["stop_reason"], "max_tokens");
+    assert_eq!(last["tokens"].as_array().unwrap().len(), 6);
+    let streamed: String = lines[..6]
+        .iter()
+        .map(|l| l["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, last["text"].as_str().unwrap());
+    for key in [
+        "ttft_ms",
+        "tpot_ms",
+        "total_ms",
+        "prompt_tokens",
+        "output_tokens",
+        "decode_tokens_per_sec",
+    ] {
+        assert!(last["metrics"][key].is_number(), "metrics.{key}");
+    }
+    assert_eq!(fx.vocab_size, 1999);
+}
+
+#[test]
+fn logits_and_tokenize_print_json() {
+    let fx = fixture("tiny-random");
+    let l = &stdout_json_lines(&gpt2(&[
+        "logits",
+        "--model",
+        TINY,
+        "--prompt",
+        "the",
+        "--backend",
+        "cpu",
+    ]))[0];
+    assert_eq!(l["ids"], serde_json::json!([1169]));
+    assert_eq!(l["logits"].as_array().unwrap().len(), fx.vocab_size);
+    let t = &stdout_json_lines(&gpt2(&[
+        "tokenize",
+        "--model",
+        TINY,
+        "--text",
+        "Hi <|endoftext|>",
+    ]))[0];
+    assert_eq!(t["ids"], serde_json::json!([17250, 220, 50256]));
+}
+
+#[test]
+fn bench_prints_the_fit_and_the_bandwidth_bound() {
+    let o = gpt2(&[
+        "bench",
+        "--model",
+        TINY,
+        "--backend",
+        "cpu",
+        "--lengths",
+        "2,4,8",
+        "--json",
+    ]);
+    let r = &stdout_json_lines(&o)[0];
+    assert_eq!(r["runs"].as_array().unwrap().len(), 3);
+    for key in [
+        "fit_ttft_ms",
+        "fit_tpot_ms",
+        "fit_r2",
+        "bound_ms_per_token",
+        "memcpy_gb_per_s",
+        "prefill_tokens_per_sec",
+    ] {
+        assert!(
+            r[key].as_f64().is_some_and(f64::is_finite),
+            "{key}: {}",
+            r[key]
+        );
+    }
+}
+
+#[test]
+fn bad_arguments_exit_2_with_one_line() {
+    for args in [
+        vec!["generate", "--model", TINY],
+        vec![
+            "generate",
+            "--model",
+            TINY,
+            "--prompt",
+            "x",
+            "--max-tokens",
+            "lots",
+        ],
+        vec![
+            "generate",
+            "--model",
+            TINY,
+            "--prompt",
+            "x",
+            "--temperature",
+            "-1",
+        ],
+        vec![
+            "generate",
+            "--model",
+            TINY,
+            "--prompt",
+            "x",
+            "--backend",
+            "tpu",
+        ],
+        vec!["frobnicate"],
+        vec!["bench", "--model", TINY, "--lengths", "0"],
+    ] {
+        let o = gpt2(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("gpt2: "), "{err}");
+    }
+}
+
+#[test]
+fn runtime_errors_exit_1_with_a_sentence() {
+    let o = gpt2(&["generate", "--model", "no/such/dir", "--prompt", "x"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no/such/dir/config.json"), "{err}");
+    let long = "word ".repeat(200);
+    let o = gpt2(&[
+        "generate",
+        "--model",
+        TINY,
+        "--prompt",
+        &long,
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("context holds 64 tokens"));
+}
