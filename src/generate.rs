@@ -222,6 +222,12 @@ impl Generation {
         }
     }
 
+    /// Forgets what the backend has cached, so the next step runs the whole sequence so far
+    /// (prompt and generated tokens) again: used after switching to another backend mid-generation.
+    pub fn reset_cache(&mut self) {
+        self.fed = 0;
+    }
+
     /// Whether generation has ended.
     pub fn is_done(&self) -> bool {
         self.done.is_some()
@@ -242,7 +248,7 @@ impl Generation {
             .backend
             .forward(&self.ids[self.fed..], self.fed)
             .await?;
-        if self.fed == 0 {
+        if self.token_times.is_empty() {
             self.prefill_ms = self.clock.now_ms() - before;
         }
         self.fed = self.ids.len();

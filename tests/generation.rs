@@ -221,3 +221,25 @@ fn bad_parameters_are_errors_not_panics() {
         assert!(matches!(e, Error::Param { .. }), "{e}");
     }
 }
+
+#[test]
+fn a_generation_survives_losing_the_kv_cache() {
+    // What happens when the GPU is lost mid-generation and a fresh CPU backend takes over:
+    // the next step recomputes the whole sequence and the tokens are unchanged.
+    let fx = fixture("tiny-random");
+    let case = &fx.cases[1];
+    let mut m = load(TINY);
+    let params = GenerateParams {
+        ignore_eos: true,
+        ..greedy(24)
+    };
+    let clock = Box::new(gpt2_web::SystemClock::default());
+    let mut g = gpt2_web::Generation::from_ids(&m, case.ids.clone(), params, clock, 0.0).unwrap();
+    for _ in 0..10 {
+        pollster::block_on(g.step(&mut m)).unwrap();
+    }
+    m = load(TINY); // a new backend with an empty cache
+    g.reset_cache();
+    while pollster::block_on(g.step(&mut m)).unwrap().is_some() {}
+    assert_eq!(g.result().tokens, case.greedy_ids);
+}
