@@ -1,6 +1,7 @@
 //! A loaded model: config, tokenizer and a backend, from a Hugging Face style folder or from
 //! the same three files as bytes (the browser has no file system).
 
+use crate::backend::gpu::{GpuBackend, GpuOptions};
 use crate::backend::{cpu::CpuBackend, Backend, BackendChoice};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -13,6 +14,8 @@ pub struct Model {
     pub config: Config,
     pub tokenizer: Tokenizer,
     pub backend: Backend,
+    /// Why `Auto` runs on the CPU when it does (no adapter, a software one, too small limits).
+    pub gpu_unavailable: Option<String>,
 }
 
 impl Model {
@@ -26,19 +29,44 @@ impl Model {
         let config = Config::from_json(config_json)?;
         let weights = Gpt2Weights::load(safetensors, &config)?;
         let tokenizer = Tokenizer::from_bytes(tokenizer_json)?;
+        let mut gpu_unavailable = None;
         let backend = match choice {
-            BackendChoice::Cpu | BackendChoice::Auto => Backend::Cpu(CpuBackend::new(&config, &weights)?),
+            BackendChoice::Cpu => Backend::Cpu(CpuBackend::new(&config, &weights)?),
             BackendChoice::Gpu => {
-                return Err(Error::Backend(
-                    "the WebGPU backend is not available in this build; use backend \"cpu\" or \"auto\"".into(),
-                ))
+                let gpu = GpuBackend::new(&config, &weights, &GpuOptions::default()).await?;
+                Backend::Gpu(gpu)
+            }
+            BackendChoice::Auto => {
+                let opts = GpuOptions {
+                    hardware_only: true,
+                    ..GpuOptions::default()
+                };
+                match GpuBackend::new(&config, &weights, &opts).await {
+                    Ok(gpu) => Backend::Gpu(gpu),
+                    Err(e) => {
+                        gpu_unavailable = Some(e.to_string());
+                        Backend::Cpu(CpuBackend::new(&config, &weights)?)
+                    }
+                }
             }
         };
         Ok(Model {
             config,
             tokenizer,
             backend,
+            gpu_unavailable,
         })
+    }
+
+    /// Replaces the backend with the CPU one, e.g. after the GPU device was lost (a forward
+    /// returned `Error::Gpu`), keeping `why` in `gpu_unavailable`. `safetensors` are the bytes
+    /// the model was loaded from. The new KV cache is empty: the next forward must start at
+    /// position 0 with every id so far.
+    pub fn fall_back_to_cpu(&mut self, safetensors: &[u8], why: String) -> Result<()> {
+        let weights = Gpt2Weights::load(safetensors, &self.config)?;
+        self.backend = Backend::Cpu(CpuBackend::new(&self.config, &weights)?);
+        self.gpu_unavailable = Some(why);
+        Ok(())
     }
 
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from a folder.

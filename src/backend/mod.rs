@@ -7,6 +7,7 @@
 //! again with a smaller `pos` overwrites the cache from there, so there is no separate reset.
 
 pub mod cpu;
+pub mod gpu;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -36,8 +37,11 @@ impl std::str::FromStr for BackendChoice {
 }
 
 /// A running backend.
+// One per model, made once and never moved in the loop, so its size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Backend {
     Cpu(cpu::CpuBackend),
+    Gpu(gpu::GpuBackend),
 }
 
 impl Backend {
@@ -46,6 +50,7 @@ impl Backend {
         check_forward(self.config(), ids, pos)?;
         match self {
             Backend::Cpu(b) => b.forward(ids, pos),
+            Backend::Gpu(b) => b.forward(ids, pos).await,
         }
     }
 
@@ -53,6 +58,7 @@ impl Backend {
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Cpu(_) => "cpu",
+            Backend::Gpu(_) => "webgpu",
         }
     }
 
@@ -60,6 +66,7 @@ impl Backend {
     pub fn config(&self) -> &Config {
         match self {
             Backend::Cpu(b) => b.config(),
+            Backend::Gpu(b) => b.config(),
         }
     }
 
@@ -67,6 +74,24 @@ impl Backend {
     pub fn decode_weight_bytes(&self) -> f64 {
         match self {
             Backend::Cpu(b) => b.decode_weight_bytes(),
+            Backend::Gpu(b) => b.decode_weight_bytes(),
+        }
+    }
+
+    /// Compute dispatches the last forward recorded on the GPU (`None` on the CPU); after a
+    /// decode step, the dispatches per token.
+    pub fn gpu_dispatches(&self) -> Option<usize> {
+        match self {
+            Backend::Cpu(_) => None,
+            Backend::Gpu(b) => Some(b.dispatches()),
+        }
+    }
+
+    /// The GPU adapter in words (`None` on the CPU).
+    pub fn gpu_adapter(&self) -> Option<&str> {
+        match self {
+            Backend::Cpu(_) => None,
+            Backend::Gpu(b) => Some(b.adapter()),
         }
     }
 }

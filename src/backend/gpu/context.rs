@@ -1,0 +1,278 @@
+//! The WebGPU device: adapter, device and queue with the limits the model needs; wgpu errors and
+//! device loss turned into `Error::Gpu` results; buffer creation and readback.
+//!
+//! This is the one GPU file that knows which platform it runs on: natively a readback polls the
+//! device until the copy is done; in the browser the map callback arrives from the event loop and
+//! is awaited. Everything else (kernels, the model) is the same code on both.
+
+use crate::error::{Error, Result};
+use std::sync::{Arc, Mutex};
+use wgpu::util::DeviceExt;
+
+/// How to set up the device. `Default` asks for the adapter's own storage limits.
+#[derive(Clone, Debug, Default)]
+pub struct GpuOptions {
+    /// Ask only for WebGPU's default limits (128 MiB per storage binding, 256 MiB per buffer), as
+    /// the most limited browsers grant; tests use it to exercise the split embedding.
+    pub default_limits: bool,
+    /// Lower the storage-binding size the model may use to this many bytes (tests force several
+    /// vocab chunks of wte on a tiny model with it).
+    pub max_binding_bytes: Option<u64>,
+    /// Refuse software adapters (lavapipe, SwiftShader, WARP): `Auto` sets it, because the CPU
+    /// backend is faster than a rasteriser emulating a GPU on the same cores.
+    pub hardware_only: bool,
+}
+
+/// A device and queue, the limits granted, and the first error the device reported.
+pub struct Context {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    /// The adapter in words: `llvmpipe (LLVM 19.1.7, 256 bits) (Vulkan, Cpu)`.
+    pub adapter: String,
+    /// Largest storage binding the model may use, in bytes (after `max_binding_bytes`).
+    pub max_binding: u64,
+    /// Largest buffer the device allows, in bytes.
+    pub max_buffer: u64,
+    /// Most workgroups one dispatch may have in each dimension.
+    pub max_workgroups: u32,
+    /// First uncaptured error or device loss, kept until the next call can report it.
+    fault: Arc<Mutex<Option<String>>>,
+}
+
+impl Context {
+    /// Finds an adapter and opens a device on it, or says why not.
+    pub async fn new(opts: &GpuOptions) -> Result<Context> {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| {
+                Error::Gpu(format!(
+                    "no adapter found, so the GPU backend is not available ({e})"
+                ))
+            })?;
+        let info = adapter.get_info();
+        let name = format!(
+            "{} ({:?}, {:?})",
+            info.name.trim(),
+            info.backend,
+            info.device_type
+        );
+        if opts.hardware_only && info.device_type == wgpu::DeviceType::Cpu {
+            return Err(Error::Gpu(format!(
+                "the only adapter is a software renderer, {name}, slower than the CPU backend"
+            )));
+        }
+
+        // WebGPU's defaults are what every device grants; raise only the two storage limits the
+        // embedding needs, and never past what the adapter has.
+        let have = adapter.limits();
+        let mut limits = wgpu::Limits::default();
+        if !opts.default_limits {
+            limits.max_storage_buffer_binding_size = have.max_storage_buffer_binding_size;
+            limits.max_buffer_size = have.max_buffer_size;
+        }
+        limits.max_storage_buffer_binding_size = limits
+            .max_storage_buffer_binding_size
+            .min(have.max_storage_buffer_binding_size);
+        limits.max_buffer_size = limits.max_buffer_size.min(have.max_buffer_size);
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("gpt2"),
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::Gpu(format!("cannot open a device on {name}: {e}")))?;
+
+        // Unhandled wgpu errors would otherwise panic natively; keep the first one instead and
+        // report it from the next call. Device loss goes to the same place.
+        let fault = Arc::new(Mutex::new(None));
+        let slot = Arc::clone(&fault);
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            record(&slot, format!("{e}"));
+        }));
+        let slot = Arc::clone(&fault);
+        device.set_device_lost_callback(move |reason, msg| {
+            record(
+                &slot,
+                format!("the GPU device was lost ({reason:?}): {msg}"),
+            );
+        });
+
+        let max_binding = match opts.max_binding_bytes {
+            Some(b) => b.min(limits.max_storage_buffer_binding_size),
+            None => limits.max_storage_buffer_binding_size,
+        };
+        Ok(Context {
+            device,
+            queue,
+            adapter: name,
+            max_binding,
+            max_buffer: limits.max_buffer_size,
+            max_workgroups: limits.max_compute_workgroups_per_dimension,
+            fault,
+        })
+    }
+
+    /// The first error or loss the device reported since it was created, as an `Error::Gpu`.
+    pub fn check(&self) -> Result<()> {
+        match self.fault.lock().ok().and_then(|f| f.clone()) {
+            Some(msg) => Err(Error::Gpu(msg)),
+            None => Ok(()),
+        }
+    }
+
+    /// Opens error scopes for out-of-memory and validation errors; `ErrorScopes::close` reports
+    /// what the GPU work issued in between got wrong.
+    pub fn scopes(&self) -> ErrorScopes {
+        ErrorScopes {
+            oom: self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory),
+            validation: self.device.push_error_scope(wgpu::ErrorFilter::Validation),
+        }
+    }
+
+    /// A storage buffer of `bytes` (zeroed), usable as a kernel input or output and as a copy source.
+    pub fn storage(&self, label: &str, bytes: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes.max(4),
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// A storage buffer holding `data`.
+    pub fn upload<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> wgpu::Buffer {
+        let contents: &[u8] = bytemuck::cast_slice(data);
+        if contents.is_empty() {
+            return self.storage(label, 4);
+        }
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+            })
+    }
+
+    /// A uniform buffer holding `value` (a `#[repr(C)]` struct matching the WGSL one).
+    pub fn uniform<T: bytemuck::Pod>(&self, label: &str, value: &T) -> wgpu::Buffer {
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: bytemuck::bytes_of(value),
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            })
+    }
+
+    /// A buffer the CPU can map to read `bytes` copied into it.
+    pub fn staging(&self, label: &str, bytes: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes.max(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// Waits for the submitted work, then reads `out.len()` floats from the start of `staging`
+    /// (already copied there by that work).
+    pub async fn read_f32(&self, staging: &wgpu::Buffer, out: &mut [f32]) -> Result<()> {
+        let slice = staging.slice(..(out.len() * 4) as u64);
+        let (tx, rx) = futures_channel::oneshot::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            // The receiver outlives the callback unless the whole read was abandoned.
+            let _ = tx.send(r);
+        });
+        // Natively nothing moves until the device is polled; in the browser the callback is
+        // queued on the event loop when the GPU finishes, and polling does nothing.
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| self.fault_or(format!("waiting for the GPU failed: {e}")))?;
+        let mapped = rx
+            .await
+            .map_err(|_| self.fault_or("the GPU dropped a readback".into()))?;
+        mapped.map_err(|e| self.fault_or(format!("reading back from the GPU failed: {e}")))?;
+        {
+            let view = slice
+                .get_mapped_range()
+                .map_err(|e| Error::Gpu(format!("reading back from the GPU failed: {e:?}")))?;
+            for (o, b) in out.iter_mut().zip(view.chunks_exact(4)) {
+                *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            }
+        }
+        staging.unmap();
+        self.check()
+    }
+
+    /// Reads a whole f32 storage buffer back (tests and debugging; allocates).
+    pub async fn download(&self, src: &wgpu::Buffer) -> Result<Vec<f32>> {
+        let bytes = src.size();
+        let staging = self.staging("download", bytes);
+        let mut enc = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        enc.copy_buffer_to_buffer(src, 0, &staging, 0, bytes);
+        self.queue.submit([enc.finish()]);
+        let mut out = vec![0.0f32; (bytes / 4) as usize];
+        self.read_f32(&staging, &mut out).await?;
+        Ok(out)
+    }
+
+    /// Destroys the device as a driver reset or a GPU process crash would: later calls fail with
+    /// `Error::Gpu` (how the fallback to the CPU is tested).
+    pub fn lose_device(&self) {
+        self.device.destroy();
+    }
+
+    /// The recorded fault (device loss explains most failures) or else `msg`.
+    fn fault_or(&self, msg: String) -> Error {
+        match self.check() {
+            Err(e) => e,
+            Ok(()) => Error::Gpu(msg),
+        }
+    }
+}
+
+fn record(slot: &Mutex<Option<String>>, msg: String) {
+    if let Ok(mut f) = slot.lock() {
+        f.get_or_insert(msg);
+    }
+}
+
+/// Out-of-memory and validation error scopes around some GPU work.
+pub struct ErrorScopes {
+    oom: wgpu::ErrorScopeGuard,
+    validation: wgpu::ErrorScopeGuard,
+}
+
+impl ErrorScopes {
+    /// Closes the scopes at once, so later work falls outside them, and returns their verdict to
+    /// await (in the browser it arrives after the GPU has run the work); `what` names the work.
+    pub fn close(self, what: &str) -> impl std::future::Future<Output = Result<()>> {
+        let validation = self.validation.pop();
+        let oom = self.oom.pop();
+        let what = what.to_string();
+        async move {
+            if let Some(e) = oom.await {
+                return Err(Error::Gpu(format!(
+                    "{what}: out of GPU memory ({e}); try a smaller model or the CPU backend"
+                )));
+            }
+            if let Some(e) = validation.await {
+                return Err(Error::Gpu(format!("{what}: {e}")));
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! The WGSL kernels (`shaders/*.wgsl`, one per file): their bind-group layouts and pipelines,
+//! built once per device, the uniform structs that mirror the WGSL ones, and the dispatch grids.
+//!
+//! Every kernel binds one group whose entries are, in order, uniforms, read-only storage and
+//! read-write storage, as the header of its `.wgsl` lists them. Grids are computed here, next to
+//! the workgroup sizes they must agree with, so the model and the tests dispatch alike.
+
+use bytemuck::{Pod, Zeroable};
+
+/// One compute kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// x = wte[ids] + wpe[pos..], one vocab chunk of wte per dispatch.
+    Embedding,
+    /// Row-wise LayerNorm (ln_1, ln_2, ln_f).
+    LayerNorm,
+    /// x @ w + b with a fused epilogue, 16×16 tiles: prefill.
+    MatmulTiled,
+    /// x @ w + b with a fused epilogue, one row at a time: decode.
+    MatmulGemv,
+    /// Writes the new positions' k and v into the cache.
+    KvWrite,
+    /// Causal attention of the new queries over the cache.
+    Attention,
+    /// logits = ln_f(x_last) @ wteᵀ over one vocab chunk.
+    LmHead,
+}
+
+/// How a kernel sees one binding.
+#[derive(Clone, Copy)]
+enum Binding {
+    Uniform,
+    Read,
+    ReadWrite,
+}
+
+use Binding::{Read, ReadWrite, Uniform};
+
+impl Kernel {
+    pub const ALL: [Kernel; 7] = [
+        Kernel::Embedding,
+        Kernel::LayerNorm,
+        Kernel::MatmulTiled,
+        Kernel::MatmulGemv,
+        Kernel::KvWrite,
+        Kernel::Attention,
+        Kernel::LmHead,
+    ];
+
+    /// The file stem under `src/backend/gpu/shaders/`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Embedding => "embedding",
+            Kernel::LayerNorm => "layernorm",
+            Kernel::MatmulTiled => "matmul_tiled",
+            Kernel::MatmulGemv => "matmul_gemv",
+            Kernel::KvWrite => "kv_write",
+            Kernel::Attention => "attention",
+            Kernel::LmHead => "lm_head",
+        }
+    }
+
+    /// The WGSL source.
+    pub fn source(self) -> &'static str {
+        match self {
+            Kernel::Embedding => include_str!("shaders/embedding.wgsl"),
+            Kernel::LayerNorm => include_str!("shaders/layernorm.wgsl"),
+            Kernel::MatmulTiled => include_str!("shaders/matmul_tiled.wgsl"),
+            Kernel::MatmulGemv => include_str!("shaders/matmul_gemv.wgsl"),
+            Kernel::KvWrite => include_str!("shaders/kv_write.wgsl"),
+            Kernel::Attention => include_str!("shaders/attention.wgsl"),
+            Kernel::LmHead => include_str!("shaders/lm_head.wgsl"),
+        }
+    }
+
+    fn bindings(self) -> &'static [Binding] {
+        match self {
+            Kernel::Embedding => &[Uniform, Uniform, Read, Read, Read, ReadWrite],
+            Kernel::LayerNorm => &[Uniform, Uniform, Read, Read, Read, ReadWrite],
+            Kernel::MatmulTiled | Kernel::MatmulGemv => {
+                &[Uniform, Uniform, Read, Read, Read, ReadWrite]
+            }
+            Kernel::KvWrite => &[Uniform, Uniform, Read, ReadWrite, ReadWrite],
+            Kernel::Attention => &[Uniform, Uniform, Read, Read, Read, ReadWrite],
+            Kernel::LmHead => &[Uniform, Read, Read, ReadWrite],
+        }
+    }
+
+    /// The two matmuls share one layout, so a layer's bind groups serve prefill and decode.
+    fn layout_index(self) -> usize {
+        match self {
+            Kernel::MatmulGemv => Kernel::MatmulTiled as usize,
+            k => k as usize,
+        }
+    }
+}
+
+/// Per-forward values every kernel but the head reads: `Step` in the WGSL.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct Step {
+    /// New positions in this forward (T).
+    pub t: u32,
+    /// Position of the first of them.
+    pub pos: u32,
+    pub _pad: [u32; 2],
+}
+
+/// `Dims` of embedding.wgsl and lm_head.wgsl: one vocab chunk of wte.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct ChunkDims {
+    pub c: u32,
+    /// First vocab row in the chunk.
+    pub chunk_start: u32,
+    /// Vocab rows in the chunk.
+    pub chunk_rows: u32,
+    pub _pad: u32,
+}
+
+/// `Dims` of layernorm.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct LayerNormDims {
+    pub c: u32,
+    /// 1: normalise only row T-1, into row 0 (ln_f).
+    pub last_only: u32,
+    pub eps: f32,
+    pub _pad: u32,
+}
+
+/// What a matmul does with x @ w + b.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Epilogue {
+    /// out = y (attn.c_attn).
+    Bias = 0,
+    /// out = gelu_tanh(y) (mlp.c_fc).
+    Gelu = 1,
+    /// out += y: the residual stream (attn.c_proj, mlp.c_proj).
+    Residual = 2,
+}
+
+/// `Dims` of matmul_tiled.wgsl and matmul_gemv.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct MatmulDims {
+    /// Inner dimension (in features).
+    pub k: u32,
+    /// Output columns (out features).
+    pub n: u32,
+    /// An `Epilogue` as u32.
+    pub epilogue: u32,
+    pub _pad: u32,
+}
+
+/// `Dims` of kv_write.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct KvDims {
+    pub c: u32,
+    pub _pad: [u32; 3],
+}
+
+/// `Dims` of attention.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct AttentionDims {
+    pub c: u32,
+    pub nh: u32,
+    pub hs: u32,
+    /// Multiplies q·k: 1/√HS, divided by layer+1 when the config asks.
+    pub scale: f32,
+}
+
+/// Largest head size attention.wgsl supports (its per-thread accumulators).
+pub const MAX_HEAD_SIZE: usize = 256;
+
+fn groups(n: usize, per: usize) -> u32 {
+    n.div_ceil(per) as u32
+}
+
+/// Grid of embedding.wgsl and kv_write.wgsl: one thread per element of (T, C).
+pub fn elementwise_grid(t: usize, c: usize) -> [u32; 3] {
+    [groups(t * c, 256), 1, 1]
+}
+
+/// Grid of layernorm.wgsl: a workgroup per row, or one for ln_f's last row.
+pub fn layernorm_grid(t: usize, last_only: bool) -> [u32; 3] {
+    [if last_only { 1 } else { t as u32 }, 1, 1]
+}
+
+/// Grid of a matmul over T rows and N columns.
+pub fn matmul_grid(kernel: Kernel, t: usize, n: usize) -> [u32; 3] {
+    match kernel {
+        Kernel::MatmulGemv => [groups(n, 64), t as u32, 1],
+        _ => [groups(n, 16), groups(t, 16), 1],
+    }
+}
+
+/// The matmul for T new positions: GEMV-shaped for decode, tiled for prefill.
+pub fn matmul_for(t: usize) -> Kernel {
+    if t == 1 {
+        Kernel::MatmulGemv
+    } else {
+        Kernel::MatmulTiled
+    }
+}
+
+/// Grid of attention.wgsl: a workgroup per (head, query).
+pub fn attention_grid(nh: usize, t: usize) -> [u32; 3] {
+    [nh as u32, t as u32, 1]
+}
+
+/// Grid of lm_head.wgsl: 8 vocab rows per workgroup.
+pub fn lm_head_grid(rows: usize) -> [u32; 3] {
+    [groups(rows, 8), 1, 1]
+}
+
+/// Every kernel's layout and pipeline on one device.
+pub struct Kernels {
+    layouts: Vec<wgpu::BindGroupLayout>,
+    pipelines: Vec<wgpu::ComputePipeline>,
+}
+
+impl Kernels {
+    /// Compiles every kernel. Errors surface through the caller's error scopes.
+    pub fn new(device: &wgpu::Device) -> Kernels {
+        let layouts: Vec<_> = Kernel::ALL
+            .iter()
+            .map(|k| {
+                let entries: Vec<_> = k
+                    .bindings()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| wgpu::BindGroupLayoutEntry {
+                        binding: i as u32,
+                        visibility: wgpu::ShaderStages::COMPUTE,
+                        ty: wgpu::BindingType::Buffer {
+                            ty: match b {
+                                Uniform => wgpu::BufferBindingType::Uniform,
+                                Read => wgpu::BufferBindingType::Storage { read_only: true },
+                                ReadWrite => wgpu::BufferBindingType::Storage { read_only: false },
+                            },
+                            has_dynamic_offset: false,
+                            min_binding_size: None,
+                        },
+                        count: None,
+                    })
+                    .collect();
+                device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some(k.name()),
+                    entries: &entries,
+                })
+            })
+            .collect();
+        let pipelines = Kernel::ALL
+            .iter()
+            .map(|&k| {
+                let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(k.name()),
+                    source: wgpu::ShaderSource::Wgsl(k.source().into()),
+                });
+                let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                    label: Some(k.name()),
+                    bind_group_layouts: &[Some(&layouts[k.layout_index()])],
+                    immediate_size: 0,
+                });
+                device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(k.name()),
+                    layout: Some(&layout),
+                    module: &module,
+                    entry_point: Some("main"),
+                    compilation_options: Default::default(),
+                    cache: None,
+                })
+            })
+            .collect();
+        Kernels { layouts, pipelines }
+    }
+
+    /// A bind group for `kernel` with `buffers` bound whole, in the order its header lists them.
+    pub fn bind_group(
+        &self,
+        device: &wgpu::Device,
+        kernel: Kernel,
+        label: &str,
+        buffers: &[&wgpu::Buffer],
+    ) -> wgpu::BindGroup {
+        let entries: Vec<_> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout: &self.layouts[kernel.layout_index()],
+            entries: &entries,
+        })
+    }
+
+    /// Records one dispatch of `kernel` over `grid` workgroups.
+    pub fn dispatch(
+        &self,
+        pass: &mut wgpu::ComputePass<'_>,
+        kernel: Kernel,
+        bind_group: &wgpu::BindGroup,
+        grid: [u32; 3],
+    ) {
+        pass.set_pipeline(&self.pipelines[kernel as usize]);
+        pass.set_bind_group(0, bind_group, &[]);
+        pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+    }
+}

@@ -1,0 +1,138 @@
+// attention: causal self-attention of the T new queries over the KV cache, one head each,
+// out[t, h·HS:(h+1)·HS] = softmax(q·Kᵀ·scale over positions 0..pos+t) · V.
+//
+// kv_write.wgsl has already put the new keys and values in the cache. The keys are visited
+// in tiles of 64 positions with an online softmax: a running max m and sum l, and the output
+// accumulator rescaled by exp(m_old - m_new) whenever the max grows, so every exp() argument
+// is ≤ 0 and no score buffer of n_ctx entries is needed. Each thread owns output dimensions
+// lid, lid+64, ... (HS ≤ 256).
+//
+// Bindings (group 0):
+//   0 run: Step   uniform   T, pos
+//   1 dims: Dims  uniform   C, NH, HS, scale (1/√HS, over layer+1 if the config says so)
+//   2 qkv         storage, read        (n_ctx, 3C), first T rows used: q | k | v
+//   3 k_cache     storage, read        (n_ctx, C), rows 0..pos+T valid
+//   4 v_cache     storage, read        (n_ctx, C)
+//   5 out         storage, read_write  (n_ctx, C), first T rows written
+// Workgroup: 64 threads per (head, query).  Grid: (NH, T, 1).
+
+struct Step {
+    T: u32,
+    pos: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+struct Dims {
+    C: u32,
+    NH: u32,
+    HS: u32,
+    scale: f32,
+}
+
+@group(0) @binding(0) var<uniform> run: Step;
+@group(0) @binding(1) var<uniform> dims: Dims;
+@group(0) @binding(2) var<storage, read> qkv: array<f32>;
+@group(0) @binding(3) var<storage, read> k_cache: array<f32>;
+@group(0) @binding(4) var<storage, read> v_cache: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+
+const WG: u32 = 64u;
+const MAX_HS: u32 = 256u;
+const PER_THREAD: u32 = MAX_HS / WG;
+// Stands in for -inf (WGSL has no infinity literal); exp(NEG_BIG - finite) is 0.
+const NEG_BIG: f32 = -3.0e38;
+
+var<workgroup> q: array<f32, MAX_HS>;   // the query, pre-scaled
+var<workgroup> w: array<f32, WG>;       // exp(score - m) of the current tile
+var<workgroup> red: array<f32, WG>;     // reduction scratch
+
+fn reduce_max(v: f32, lid: u32) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        if (lid < s) {
+            red[lid] = max(red[lid], red[lid + s]);
+        }
+        workgroupBarrier();
+    }
+    let r = red[0];
+    workgroupBarrier();
+    return r;
+}
+
+fn reduce_sum(v: f32, lid: u32) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        if (lid < s) {
+            red[lid] = red[lid] + red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let r = red[0];
+    workgroupBarrier();
+    return r;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let h = wid.x;
+    let t = wid.y;
+    // Uniform per workgroup, so the barriers below stay in uniform control flow.
+    if (h >= dims.NH || t >= run.T) {
+        return;
+    }
+    let C = dims.C;
+    let HS = dims.HS;
+    let head = h * HS;
+    let n = run.pos + t + 1u; // positions this query sees
+
+    for (var d = lid; d < HS; d = d + WG) {
+        q[d] = qkv[t * 3u * C + head + d] * dims.scale;
+    }
+    workgroupBarrier();
+
+    var m = NEG_BIG;
+    var l = 0.0;
+    var acc: array<f32, PER_THREAD>;
+    for (var start = 0u; start < n; start = start + WG) {
+        let p = start + lid;
+        var s = NEG_BIG;
+        if (p < n) {
+            s = 0.0;
+            for (var d = 0u; d < HS; d = d + 1u) {
+                s = s + q[d] * k_cache[p * C + head + d];
+            }
+        }
+        let m_new = max(m, reduce_max(s, lid));
+        var e = 0.0;
+        if (p < n) {
+            e = exp(s - m_new);
+        }
+        w[lid] = e;
+        let tile_sum = reduce_sum(e, lid); // its barriers also publish w
+        let corr = exp(m - m_new);
+        l = l * corr + tile_sum;
+        let count = min(WG, n - start);
+        for (var j = 0u; j < PER_THREAD; j = j + 1u) {
+            let d = lid + j * WG;
+            if (d < HS) {
+                var a = acc[j] * corr;
+                for (var k = 0u; k < count; k = k + 1u) {
+                    a = a + w[k] * v_cache[(start + k) * C + head + d];
+                }
+                acc[j] = a;
+            }
+        }
+        m = m_new;
+        workgroupBarrier(); // everyone is done with w before the next tile overwrites it
+    }
+
+    for (var j = 0u; j < PER_THREAD; j = j + 1u) {
+        let d = lid + j * WG;
+        if (d < HS) {
+            out[t * C + head + d] = acc[j] / l;
+        }
+    }
+}

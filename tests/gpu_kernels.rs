@@ -1,0 +1,420 @@
+//! The WGSL kernels: every `.wgsl` validated by naga (no GPU needed), then each kernel run on a
+//! real adapter (lavapipe in CI) against a CPU reference in f64 on seeded inputs, with sizes
+//! that are not multiples of the workgroup sizes.
+
+mod gpu_common;
+use gpt2_web::backend::gpu::kernels::{self as k, Epilogue, Kernel, Kernels};
+use gpt2_web::backend::gpu::Context;
+use gpu_common::*;
+use std::path::PathBuf;
+
+fn shaders_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/backend/gpu/shaders")
+}
+
+#[test]
+fn naga_validates_every_shader() {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(shaders_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "wgsl") {
+            continue;
+        }
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let src = std::fs::read_to_string(&path).unwrap();
+        let module = naga::front::wgsl::parse_str(&src)
+            .unwrap_or_else(|e| panic!("{name}.wgsl: {}", e.emit_to_string(&src)));
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::default(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{name}.wgsl: {}", e.emit_to_string(&src)));
+        // The header STYLE.md asks for: what it computes, bindings, workgroup size and grid.
+        assert!(
+            src.starts_with("// "),
+            "{name}.wgsl must open with a comment"
+        );
+        for word in ["Bindings", "Workgroup:", "Grid:"] {
+            assert!(
+                src.contains(word),
+                "{name}.wgsl's header must list its {word}"
+            );
+        }
+        names.push(name);
+    }
+    names.sort();
+    let mut known: Vec<_> = Kernel::ALL.iter().map(|k| k.name().to_string()).collect();
+    known.sort();
+    assert_eq!(
+        names, known,
+        "every shader file is a Kernel and every Kernel has a file"
+    );
+    // The embedded sources are the files.
+    for kernel in Kernel::ALL {
+        let file = std::fs::read_to_string(shaders_dir().join(format!("{}.wgsl", kernel.name())));
+        assert_eq!(file.unwrap(), kernel.source());
+    }
+}
+
+/// A device with the kernels compiled.
+struct Gpu {
+    ctx: Context,
+    kernels: Kernels,
+}
+
+fn setup() -> Option<Gpu> {
+    let ctx = gpu()?;
+    let kernels = Kernels::new(&ctx.device);
+    Some(Gpu { ctx, kernels })
+}
+
+impl Gpu {
+    /// Runs one dispatch and fails the test on any wgpu error.
+    fn run(&self, kernel: Kernel, buffers: &[&wgpu::Buffer], grid: [u32; 3]) {
+        let scopes = self.ctx.scopes();
+        let bind = self
+            .kernels
+            .bind_group(&self.ctx.device, kernel, kernel.name(), buffers);
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            self.kernels.dispatch(&mut pass, kernel, &bind, grid);
+        }
+        self.ctx.queue.submit([enc.finish()]);
+        pollster::block_on(scopes.close(kernel.name())).unwrap();
+    }
+
+    fn read(&self, buf: &wgpu::Buffer) -> Vec<f32> {
+        pollster::block_on(self.ctx.download(buf)).unwrap()
+    }
+
+    fn step(&self, t: usize, pos: usize) -> wgpu::Buffer {
+        let step = k::Step {
+            t: t as u32,
+            pos: pos as u32,
+            _pad: [0; 2],
+        };
+        self.ctx.uniform("step", &step)
+    }
+}
+
+#[test]
+fn embedding_adds_token_and_position_rows_across_chunks() {
+    let Some(g) = setup() else { return };
+    let (v, c, n_ctx, t, pos) = (50, 37, 12, 7, 3);
+    let mut rng = Rng::new(1);
+    let wte = rng.vec(v * c, 1.0); // (V, C)
+    let wpe = rng.vec(n_ctx * c, 1.0); // (n_ctx, C)
+    let ids: Vec<u32> = vec![0, 19, 20, 49, 5, 33, 20];
+    let ids_buf = g.ctx.upload("ids", &ids);
+    let wpe_buf = g.ctx.upload("wpe", &wpe);
+    let x = g.ctx.upload("x", &vec![f32::NAN; n_ctx * c]);
+    let step = g.step(t, pos);
+    // Two chunks, rows 0..20 and 20..50, each dispatched over every position.
+    for (start, rows) in [(0, 20), (20, 30)] {
+        let chunk = g.ctx.upload("wte", &wte[start * c..(start + rows) * c]);
+        let dims = k::ChunkDims {
+            c: c as u32,
+            chunk_start: start as u32,
+            chunk_rows: rows as u32,
+            _pad: 0,
+        };
+        let dims = g.ctx.uniform("dims", &dims);
+        let bufs = [&step, &dims, &ids_buf, &chunk, &wpe_buf, &x];
+        g.run(Kernel::Embedding, &bufs, k::elementwise_grid(t, c));
+    }
+    let got = g.read(&x);
+    let want: Vec<f64> = (0..t * c)
+        .map(|i| {
+            let (r, col) = (i / c, i % c);
+            wte[ids[r] as usize * c + col] as f64 + wpe[(pos + r) * c + col] as f64
+        })
+        .collect();
+    assert_close(&got[..t * c], &want, 1e-6, 0.0, "embedding");
+    assert!(
+        got[t * c..].iter().all(|x| x.is_nan()),
+        "rows past T untouched"
+    );
+}
+
+fn layer_norm_ref(x: &[f32], w: &[f32], b: &[f32], eps: f64) -> Vec<f64> {
+    let c = w.len() as f64;
+    let mean = x.iter().map(|&v| v as f64).sum::<f64>() / c;
+    let var = x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / c;
+    let rstd = 1.0 / (var + eps).sqrt();
+    x.iter()
+        .zip(w.iter().zip(b))
+        .map(|(&v, (&w, &b))| (v as f64 - mean) * rstd * w as f64 + b as f64)
+        .collect()
+}
+
+#[test]
+fn layernorm_matches_reference() {
+    let Some(g) = setup() else { return };
+    let (c, n_ctx, t, eps) = (300, 6, 5, 1e-5f32); // C > 256 threads and not a multiple
+    let mut rng = Rng::new(2);
+    // An offset of 5 makes a one-pass variance lose digits; the kernel's two passes must not.
+    let x: Vec<f32> = rng.vec(n_ctx * c, 2.0).iter().map(|v| v + 5.0).collect();
+    let (w, b) = (rng.vec(c, 1.5), rng.vec(c, 0.5));
+    let (x_buf, w_buf, b_buf) = (
+        g.ctx.upload("x", &x),
+        g.ctx.upload("w", &w),
+        g.ctx.upload("b", &b),
+    );
+    let step = g.step(t, 0);
+    for last_only in [false, true] {
+        let dims = k::LayerNormDims {
+            c: c as u32,
+            last_only: last_only as u32,
+            eps,
+            _pad: 0,
+        };
+        let dims = g.ctx.uniform("dims", &dims);
+        let out = g.ctx.storage("out", (n_ctx * c * 4) as u64);
+        let bufs = [&step, &dims, &x_buf, &w_buf, &b_buf, &out];
+        g.run(Kernel::LayerNorm, &bufs, k::layernorm_grid(t, last_only));
+        let got = g.read(&out);
+        let rows: Vec<usize> = if last_only {
+            vec![t - 1]
+        } else {
+            (0..t).collect()
+        };
+        for (r_out, &r) in rows.iter().enumerate() {
+            let want = layer_norm_ref(&x[r * c..(r + 1) * c], &w, &b, eps as f64);
+            let what = format!("layernorm row {r} (last_only {last_only})");
+            assert_close(&got[r_out * c..(r_out + 1) * c], &want, 1e-5, 1e-4, &what);
+        }
+    }
+}
+
+fn gelu_tanh(x: f64) -> f64 {
+    0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh())
+}
+
+#[test]
+fn matmuls_match_reference_for_every_epilogue() {
+    let Some(g) = setup() else { return };
+    let mut rng = Rng::new(3);
+    // (T, K, N): decode, small prefill, and sizes off every tile and workgroup multiple.
+    for (t, kk, n) in [(1, 37, 70), (5, 100, 33), (17, 65, 129), (1, 300, 257)] {
+        let x = rng.vec(t * kk, 1.0); // (T, K)
+        let w = rng.vec(kk * n, 0.3); // (K, N)
+        let b = rng.vec(n, 0.5); // (N,)
+        let prior = rng.vec(t * n, 1.0); // what out holds before (the residual stream)
+        let (x_buf, w_buf, b_buf) = (
+            g.ctx.upload("x", &x),
+            g.ctx.upload("w", &w),
+            g.ctx.upload("b", &b),
+        );
+        let step = g.step(t, 0);
+        for epilogue in [Epilogue::Bias, Epilogue::Gelu, Epilogue::Residual] {
+            let dims = k::MatmulDims {
+                k: kk as u32,
+                n: n as u32,
+                epilogue: epilogue as u32,
+                _pad: 0,
+            };
+            let want: Vec<f64> = (0..t * n)
+                .map(|i| {
+                    let (r, col) = (i / n, i % n);
+                    let y = b[col] as f64
+                        + (0..kk)
+                            .map(|j| x[r * kk + j] as f64 * w[j * n + col] as f64)
+                            .sum::<f64>();
+                    match epilogue {
+                        Epilogue::Bias => y,
+                        Epilogue::Gelu => gelu_tanh(y),
+                        Epilogue::Residual => prior[i] as f64 + y,
+                    }
+                })
+                .collect();
+            for kernel in [Kernel::MatmulTiled, Kernel::MatmulGemv] {
+                let dims = g.ctx.uniform("dims", &dims);
+                let out = g.ctx.upload("out", &prior);
+                let bufs = [&step, &dims, &x_buf, &w_buf, &b_buf, &out];
+                g.run(kernel, &bufs, k::matmul_grid(kernel, t, n));
+                let what = format!("{} T={t} K={kk} N={n} {epilogue:?}", kernel.name());
+                assert_close(&g.read(&out), &want, 1e-5, 1e-4, &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn gelu_stays_finite_for_huge_inputs() {
+    let Some(g) = setup() else { return };
+    // x = 1 row of K = 1 with w = 1: out = gelu(b) for b in the test values.
+    let vals = [-1e30f32, -100.0, -10.0, -1.0, 0.0, 1.0, 10.0, 100.0, 1e30];
+    let n = vals.len();
+    let step = g.step(1, 0);
+    let dims = k::MatmulDims {
+        k: 1,
+        n: n as u32,
+        epilogue: Epilogue::Gelu as u32,
+        _pad: 0,
+    };
+    let dims = g.ctx.uniform("dims", &dims);
+    let (x, w, b) = (
+        g.ctx.upload("x", &[0.0f32]),
+        g.ctx.upload("w", &vec![0.0f32; n]),
+        g.ctx.upload("b", &vals),
+    );
+    let out = g.ctx.storage("out", (n * 4) as u64);
+    g.run(
+        Kernel::MatmulGemv,
+        &[&step, &dims, &x, &w, &b, &out],
+        k::matmul_grid(Kernel::MatmulGemv, 1, n),
+    );
+    let want: Vec<f64> = vals.iter().map(|&v| gelu_tanh(v as f64)).collect();
+    assert_close(&g.read(&out), &want, 1e-6, 1e-5, "gelu");
+}
+
+#[test]
+fn kv_write_copies_new_keys_and_values_into_the_cache() {
+    let Some(g) = setup() else { return };
+    let (c, n_ctx, t, pos) = (40, 9, 3, 5);
+    let mut rng = Rng::new(4);
+    let qkv = rng.vec(n_ctx * 3 * c, 1.0); // (n_ctx, 3C)
+    let old_k = rng.vec(n_ctx * c, 1.0);
+    let old_v = rng.vec(n_ctx * c, 1.0);
+    let (qkv_buf, k_cache, v_cache) = (
+        g.ctx.upload("qkv", &qkv),
+        g.ctx.upload("k", &old_k),
+        g.ctx.upload("v", &old_v),
+    );
+    let step = g.step(t, pos);
+    let dims = g.ctx.uniform(
+        "dims",
+        &k::KvDims {
+            c: c as u32,
+            _pad: [0; 3],
+        },
+    );
+    let bufs = [&step, &dims, &qkv_buf, &k_cache, &v_cache];
+    g.run(Kernel::KvWrite, &bufs, k::elementwise_grid(t, c));
+    for (cache, old, part) in [(&k_cache, &old_k, 1), (&v_cache, &old_v, 2)] {
+        let want: Vec<f64> = (0..n_ctx * c)
+            .map(|i| {
+                let (p, col) = (i / c, i % c);
+                if (pos..pos + t).contains(&p) {
+                    qkv[(p - pos) * 3 * c + part * c + col] as f64
+                } else {
+                    old[i] as f64
+                }
+            })
+            .collect();
+        assert_close(&g.read(cache), &want, 0.0, 0.0, "kv_write");
+    }
+}
+
+/// Causal attention of T queries at pos.. over a cache of pos+T keys, in f64.
+#[allow(clippy::too_many_arguments)]
+fn attention_ref(
+    qkv: &[f32],
+    kc: &[f32],
+    vc: &[f32],
+    t: usize,
+    pos: usize,
+    nh: usize,
+    hs: usize,
+    scale: f64,
+) -> Vec<f64> {
+    let c = nh * hs;
+    let mut out = vec![0.0; t * c];
+    for i in 0..t {
+        let n = pos + i + 1;
+        for h in 0..nh {
+            let q = &qkv[i * 3 * c + h * hs..][..hs];
+            let scores: Vec<f64> = (0..n)
+                .map(|p| {
+                    let k = &kc[p * c + h * hs..][..hs];
+                    scale
+                        * q.iter()
+                            .zip(k)
+                            .map(|(&a, &b)| a as f64 * b as f64)
+                            .sum::<f64>()
+                })
+                .collect();
+            let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            for d in 0..hs {
+                out[i * c + h * hs + d] = (0..n)
+                    .map(|p| e[p] / sum * vc[p * c + h * hs + d] as f64)
+                    .sum::<f64>();
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn attention_matches_reference() {
+    let Some(g) = setup() else { return };
+    let mut rng = Rng::new(5);
+    // (NH, HS, n_ctx, T, pos, input scale): decode past one 64-key tile, a prefill from 0,
+    // a head size above the 64 threads, and large scores that only a max-subtracted softmax
+    // survives.
+    let cases = [
+        (3, 20, 80, 1, 70, 1.0),
+        (2, 32, 70, 70, 0, 1.0),
+        (2, 72, 40, 5, 30, 1.0),
+        (1, 16, 140, 3, 130, 6.0),
+    ];
+    for (nh, hs, n_ctx, t, pos, amp) in cases {
+        let c = nh * hs;
+        let qkv = rng.vec(n_ctx * 3 * c, amp); // (n_ctx, 3C)
+        let kc = rng.vec(n_ctx * c, amp); // (n_ctx, C), rows 0..pos+T used
+        let vc = rng.vec(n_ctx * c, 1.0);
+        let scale = 1.0 / (hs as f32).sqrt();
+        let step = g.step(t, pos);
+        let dims = k::AttentionDims {
+            c: c as u32,
+            nh: nh as u32,
+            hs: hs as u32,
+            scale,
+        };
+        let dims = g.ctx.uniform("dims", &dims);
+        let (qkv_buf, k_buf, v_buf) = (
+            g.ctx.upload("qkv", &qkv),
+            g.ctx.upload("k", &kc),
+            g.ctx.upload("v", &vc),
+        );
+        let out = g.ctx.storage("out", (n_ctx * c * 4) as u64);
+        let bufs = [&step, &dims, &qkv_buf, &k_buf, &v_buf, &out];
+        g.run(Kernel::Attention, &bufs, k::attention_grid(nh, t));
+        let want = attention_ref(&qkv, &kc, &vc, t, pos, nh, hs, scale as f64);
+        let what = format!("attention NH={nh} HS={hs} T={t} pos={pos} amp={amp}");
+        assert_close(&g.read(&out)[..t * c], &want, 1e-5, 1e-4, &what);
+    }
+}
+
+#[test]
+fn lm_head_dots_each_vocab_row_of_its_chunk() {
+    let Some(g) = setup() else { return };
+    let (c, v, start, rows) = (100, 60, 10, 37); // neither C nor rows a workgroup multiple
+    let mut rng = Rng::new(6);
+    let xn = rng.vec(3 * c, 1.0); // (n_ctx, C), row 0 used
+    let wte = rng.vec(rows * c, 1.0); // (rows, C)
+    let dims = k::ChunkDims {
+        c: c as u32,
+        chunk_start: start as u32,
+        chunk_rows: rows as u32,
+        _pad: 0,
+    };
+    let dims = g.ctx.uniform("dims", &dims);
+    let (xn_buf, wte_buf) = (g.ctx.upload("xn", &xn), g.ctx.upload("wte", &wte));
+    let logits = g.ctx.upload("logits", &vec![f32::NAN; v]);
+    let bufs = [&dims, &xn_buf, &wte_buf, &logits];
+    g.run(Kernel::LmHead, &bufs, k::lm_head_grid(rows));
+    let got = g.read(&logits);
+    let want: Vec<f64> = (0..rows)
+        .map(|r| (0..c).map(|j| xn[j] as f64 * wte[r * c + j] as f64).sum())
+        .collect();
+    assert_close(&got[start..start + rows], &want, 1e-5, 1e-4, "lm_head");
+    assert!(got[..start]
+        .iter()
+        .chain(&got[start + rows..])
+        .all(|x| x.is_nan()));
+}

@@ -1,0 +1,240 @@
+//! The GPU backend end to end: logits against the transformers fixtures, greedy continuations
+//! equal to the CPU backend's, KV-cache decode against recomputation, the split embedding under
+//! WebGPU's default limits, backend selection, and device loss becoming an error.
+
+mod common;
+mod gpu_common;
+
+use common::{assert_close, fixture, fixtures, root, TINY};
+use gpt2_web::backend::gpu::{GpuBackend, GpuOptions};
+use gpt2_web::weights::Gpt2Weights;
+use gpt2_web::{Backend, BackendChoice, Config, Error, GenerateParams, Model};
+use pollster::block_on;
+
+/// The model in `dir` on the GPU, or `None` (after the loud note) when there is no adapter.
+fn gpu_model(dir: &str) -> Option<Model> {
+    gpu_common::gpu()?;
+    Some(
+        Model::load_dir(&root().join(dir), BackendChoice::Gpu)
+            .unwrap_or_else(|e| panic!("{dir} on the GPU: {e}")),
+    )
+}
+
+fn gpu(model: &Model) -> &GpuBackend {
+    match &model.backend {
+        Backend::Gpu(b) => b,
+        Backend::Cpu(_) => panic!("expected the GPU backend"),
+    }
+}
+
+fn check_against_fixture(name: &str) {
+    if !fixtures().join(format!("{name}.json")).exists() {
+        eprintln!("NOTE: tests/fixtures/{name}.json does not exist yet; nothing to compare");
+        return;
+    }
+    let fx = fixture(name);
+    let Some(mut model) = gpu_model(&fx.model_dir) else {
+        return;
+    };
+    let mut cpu = common::load(&fx.model_dir);
+    for case in &fx.cases {
+        let logits = block_on(model.backend.forward(&case.ids, 0))
+            .unwrap()
+            .to_vec();
+        let want = case.logits();
+        let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        // 1e-3 relative to each logit, with a floor of 1e-4 of the largest (as tests/parity.rs).
+        let what = format!("{name} GPU logits for {:?}", case.prompt);
+        assert_close(&logits, &want, 1e-4 * scale, 1e-3, &what);
+
+        let params = GenerateParams {
+            max_tokens: case.greedy_ids.len(),
+            ignore_eos: true,
+            ..Default::default()
+        };
+        let (on_gpu, _) = common::run_ids(&mut model, &case.ids, params.clone());
+        let (on_cpu, _) = common::run_ids(&mut cpu, &case.ids, params);
+        assert_eq!(
+            on_gpu.tokens, on_cpu.tokens,
+            "{name}: greedy continuation of {:?}, GPU vs CPU",
+            case.prompt
+        );
+        assert_eq!(
+            on_gpu.tokens, case.greedy_ids,
+            "{name}: GPU vs transformers"
+        );
+        assert_eq!(on_gpu.text, on_cpu.text);
+    }
+}
+
+#[test]
+fn tiny_random_on_gpu_matches_transformers_and_cpu() {
+    check_against_fixture("tiny-random");
+}
+
+#[test]
+fn demo_model_on_gpu_matches_transformers_and_cpu() {
+    check_against_fixture("gpt2-shakespeare");
+}
+
+#[test]
+fn gpu_kv_cache_decode_equals_full_recompute() {
+    let Some(mut model) = gpu_model(TINY) else {
+        return;
+    };
+    let fx = fixture("tiny-random");
+    let case = fx.cases.iter().max_by_key(|c| c.ids.len()).unwrap();
+    let mut seq = case.ids.clone();
+    block_on(model.backend.forward(&seq, 0)).unwrap();
+    for &next in &case.greedy_ids[..8] {
+        let pos = seq.len();
+        seq.push(next);
+        let cached = block_on(model.backend.forward(&[next], pos))
+            .unwrap()
+            .to_vec();
+        let full = block_on(model.backend.forward(&seq, 0)).unwrap().to_vec();
+        assert_close(&cached, &full, 1e-4, 1e-4, &format!("step at {pos}"));
+    }
+    // Prefill in two pieces equals prefill at once.
+    let split = seq.len() / 3;
+    block_on(model.backend.forward(&seq[..split], 0)).unwrap();
+    let pieces = block_on(model.backend.forward(&seq[split..], split))
+        .unwrap()
+        .to_vec();
+    let whole = block_on(model.backend.forward(&seq, 0)).unwrap().to_vec();
+    assert_close(&pieces, &whole, 1e-4, 1e-4, "prefill split in two");
+}
+
+#[test]
+fn gpu_fills_the_whole_context() {
+    let Some(mut model) = gpu_model(TINY) else {
+        return;
+    };
+    let mut cpu = common::load(TINY);
+    let n_ctx = model.config.n_positions;
+    let ids: Vec<u32> = (0..n_ctx as u32).map(|i| (i * 31 + 7) % 1999).collect();
+    let on_gpu = block_on(model.backend.forward(&ids, 0)).unwrap().to_vec();
+    let on_cpu = block_on(cpu.backend.forward(&ids, 0)).unwrap().to_vec();
+    assert_close(&on_gpu, &on_cpu, 1e-4, 1e-3, "all n_ctx positions at once");
+    let err = block_on(model.backend.forward(&[1], n_ctx)).unwrap_err();
+    assert!(err.to_string().contains("context"), "{err}");
+}
+
+/// The tiny model's config and weights, for building backends with options.
+fn tiny_parts() -> (Config, Vec<u8>) {
+    let dir = root().join(TINY);
+    let config = Config::from_json(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    (
+        config,
+        std::fs::read(dir.join("model.safetensors")).unwrap(),
+    )
+}
+
+#[test]
+fn split_embedding_under_default_limits_gives_the_same_logits() {
+    let Some(mut whole) = gpu_model(TINY) else {
+        return;
+    };
+    assert_eq!(gpu(&whole).wte_chunks(), 1);
+    let (config, bytes) = tiny_parts();
+    let w = Gpt2Weights::load(&bytes, &config).unwrap();
+    // wte is 1999 × 96 × 4 = 767,616 bytes; 200 KiB bindings split it into 4 chunks.
+    let opts = GpuOptions {
+        default_limits: true,
+        max_binding_bytes: Some(200 << 10),
+        ..Default::default()
+    };
+    let split = block_on(GpuBackend::new(&config, &w, &opts)).unwrap();
+    assert_eq!(split.wte_chunks(), 4);
+    let mut split = Backend::Gpu(split);
+    let fx = fixture("tiny-random");
+    for case in &fx.cases {
+        let a = block_on(whole.backend.forward(&case.ids, 0))
+            .unwrap()
+            .to_vec();
+        let b = block_on(split.forward(&case.ids, 0)).unwrap().to_vec();
+        assert_close(&b, &a, 1e-6, 1e-6, "split wte vs whole, prefill");
+        // A decode step whose token lives in the last chunk.
+        let (next, pos) = (1998, case.ids.len());
+        let a = block_on(whole.backend.forward(&[next], pos))
+            .unwrap()
+            .to_vec();
+        let b = block_on(split.forward(&[next], pos)).unwrap().to_vec();
+        assert_close(&b, &a, 1e-6, 1e-6, "split wte vs whole, decode");
+    }
+    // Chunks show in the dispatch count: embedding and head once per chunk.
+    let n_layer = config.n_layer;
+    assert_eq!(split.gpu_dispatches(), Some(4 + 8 * n_layer + 1 + 4));
+    assert_eq!(
+        whole.backend.gpu_dispatches(),
+        Some(1 + 8 * n_layer + 1 + 1)
+    );
+}
+
+#[test]
+fn a_model_over_the_limits_is_a_clear_error() {
+    if gpu_common::gpu().is_none() {
+        return;
+    }
+    let (config, bytes) = tiny_parts();
+    let w = Gpt2Weights::load(&bytes, &config).unwrap();
+    let opts = GpuOptions {
+        max_binding_bytes: Some(64 << 10),
+        ..Default::default()
+    };
+    let err = block_on(GpuBackend::new(&config, &w, &opts))
+        .err()
+        .expect("a 64 KiB binding cannot hold mlp.c_fc");
+    assert!(matches!(err, Error::Gpu(_)), "{err}");
+    assert!(err.to_string().contains("does not fit"), "{err}");
+}
+
+#[test]
+fn backend_choice_gpu_and_auto() {
+    let Some(model) = gpu_model(TINY) else {
+        return;
+    };
+    assert_eq!(model.backend.name(), "webgpu");
+    assert!(model.gpu_unavailable.is_none());
+    let adapter = model.backend.gpu_adapter().unwrap().to_string();
+    eprintln!("GPU adapter: {adapter}");
+
+    let auto = Model::load_dir(&root().join(TINY), BackendChoice::Auto).unwrap();
+    match auto.backend.name() {
+        // A software adapter (lavapipe) is slower than the CPU backend, so Auto passes it over.
+        "cpu" => {
+            let why = auto.gpu_unavailable.as_deref().unwrap();
+            assert!(adapter.contains("Cpu") && why.contains("software"), "{why}");
+        }
+        _ => assert!(!adapter.contains("Cpu"), "{adapter}"),
+    }
+    let cpu = Model::load_dir(&root().join(TINY), BackendChoice::Cpu).unwrap();
+    assert_eq!(cpu.backend.gpu_dispatches(), None);
+}
+
+#[test]
+fn losing_the_device_is_an_error_not_a_panic() {
+    let Some(mut model) = gpu_model(TINY) else {
+        return;
+    };
+    block_on(model.backend.forward(&[1, 2, 3], 0)).unwrap();
+    gpu(&model).lose_device();
+    let err = block_on(model.backend.forward(&[4], 3)).unwrap_err();
+    assert!(matches!(err, Error::Gpu(_)), "{err}");
+    eprintln!("after losing the device: {err}");
+    // And it stays an error.
+    assert!(block_on(model.backend.forward(&[4], 3)).is_err());
+
+    // What the page does next: continue on the CPU from the ids so far.
+    let bytes = std::fs::read(root().join(TINY).join("model.safetensors")).unwrap();
+    model.fall_back_to_cpu(&bytes, err.to_string()).unwrap();
+    assert_eq!(model.backend.name(), "cpu");
+    let resumed = block_on(model.backend.forward(&[1, 2, 3, 4], 0))
+        .unwrap()
+        .to_vec();
+    let mut cpu = common::load(TINY);
+    let want = block_on(cpu.backend.forward(&[1, 2, 3, 4], 0))
+        .unwrap()
+        .to_vec();
+    assert_eq!(resumed, want);
+}
