@@ -20,6 +20,10 @@ pub struct LengthRun {
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
     pub backend: String,
+    /// The GPU adapter, when on the GPU.
+    pub adapter: Option<String>,
+    /// Compute dispatches of one decode step, when on the GPU.
+    pub gpu_dispatches_per_token: Option<usize>,
     pub n_params: usize,
     pub weight_bytes_per_token: f64,
     pub memcpy_gb_per_s: f64,
@@ -127,6 +131,7 @@ pub fn run(
             tpot_ms: median(rs.iter().map(|r| r.metrics.tpot_ms).collect()),
         });
     }
+    let dispatches = model.backend.gpu_dispatches(); // the last forward was a decode step
     let xs: Vec<f64> = runs.iter().map(|r| r.n as f64).collect();
     let ys: Vec<f64> = runs.iter().map(|r| r.total_ms).collect();
     let (a, b, r2) = fit_line(&xs, &ys);
@@ -144,6 +149,8 @@ pub fn run(
     let tpot = runs.iter().max_by_key(|r| r.n).map_or(0.0, |r| r.tpot_ms);
     Ok(BenchReport {
         backend: model.backend.name().to_string(),
+        adapter: model.backend.gpu_adapter().map(str::to_string),
+        gpu_dispatches_per_token: dispatches,
         n_params: model.config.n_params(),
         weight_bytes_per_token: bytes,
         memcpy_gb_per_s: bw / 1e9,
@@ -176,6 +183,9 @@ impl BenchReport {
             "TTFT ms",
             "TPOT ms"
         );
+        if let (Some(a), Some(d)) = (&self.adapter, self.gpu_dispatches_per_token) {
+            s = format!("adapter: {a} | {d} compute dispatches per decode token\n") + &s;
+        }
         for r in &self.runs {
             s += &format!(
                 "{:>6} {:>12.1} {:>10.1} {:>10.2}\n",

@@ -156,6 +156,33 @@ struct ConfigJs {
 struct State {
     model: Model,
     generation: Option<Generation>,
+    /// The safetensors bytes while the model runs on the GPU, to rebuild it on the CPU if the
+    /// device is lost; dropped once on the CPU.
+    weights: Option<Vec<u8>>,
+}
+
+impl State {
+    /// One step; if the GPU fails (device lost, out of memory), continue on the CPU: rebuild the
+    /// backend from the kept bytes and recompute the sequence so far, so no token is lost.
+    async fn step(&mut self) -> crate::Result<Option<crate::TokenEvent>> {
+        let Some(g) = self.generation.as_mut() else {
+            return Err(crate::Error::Backend(
+                "no generation in progress: call start first".into(),
+            ));
+        };
+        match g.step(&mut self.model).await {
+            Err(crate::Error::Gpu(why)) if self.weights.is_some() => {
+                let bytes = self.weights.take().unwrap_or_default();
+                self.model.fall_back_to_cpu(
+                    &bytes,
+                    format!("the GPU failed ({why}); continuing on the CPU"),
+                )?;
+                g.reset_cache();
+                g.step(&mut self.model).await
+            }
+            other => other,
+        }
+    }
 }
 
 /// A loaded model and at most one generation in progress.
@@ -163,7 +190,6 @@ struct State {
 pub struct Engine {
     /// Taken out while a step runs, so overlapping calls get a clear error instead of a panic.
     state: Rc<RefCell<Option<State>>>,
-    backend: String,
     config: ConfigJs,
 }
 
@@ -197,24 +223,50 @@ impl Engine {
             vocab_size: c.vocab_size,
             n_params: c.n_params(),
         };
+        let on_gpu = model.backend.name() != "cpu";
         Ok(Engine {
-            backend: if model.backend.name() == "cpu" {
-                "cpu".into()
-            } else {
-                "webgpu".into()
-            },
             state: Rc::new(RefCell::new(Some(State {
                 model,
                 generation: None,
+                weights: on_gpu.then_some(weights),
             }))),
             config,
         })
     }
 
-    /// "webgpu" or "cpu": what actually runs.
+    /// "webgpu" or "cpu": what actually runs (it changes to "cpu" if the GPU is lost).
     #[wasm_bindgen(getter)]
-    pub fn backend(&self) -> String {
-        self.backend.clone()
+    pub fn backend(&self) -> Result<String, JsError> {
+        let s = self.state.borrow();
+        let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
+        Ok(st.model.backend.name().to_string())
+    }
+
+    /// Why the model runs on the CPU when WebGPU was wanted or lost (`undefined` otherwise).
+    #[wasm_bindgen(getter, js_name = gpuUnavailable)]
+    pub fn gpu_unavailable(&self) -> Option<String> {
+        self.state
+            .borrow()
+            .as_ref()
+            .and_then(|st| st.model.gpu_unavailable.clone())
+    }
+
+    /// The GPU adapter in words (`undefined` on the CPU).
+    #[wasm_bindgen(getter)]
+    pub fn adapter(&self) -> Option<String> {
+        let s = self.state.borrow();
+        s.as_ref()
+            .and_then(|st| st.model.backend.gpu_adapter().map(str::to_string))
+    }
+
+    /// Destroys the GPU device as a driver reset would (for testing the fallback to the CPU).
+    #[wasm_bindgen(js_name = loseDevice)]
+    pub fn lose_device(&self) {
+        if let Some(st) = self.state.borrow().as_ref() {
+            if let crate::Backend::Gpu(g) = &st.model.backend {
+                g.lose_device();
+            }
+        }
     }
 
     /// The model's shape: nLayer, nHead, nEmbd, nPositions, vocabSize, nParams.
@@ -263,10 +315,7 @@ impl Engine {
                 .borrow_mut()
                 .take()
                 .ok_or_else(|| JsValue::from(JsError::new(BUSY)))?;
-            let out = match st.generation.as_mut() {
-                None => Err(JsError::new("no generation in progress: call start first")),
-                Some(g) => g.step(&mut st.model).await.map_err(js_err),
-            };
+            let out = st.step().await.map_err(js_err);
             let out = out.and_then(|ev| match ev {
                 None => Ok(JsValue::UNDEFINED),
                 Some(ev) => {

@@ -203,6 +203,9 @@ fn cmd_generate(argv: &[String]) -> CliResult<()> {
             m.total_ms,
             r.stop_reason.as_str()
         );
+        if let Some(why) = &model.gpu_unavailable {
+            eprintln!("[on the CPU because: {why}]");
+        }
     }
     Ok(())
 }
