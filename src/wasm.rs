@@ -33,6 +33,17 @@ impl Clock for PerformanceClock {
 }
 
 fn js_err(e: crate::Error) -> JsError {
+    // Parameters are named as the JS API spells them.
+    if let crate::Error::Param { name, msg } = &e {
+        let js = match *name {
+            "max_tokens" => "maxTokens",
+            "top_p" => "topP",
+            "min_p" => "minP",
+            "repetition_penalty" => "repetitionPenalty",
+            other => other,
+        };
+        return JsError::new(&format!("invalid {js}: {msg}"));
+    }
     JsError::new(&e.to_string())
 }
 

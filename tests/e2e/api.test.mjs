@@ -1,0 +1,276 @@
+// The JS API (www/gpt2.js) called directly in a blank page of the same origin: model files given
+// as bytes, progress, errors as sentences, AbortSignal, option checks, queueing and dispose.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+  launch, startServer, freePort, ROOT, withPage, nativeGenerate, nativeTokenize, MODEL_URL, MODEL_DIR, MODEL_CONFIG,
+  PROMPT, PROMPT2,
+} from './harness.mjs';
+
+const T = { timeout: 120_000 };
+let server;
+let browser;
+
+before(async () => {
+  server = await startServer();
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+/** A blank document on the server's origin (so /gpt2.js and its worker load from there). */
+async function withBlank(fn) {
+  const url = `${server.origin}/__api-test.html`;
+  await withPage(browser, 'about:blank', async (page, session) => {
+    await page.route(url, (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>API test</title>' }));
+    await page.goto(url);
+    await fn(page, session);
+  });
+}
+
+test('model as {config, weights, tokenizer} ArrayBuffers: greedy text equals the CLI, one onToken per token', T, async () => {
+  const native = nativeGenerate(PROMPT, 20);
+  const ids = nativeTokenize(PROMPT);
+  await withBlank(async (page) => {
+    const got = await page.evaluate(async ({ prompt, folder }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const get = async (f) => (await fetch(folder + f)).arrayBuffer();
+      const [config, weights, tokenizer] = await Promise.all(['config.json', 'model.safetensors', 'tokenizer.json'].map(get));
+      const progress = [];
+      const model = await Gpt2.load({ model: { config, weights, tokenizer }, backend: 'cpu', onProgress: (p) => progress.push(p) });
+      const events = [];
+      const result = await model.generate(prompt, { maxTokens: 20, temperature: 0, onToken: (e) => events.push(e) });
+      const out = { backend: model.backend, config: model.config, result, events, progress, ids: await model.tokenize(prompt) };
+      model.dispose();
+      return out;
+    }, { prompt: PROMPT, folder: `/${MODEL_URL}` });
+    const { result, events } = got;
+    assert.equal(got.backend, 'cpu');
+    assert.equal(got.config.nLayer, MODEL_CONFIG.n_layer);
+    assert.equal(got.config.nPositions, MODEL_CONFIG.n_positions);
+    assert.equal(got.config.vocabSize, MODEL_CONFIG.vocab_size);
+    assert.deepEqual(got.ids, ids);
+    assert.deepEqual(got.progress.map((p) => p.file).sort(), ['config.json', 'model.safetensors', 'tokenizer.json']);
+    assert.equal(result.text, native.text);
+    assert.deepEqual(result.tokens, native.tokens);
+    assert.equal(events.length, result.tokens.length);
+    assert.deepEqual(events.map((e) => e.index), events.map((_, i) => i));
+    assert.deepEqual(events.map((e) => e.id), result.tokens);
+    assert.equal(events.map((e) => e.text).join(''), result.text);
+    for (let i = 1; i < events.length; i++) assert.ok(events[i].elapsedMs >= events[i - 1].elapsedMs);
+    assert.ok(Math.abs(events[0].elapsedMs - result.metrics.ttftMs) < 1e-6, 'first token time != TTFT');
+    assert.ok(result.metrics.ttftMs < result.metrics.totalMs);
+  });
+});
+
+test('a folder URL without its slash loads with progress; load failures reject with a sentence', T, async () => {
+  const weightsSize = fs.statSync(path.join(MODEL_DIR, 'model.safetensors')).size;
+  await withBlank(async (page) => {
+    const got = await page.evaluate(async ({ folder }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const progress = [];
+      const model = await Gpt2.load({ model: folder.replace(/\/$/, ''), onProgress: (p) => progress.push(p) });
+      const name = model.name;
+      model.dispose();
+      const failure = async (opts) => {
+        try {
+          await Gpt2.load(opts);
+          return null;
+        } catch (e) {
+          return e instanceof Error ? e.message : `not an Error: ${e}`;
+        }
+      };
+      const bytes = async (f) => (await fetch(folder + f)).arrayBuffer();
+      const [config, tokenizer] = [await bytes('config.json'), await bytes('tokenizer.json')];
+      return {
+        name, progress,
+        missing: await failure({ model: 'models/nope' }),
+        corrupt: await failure({ model: { config, weights: new Uint8Array(16), tokenizer } }),
+        badConfig: await failure({ model: { config: new TextEncoder().encode('{"n_layer": '), weights: new Uint8Array(16), tokenizer } }),
+        notBytes: await failure({ model: { config, weights: 'model.safetensors', tokenizer } }),
+        backend: await failure({ model: folder, backend: 'tpu' }),
+      };
+    }, { folder: `/${MODEL_URL}` });
+    assert.equal(got.name, `${server.origin}/${MODEL_URL}`);
+    const weights = got.progress.filter((p) => p.file === 'model.safetensors');
+    assert.ok(weights.length >= 2, 'no progress for the weights');
+    assert.deepEqual({ loaded: weights.at(-1).loaded, total: weights.at(-1).total }, { loaded: weightsSize, total: weightsSize });
+    for (let i = 1; i < weights.length; i++) assert.ok(weights[i].loaded >= weights[i - 1].loaded);
+    assert.match(got.missing, /\/models\/nope\/config\.json/);
+    assert.match(got.missing, /404/);
+    assert.match(got.corrupt, /model\.safetensors/);
+    assert.match(got.badConfig, /config\.json/);
+    assert.match(got.notBytes, /weights/);
+    assert.match(got.backend, /backend/);
+    for (const msg of [got.missing, got.corrupt, got.badConfig, got.notBytes, got.backend]) {
+      assert.ok(!/unreachable|undefined|\[object/.test(msg), `not a sentence: ${msg}`);
+    }
+  });
+});
+
+test('abort through an AbortSignal resolves with stopReason abort within a few tokens', T, async () => {
+  const maxTokens = MODEL_CONFIG.n_positions - 16;
+  await withBlank(async (page) => {
+    const got = await page.evaluate(async ({ prompt, folder, maxTokens }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const model = await Gpt2.load({ model: folder });
+      const ctrl = new AbortController();
+      const events = [];
+      let done = false;
+      let late = 0;
+      const result = await model.generate(prompt, {
+        maxTokens, ignoreEos: true, signal: ctrl.signal,
+        onToken: (e) => {
+          if (done) late++;
+          events.push(e.index);
+          if (e.index === 2) ctrl.abort();
+        },
+      });
+      done = true;
+      const pre = new AbortController();
+      pre.abort();
+      let preEvents = 0;
+      const preAborted = await model.generate(prompt, { signal: pre.signal, onToken: () => preEvents++ });
+      await new Promise((r) => setTimeout(r, 50));
+      model.dispose();
+      return { result, events: events.length, late, preAborted, preEvents };
+    }, { prompt: PROMPT, folder: `/${MODEL_URL}`, maxTokens });
+    assert.equal(got.result.stopReason, 'abort');
+    const n = got.result.tokens.length;
+    assert.ok(n >= 3 && n < maxTokens, `${n} tokens`);
+    // The worker does not wait for the page, so a token or two may be on the way when the abort lands.
+    assert.ok(n <= 3 + 8, `${n} tokens: the abort was not seen within a few tokens`);
+    assert.equal(got.events, n);
+    assert.equal(got.late, 0, 'onToken fired after generate resolved');
+    assert.equal(got.preAborted.stopReason, 'abort');
+    assert.equal(got.preAborted.tokens.length, 0);
+    assert.equal(got.preEvents, 0);
+  });
+});
+
+test('invalid options and prompts reject with a sentence naming the problem; the model keeps working', T, async () => {
+  await withBlank(async (page) => {
+    const got = await page.evaluate(async ({ prompt, folder, long }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const model = await Gpt2.load({ model: folder });
+      const failure = async (p, opts) => {
+        try {
+          await model.generate(p, opts);
+          return null;
+        } catch (e) {
+          return e instanceof Error ? e.message : `not an Error: ${e}`;
+        }
+      };
+      const out = {
+        temperature: await failure(prompt, { temperature: -1 }),
+        unknown: await failure(prompt, { foo: 1 }),
+        fraction: await failure(prompt, { maxTokens: 1.5 }),
+        zero: await failure(prompt, { maxTokens: 0 }),
+        topP: await failure(prompt, { topP: 2 }),
+        stop: await failure(prompt, { stop: 5 }),
+        type: await failure(prompt, { temperature: '0.5' }),
+        long: await failure(long, { maxTokens: 4 }),
+        prompt: await failure(42, {}),
+        callback: await failure(prompt, { maxTokens: 20, onToken: () => { throw new Error('boom in onToken'); } }),
+      };
+      out.after = await model.generate(prompt, { maxTokens: 3, ignoreEos: true });
+      model.dispose();
+      return out;
+    }, { prompt: PROMPT, folder: `/${MODEL_URL}`, long: `${PROMPT} `.repeat(MODEL_CONFIG.n_positions + 8) });
+    assert.match(got.temperature, /temperature/);
+    assert.match(got.unknown, /"foo"/);
+    assert.match(got.fraction, /maxTokens/);
+    assert.match(got.zero, /max.?tokens/i);
+    assert.match(got.topP, /top.?p/i);
+    assert.match(got.stop, /stop/);
+    assert.match(got.type, /temperature/);
+    assert.match(got.long, /context/);
+    assert.match(got.prompt, /prompt/);
+    assert.equal(got.callback, 'boom in onToken');
+    for (const [k, msg] of Object.entries(got)) {
+      if (k !== 'after') assert.ok(msg.length > 12 && !/unreachable|\[object/.test(msg), `${k}: not a sentence: ${msg}`);
+    }
+    assert.equal(got.after.tokens.length, 3);
+  });
+});
+
+test('a second generate while one runs is queued and runs after it; an aborted queued one resolves at once', T, async () => {
+  await withBlank(async (page) => {
+    const got = await page.evaluate(async ({ folder, prompt, prompt2 }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const model = await Gpt2.load({ model: folder });
+      const order = [];
+      const opts = (tag) => ({ maxTokens: 10, ignoreEos: true, onToken: (e) => order.push(`${tag}${e.index}`) });
+      const p1 = model.generate(prompt, opts('a'));
+      const p2 = model.generate(prompt2, opts('b'));
+      const [r1, r2] = await Promise.all([p1, p2]);
+      const solo = await model.generate(prompt2, { maxTokens: 10, ignoreEos: true });
+
+      // A queued request aborted while the first runs resolves before the first ends.
+      const settled = [];
+      const ctrl = new AbortController();
+      const p3 = model.generate(prompt, { maxTokens: 40, ignoreEos: true }).then((r) => { settled.push('running'); return r; });
+      const p4 = model.generate(prompt, { maxTokens: 40, signal: ctrl.signal }).then((r) => { settled.push('queued'); return r; });
+      ctrl.abort();
+      const [r3, r4] = await Promise.all([p3, p4]);
+
+      // Dispose ends a running generation (it rejects) and later calls reject.
+      const disposedRunning = await model.generate(prompt, {
+        maxTokens: 40, ignoreEos: true, onToken: (e) => { if (e.index === 2) model.dispose(); },
+      }).then(() => 'resolved', (e) => e.message);
+      const disposedLater = await model.generate(prompt).catch((e) => e.message);
+      return { order, r1, r2, solo, settled, r3, r4, disposedRunning, disposedLater };
+    }, { folder: `/${MODEL_URL}`, prompt: PROMPT, prompt2: PROMPT2 });
+    const expected = [...Array(10).keys()].map((i) => `a${i}`).concat([...Array(10).keys()].map((i) => `b${i}`));
+    assert.deepEqual(got.order, expected);
+    assert.equal(got.r1.tokens.length, 10);
+    assert.equal(got.r2.text, got.solo.text);
+    assert.deepEqual(got.r2.tokens, got.solo.tokens);
+    assert.deepEqual(got.settled, ['queued', 'running']);
+    assert.equal(got.r3.tokens.length, 40);
+    assert.equal(got.r4.stopReason, 'abort');
+    assert.equal(got.r4.tokens.length, 0);
+    assert.match(got.disposedRunning, /disposed/);
+    assert.match(got.disposedLater, /disposed/);
+  });
+});
+
+test('files from another origin are kept in the Cache API, so a second load works with that server gone', T, async () => {
+  // Another origin on 127.0.0.1: a port nobody listens on, answered by the test (with CORS) until it is "gone".
+  const other = `http://127.0.0.1:${await freePort()}`;
+  const folder = `${other}/${MODEL_URL}`;
+  await withBlank(async (page, { context }) => {
+    const served = [];
+    await context.route(`${other}/**`, async (route) => {
+      const { pathname } = new URL(route.request().url());
+      const body = fs.readFileSync(path.join(ROOT, 'www', decodeURIComponent(pathname)));
+      served.push(pathname);
+      await route.fulfill({ body, headers: { 'Access-Control-Allow-Origin': '*', 'Content-Type': 'application/octet-stream' } });
+    });
+    const run = (f) => page.evaluate(async ({ folder, prompt }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const progress = [];
+      const model = await Gpt2.load({ model: folder, onProgress: (p) => progress.push(p) });
+      const r = await model.generate(prompt, { maxTokens: 8 });
+      model.dispose();
+      return { text: r.text, cached: progress.map((p) => p.cached) };
+    }, { folder: f, prompt: PROMPT });
+    const first = await run(folder);
+    assert.equal(served.length, 3);
+    assert.ok(first.cached.every((c) => c === false));
+    await context.unroute(`${other}/**`);
+    const second = await run(folder);
+    assert.equal(served.length, 3, 'the second load went to the network');
+    assert.ok(second.cached.length > 0 && second.cached.every((c) => c === true));
+    assert.equal(second.text, first.text);
+    const gone = await page.evaluate(async (f) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      return Gpt2.load({ model: f }).then(() => null, (e) => e.message);
+    }, `${other}/models/never-cached/`);
+    assert.match(gone, /never-cached\/config\.json: network error/);
+  });
+});

@@ -1,0 +1,585 @@
+// The demo page: load a model, stream a generation, show perceived vs total latency, and run the
+// two labs (latency vs output length; greedy vs sampling). Plain DOM, no framework.
+//
+// URL parameters: ?model=<folder URL> loads that folder at start instead of the demo model;
+// ?backend=auto|cpu|webgpu picks the backend of that first load.
+//
+// Hooks for the browser tests (tests/e2e/), on window:
+//   pageState    'loading' | 'ready' | 'busy' | 'error' (set after every load, generation and lab)
+//   gpt2Model    the loaded Gpt2 (or null)
+//   lastResult   the result of the last Generate click (null while it runs)
+//   tokenEvents  how many onToken calls that generation made
+//   visibleMs    its time from click to the first visible text painted
+//   labResult    { points: [{ n, totalMs, ttftMs, tpotMs }], fit: { a, b, r2 } } after the length lab
+//   comparison   { rows, greedyIdentical, sampledDistinct } after the greedy-vs-sampling lab
+
+import { Gpt2 } from './gpt2.js';
+
+const DEMO = 'models/gpt2-shakespeare/';
+const $ = (id) => document.getElementById(id);
+
+let model = null;
+let controller = null; // aborts the running generation or lab
+let latency = []; // elapsedMs of each token of the current generation
+let chartQueued = false;
+
+Object.assign(window, {
+  pageState: 'loading', gpt2Model: null, lastResult: null, tokenEvents: 0, visibleMs: null,
+  labResult: null, comparison: null,
+});
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers.
+
+function fmtMs(ms) {
+  if (!Number.isFinite(ms)) return '–';
+  return ms < 10 ? `${ms.toFixed(2)} ms` : ms < 1000 ? `${ms.toFixed(1)} ms` : `${(ms / 1000).toFixed(2)} s`;
+}
+const fmtMB = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
+
+/** An error message as a sentence: capital first letter, full stop at the end. */
+function sentence(text) {
+  const s = String(text).trim();
+  return s.charAt(0).toUpperCase() + s.slice(1) + (/[.!?]$/.test(s) ? '' : '.');
+}
+
+function showError(message) {
+  const el = $('error');
+  el.textContent = sentence(message);
+  el.hidden = false;
+}
+function clearError() {
+  $('error').hidden = true;
+  $('error').textContent = '';
+}
+
+function setBusy(busy) {
+  const ready = model !== null;
+  for (const id of ['generate', 'lab-run', 'cmp-run']) $(id).disabled = busy || !ready;
+  $('load').disabled = busy;
+  $('stop').disabled = !busy;
+  window.pageState = busy ? 'busy' : ready ? 'ready' : 'error';
+}
+
+/** Runs `fn` once the browser has painted what the DOM holds now. */
+function afterPaint(fn) {
+  requestAnimationFrame(() => {
+    // rAF runs just before the frame is painted; a message posted from it arrives just after.
+    const ch = new MessageChannel();
+    ch.port1.onmessage = () => fn();
+    ch.port2.postMessage(null);
+  });
+}
+
+function numberField(id, label) {
+  const v = $(id).valueAsNumber;
+  if (!Number.isFinite(v)) throw new Error(`${label} must be a number`);
+  return v;
+}
+
+function listField(id, label) {
+  const items = $(id).value.split(/[\s,]+/).filter(Boolean).map(Number);
+  if (items.length === 0 || !items.every((n) => Number.isInteger(n) && n >= 0)) {
+    throw new Error(`${label} must be a list of whole numbers, such as 8, 16, 32`);
+  }
+  return items;
+}
+
+/** One stop sequence per line; \n, \t and \\ are escapes. Lines are not trimmed: spaces count. */
+function stopSequences() {
+  return $('stop-seqs').value.split('\n').filter((s) => s !== '')
+    .map((s) => s.replace(/\\(n|t|\\)/g, (_, c) => ({ n: '\n', t: '\t', '\\': '\\' })[c]));
+}
+
+function formOptions() {
+  return {
+    maxTokens: numberField('max-tokens', 'Max tokens'),
+    temperature: numberField('temperature', 'Temperature'),
+    topK: numberField('top-k', 'Top-k'),
+    topP: numberField('top-p', 'Top-p'),
+    minP: numberField('min-p', 'Min-p'),
+    repetitionPenalty: numberField('repetition-penalty', 'Repetition penalty'),
+    seed: numberField('seed', 'Seed'),
+    stop: stopSequences(),
+    ignoreEos: $('ignore-eos').checked,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading a model.
+
+function chosenSource() {
+  const source = document.querySelector('input[name="source"]:checked').value;
+  if (source === 'demo') return DEMO;
+  if (source === 'url') {
+    const url = $('model-url').value.trim();
+    if (!url) throw new Error('enter the URL of a model folder');
+    return url;
+  }
+  const files = [...$('model-files').files];
+  const pick = (test) => files.find((f) => test(f.name));
+  const chosen = {
+    config: pick((n) => n === 'config.json'),
+    weights: pick((n) => n.endsWith('.safetensors')),
+    tokenizer: pick((n) => n === 'tokenizer.json'),
+  };
+  const names = { config: 'config.json', weights: 'model.safetensors', tokenizer: 'tokenizer.json' };
+  const missing = Object.keys(chosen).filter((k) => !chosen[k]).map((k) => names[k]);
+  if (missing.length) throw new Error(`choose the model's three files together; missing: ${missing.join(', ')}`);
+  return chosen;
+}
+
+async function loadModel(source, backend) {
+  clearError();
+  setBusy(true);
+  $('stop').disabled = true;
+  window.pageState = 'loading';
+  const files = new Map();
+  const bar = $('progress');
+  const text = $('progress-text');
+  bar.value = 0;
+  text.textContent = 'Starting…';
+  const t0 = performance.now();
+  try {
+    const loaded = await Gpt2.load({
+      model: source, backend,
+      onProgress: ({ file, loaded: got, total, cached }) => {
+        files.set(file, { got, total: Math.max(total, got) });
+        let sum = 0;
+        let of = 0;
+        for (const f of files.values()) { sum += f.got; of += f.total; }
+        bar.value = of > 0 ? sum / of : 0;
+        text.textContent = `${file}: ${fmtMB(got)}${total ? ` of ${fmtMB(total)}` : ''}${cached ? ' (from the browser cache)' : ''}`;
+      },
+    });
+    model?.dispose(); // the previous model stays usable until the new one has loaded
+    model = loaded;
+    window.gpt2Model = model;
+    let bytes = 0;
+    for (const f of files.values()) bytes += f.got;
+    bar.value = 1;
+    text.textContent = `Loaded ${fmtMB(bytes)} in ${fmtMs(performance.now() - t0)}.`;
+    const c = model.config;
+    $('model-info').textContent = `${model.name}: ${c.nLayer} layers, ${c.nHead} heads, width ${c.nEmbd}, ` +
+      `context ${c.nPositions} tokens, ${(c.nParams / 1e6).toFixed(1)} M parameters; running on ${model.backend}.`;
+    $('backend').textContent = model.backend;
+    $('max-tokens').max = String(c.nPositions);
+  } catch (e) {
+    bar.value = 0;
+    text.textContent = model ? 'The previous model is still loaded.' : 'Not loaded.';
+    showError(e.message);
+  } finally {
+    setBusy(false);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generate: stream into #output, fill the readout, draw the per-token latency chart.
+
+function resetReadout() {
+  for (const id of ['ttft', 'first-visible', 'total', 'tpot', 'tokens-per-sec', 'prompt-tokens', 'output-tokens', 'stop-reason']) {
+    $(id).textContent = '–';
+  }
+}
+
+function showMetrics(r) {
+  const m = r.metrics;
+  $('ttft').textContent = fmtMs(m.ttftMs);
+  $('total').textContent = fmtMs(m.totalMs);
+  $('tpot').textContent = m.outputTokens > 1 ? fmtMs(m.tpotMs) : '–';
+  $('tokens-per-sec').textContent = m.outputTokens > 1 ? m.decodeTokensPerSec.toFixed(1) : '–';
+  $('prompt-tokens').textContent = String(m.promptTokens);
+  $('output-tokens').textContent = String(m.outputTokens);
+  $('stop-reason').textContent = r.stopReason.replace('_', ' ');
+  $('backend').textContent = model.backend;
+}
+
+async function generate() {
+  clearError();
+  let options;
+  try {
+    options = formOptions();
+  } catch (e) {
+    showError(e.message);
+    return;
+  }
+  const prompt = $('prompt').value;
+  const out = $('output');
+  out.replaceChildren(Object.assign(document.createElement('span'), { className: 'prompt', textContent: prompt }));
+  resetReadout();
+  latency = [];
+  drawLatency();
+  Object.assign(window, { lastResult: null, tokenEvents: 0, visibleMs: null });
+  $('status').textContent = 'Generating…';
+  controller = new AbortController();
+  setBusy(true);
+  const t0 = performance.now();
+  let shown = 0; // tokens with text on the page (for alternating backgrounds)
+  let visible = false;
+  try {
+    const r = await model.generate(prompt, {
+      ...options,
+      signal: controller.signal,
+      onToken: (ev) => {
+        window.tokenEvents++;
+        latency.push(ev.elapsedMs);
+        if (ev.index === 0) $('ttft').textContent = fmtMs(ev.elapsedMs);
+        $('output-tokens').textContent = String(ev.index + 1);
+        if (ev.text) {
+          const span = document.createElement('span');
+          span.className = `tok ${shown++ % 2 ? 'b' : 'a'}`;
+          span.title = `token ${ev.index}, id ${ev.id}`;
+          span.textContent = ev.text;
+          const atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
+          out.append(span);
+          if (atEnd) out.scrollTop = out.scrollHeight;
+          // "Visible" text: the first delta that is more than whitespace, timed once painted.
+          if (!visible && ev.text.trim()) {
+            visible = true;
+            afterPaint(() => {
+              window.visibleMs = performance.now() - t0;
+              $('first-visible').textContent = fmtMs(window.visibleMs);
+            });
+          }
+        }
+        queueChart();
+      },
+    });
+    window.lastResult = r;
+    showMetrics(r);
+    const m = r.metrics;
+    $('status').textContent = `Done: ${m.outputTokens} tokens in ${fmtMs(m.totalMs)} (${r.stopReason.replace('_', ' ')}).`;
+  } catch (e) {
+    $('status').textContent = '';
+    showError(e.message);
+  } finally {
+    controller = null;
+    setBusy(false);
+    queueChart();
+  }
+}
+
+function queueChart() {
+  if (chartQueued) return;
+  chartQueued = true;
+  requestAnimationFrame(() => {
+    chartQueued = false;
+    drawLatency();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Charts (canvas, CSS pixels, crisp on high-DPI screens).
+
+function colors() {
+  const s = getComputedStyle(document.documentElement);
+  const v = (name) => s.getPropertyValue(name).trim();
+  return { fg: v('--fg'), muted: v('--muted'), line: v('--line'), accent: v('--accent'), perceived: v('--perceived'), total: v('--total') };
+}
+
+/** Resizes the canvas backing store to its displayed size; returns a context in CSS pixels. */
+function canvas2d(canvas) {
+  canvas.dataset.aspect ??= String(canvas.height / canvas.width);
+  const w = canvas.clientWidth || canvas.width;
+  const h = Math.round(w * Number(canvas.dataset.aspect));
+  const dpr = window.devicePixelRatio || 1;
+  if (canvas.width !== Math.round(w * dpr)) {
+    canvas.width = Math.round(w * dpr);
+    canvas.height = Math.round(h * dpr);
+  }
+  const ctx = canvas.getContext('2d');
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, w, h);
+  ctx.font = '12px system-ui, sans-serif';
+  return { ctx, w, h };
+}
+
+/** A round tick step giving about `count` ticks up to `max`. */
+function tickStep(max, count = 5) {
+  const raw = max / count;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  return [1, 2, 5, 10].map((k) => k * mag).find((s) => s >= raw) ?? raw;
+}
+
+/** Axes with y ticks; returns the plot area and the scale functions. */
+function axes(ctx, w, h, xMax, yMax, xLabel, yLabel, c) {
+  const area = { left: 52, right: w - 12, top: 12, bottom: h - 34 };
+  const x = (v) => area.left + (v / xMax) * (area.right - area.left);
+  const y = (v) => area.bottom - (v / yMax) * (area.bottom - area.top);
+  ctx.strokeStyle = c.line;
+  ctx.fillStyle = c.muted;
+  ctx.lineWidth = 1;
+  ctx.textAlign = 'right';
+  ctx.textBaseline = 'middle';
+  const ys = tickStep(yMax);
+  for (let t = 0; t <= yMax + 1e-9; t += ys) {
+    ctx.beginPath();
+    ctx.moveTo(area.left, Math.round(y(t)) + 0.5);
+    ctx.lineTo(area.right, Math.round(y(t)) + 0.5);
+    ctx.stroke();
+    ctx.fillText(String(+t.toPrecision(3)), area.left - 6, y(t));
+  }
+  ctx.textAlign = 'center';
+  ctx.textBaseline = 'top';
+  const xs = tickStep(xMax, 8);
+  for (let t = 0; t <= xMax + 1e-9; t += xs) ctx.fillText(String(+t.toPrecision(3)), x(t), area.bottom + 4);
+  ctx.fillText(xLabel, (area.left + area.right) / 2, h - 15);
+  ctx.save();
+  ctx.translate(12, (area.top + area.bottom) / 2);
+  ctx.rotate(-Math.PI / 2);
+  ctx.textBaseline = 'middle';
+  ctx.fillText(yLabel, 0, 0);
+  ctx.restore();
+  return { area, x, y };
+}
+
+function drawLatency() {
+  const { ctx, w, h } = canvas2d($('latency-chart'));
+  const c = colors();
+  const gaps = latency.map((t, i) => (i === 0 ? t : t - latency[i - 1]));
+  if (gaps.length === 0) {
+    ctx.fillStyle = c.muted;
+    ctx.textAlign = 'center';
+    ctx.fillText('Per-token latency appears here as tokens arrive.', w / 2, h / 2);
+    return;
+  }
+  const decode = gaps.slice(1);
+  const decodeMax = decode.length ? Math.max(...decode) : gaps[0];
+  // A long prefill would flatten every other bar: cap the scale and label the clipped bar instead.
+  const clipped = gaps[0] > 4 * decodeMax;
+  const yMax = Math.max(clipped ? decodeMax * 1.5 : Math.max(...gaps), 1e-3) * 1.05;
+  const { area, x, y } = axes(ctx, w, h, gaps.length, yMax, 'token', 'ms since previous token', c);
+  const bw = Math.max(1, (area.right - area.left) / gaps.length - 1);
+  gaps.forEach((g, i) => {
+    ctx.fillStyle = i === 0 ? c.perceived : c.accent;
+    const top = y(Math.min(g, yMax));
+    ctx.fillRect(x(i) + 0.5, top, bw, area.bottom - top);
+  });
+  if (clipped) {
+    ctx.fillStyle = c.perceived;
+    ctx.textAlign = 'left';
+    ctx.textBaseline = 'top';
+    ctx.fillText(`first token ${fmtMs(gaps[0])}`, x(0) + bw + 4, area.top);
+  }
+  const canvas = $('latency-chart');
+  const mean = decode.length ? decode.reduce((s, g) => s + g, 0) / decode.length : NaN;
+  canvas.setAttribute('aria-label', `Per-token latency of ${gaps.length} tokens: first token ${fmtMs(gaps[0])}` +
+    (decode.length ? `, then ${fmtMs(mean)} per token on average, at most ${fmtMs(decodeMax)}` : ''));
+  if (decode.length) {
+    ctx.strokeStyle = c.total;
+    ctx.setLineDash([5, 4]);
+    ctx.beginPath();
+    ctx.moveTo(area.left, y(mean));
+    ctx.lineTo(area.right, y(mean));
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillStyle = c.total;
+    ctx.textAlign = 'right';
+    ctx.textBaseline = 'bottom';
+    ctx.fillText(`TPOT ${fmtMs(mean)}`, area.right, y(mean) - 2);
+  }
+}
+
+/** Least squares y = a + b·x, with R². */
+function fitLine(xs, ys) {
+  const n = xs.length;
+  const mx = xs.reduce((s, v) => s + v, 0) / n;
+  const my = ys.reduce((s, v) => s + v, 0) / n;
+  let sxy = 0;
+  let sxx = 0;
+  let syy = 0;
+  for (let i = 0; i < n; i++) {
+    sxy += (xs[i] - mx) * (ys[i] - my);
+    sxx += (xs[i] - mx) ** 2;
+    syy += (ys[i] - my) ** 2;
+  }
+  const b = sxx > 0 ? sxy / sxx : 0;
+  const a = my - b * mx;
+  let ssRes = 0;
+  for (let i = 0; i < n; i++) ssRes += (ys[i] - a - b * xs[i]) ** 2;
+  return { a, b, r2: syy > 0 ? 1 - ssRes / syy : 1 };
+}
+
+function drawLab(points, fit) {
+  const { ctx, w, h } = canvas2d($('lab-chart'));
+  const c = colors();
+  if (points.length === 0) {
+    ctx.fillStyle = c.muted;
+    ctx.textAlign = 'center';
+    ctx.fillText('Total time against output length appears here.', w / 2, h / 2);
+    return;
+  }
+  const xMax = Math.max(...points.map((p) => p.n)) * 1.05;
+  const yMax = Math.max(...points.map((p) => p.totalMs)) * 1.1;
+  const { x, y } = axes(ctx, w, h, xMax, yMax, 'output tokens n', 'total ms', c);
+  if (fit) {
+    ctx.strokeStyle = c.total;
+    ctx.lineWidth = 2;
+    ctx.beginPath();
+    ctx.moveTo(x(0), y(fit.a));
+    ctx.lineTo(x(xMax), y(fit.a + fit.b * xMax));
+    ctx.stroke();
+    ctx.lineWidth = 1;
+  }
+  ctx.fillStyle = c.accent;
+  for (const p of points) {
+    ctx.beginPath();
+    ctx.arc(x(p.n), y(p.totalMs), 4, 0, 2 * Math.PI);
+    ctx.fill();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The labs.
+
+async function lab(name, body) {
+  clearError();
+  controller = new AbortController();
+  setBusy(true);
+  try {
+    await body(controller.signal);
+  } catch (e) {
+    showError(`${name}: ${e.message}`);
+  } finally {
+    controller = null;
+    setBusy(false);
+  }
+}
+
+/** Output lengths that fit the context after the prompt. */
+async function lengthsThatFit(prompt, lengths) {
+  const promptTokens = Math.max(1, (await model.tokenize(prompt)).length); // '' starts from end-of-text
+  const room = model.config.nPositions - promptTokens;
+  const fit = lengths.filter((n) => n >= 1 && n <= room);
+  if (fit.length === 0) throw new Error(`the prompt leaves room for ${room} tokens; choose shorter lengths or a shorter prompt`);
+  return fit;
+}
+
+function runLengthLab() {
+  return lab('Latency lab', async (signal) => {
+    const lengths = listField('lab-lengths', 'Lengths');
+    const repeats = Math.max(1, Math.min(10, Math.round(numberField('lab-repeats', 'Runs per length'))));
+    const prompt = $('prompt').value;
+    const fit = await lengthsThatFit(prompt, lengths);
+    const points = [];
+    window.labResult = null;
+    drawLab(points);
+    // A first short run warms up the engine (allocations, JIT) so it does not skew the first point.
+    await model.generate(prompt, { maxTokens: 2, temperature: 0, signal });
+    const runs = fit.flatMap((n) => Array(repeats).fill(n));
+    for (const [i, n] of runs.entries()) {
+      if (signal.aborted) break;
+      $('lab-fit').textContent = `Run ${i + 1} of ${runs.length}: ${n} tokens…`;
+      const r = await model.generate(prompt, { maxTokens: n, temperature: 0, ignoreEos: true, signal });
+      if (r.stopReason === 'abort') break;
+      const m = r.metrics;
+      points.push({ n: m.outputTokens, totalMs: m.totalMs, ttftMs: m.ttftMs, tpotMs: m.tpotMs });
+      drawLab(points);
+    }
+    if (new Set(points.map((p) => p.n)).size < 2) {
+      $('lab-fit').textContent = 'Stopped before two lengths were measured; nothing to fit.';
+      return;
+    }
+    const line = fitLine(points.map((p) => p.n), points.map((p) => p.totalMs));
+    drawLab(points, line);
+    const mean = (k) => points.reduce((s, p) => s + p[k], 0) / points.length;
+    $('lab-fit').textContent = `Fit: total ≈ ${fmtMs(line.a)} + ${fmtMs(line.b)} × n, R² = ${line.r2.toFixed(4)} ` +
+      `(${points.length} runs). Measured means: time to first token ${fmtMs(mean('ttftMs'))}, time per output token ` +
+      `${fmtMs(mean('tpotMs'))}. The intercept is near the TTFT and the slope near the TPOT: waiting longer for ` +
+      'a longer answer is the slope, whatever streaming shows.';
+    window.labResult = { points, fit: line };
+  });
+}
+
+function runComparison() {
+  return lab('Greedy vs sampling', async (signal) => {
+    const seeds = listField('cmp-seeds', 'Seeds');
+    const temperature = numberField('cmp-temperature', 'Sampling temperature');
+    const maxTokens = Math.round(numberField('cmp-tokens', 'Tokens'));
+    const prompt = $('prompt').value;
+    const body = $('cmp-table').tBodies[0];
+    body.replaceChildren();
+    $('cmp-summary').textContent = '';
+    window.comparison = null;
+    const rows = [];
+    for (const mode of ['greedy', 'sampled']) {
+      for (const seed of seeds) {
+        if (signal.aborted) return;
+        const r = await model.generate(prompt, { maxTokens, seed, temperature: mode === 'greedy' ? 0 : temperature, signal });
+        if (r.stopReason === 'abort') return;
+        const m = r.metrics;
+        rows.push({ mode, seed, text: r.text, tokens: m.outputTokens, ttftMs: m.ttftMs, tpotMs: m.tpotMs, totalMs: m.totalMs });
+        const tr = body.insertRow();
+        const cell = (text, cls) => Object.assign(tr.insertCell(), { textContent: text, className: cls ?? '' });
+        cell(mode === 'greedy' ? 'greedy (t = 0)' : `sampled (t = ${temperature})`, 'mode');
+        cell(String(seed), 'num');
+        cell(r.text.replace(/\r?\n/g, '↵') || '(nothing)', 'text'); // ↵ keeps newline-heavy samples one row high
+        cell(String(m.outputTokens), 'num');
+        cell(fmtMs(m.ttftMs), 'num');
+        cell(m.outputTokens > 1 ? fmtMs(m.tpotMs) : '–', 'num');
+        cell(fmtMs(m.totalMs), 'num');
+      }
+    }
+    const of = (mode) => rows.filter((r) => r.mode === mode);
+    const greedyIdentical = new Set(of('greedy').map((r) => r.text)).size === 1;
+    const sampledDistinct = new Set(of('sampled').map((r) => r.text)).size;
+    const tpot = (mode) => {
+      const rs = of(mode).filter((r) => r.tokens > 1);
+      return rs.reduce((s, r) => s + r.tpotMs, 0) / Math.max(1, rs.length);
+    };
+    $('cmp-summary').textContent = `Greedy: ${greedyIdentical ? 'the same text for every seed' : 'texts differ (unexpected)'}. ` +
+      `Sampled: ${sampledDistinct} different texts from ${seeds.length} seeds. Mean time per token: greedy ` +
+      `${fmtMs(tpot('greedy'))}, sampled ${fmtMs(tpot('sampled'))}.`;
+    window.comparison = { rows, greedyIdentical, sampledDistinct };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wiring.
+
+$('model-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  let source;
+  try {
+    source = chosenSource();
+  } catch (err) {
+    showError(err.message);
+    return;
+  }
+  loadModel(source, $('backend-choice').value);
+});
+$('model-url').addEventListener('input', () => { $('source-url').checked = true; });
+$('model-files').addEventListener('change', () => { $('source-files').checked = true; });
+
+$('gen-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  if (model && !controller) generate();
+});
+$('stop').addEventListener('click', () => controller?.abort());
+$('lab-run').addEventListener('click', runLengthLab);
+$('cmp-run').addEventListener('click', runComparison);
+$('boundaries').addEventListener('change', (e) => $('output').classList.toggle('boundaries', e.target.checked));
+// Ctrl/Cmd+Enter in the prompt generates; Escape anywhere stops.
+$('prompt').addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) $('gen-form').requestSubmit();
+});
+document.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape' && controller) controller.abort();
+});
+window.addEventListener('resize', () => {
+  drawLatency();
+  if (window.labResult) drawLab(window.labResult.points, window.labResult.fit);
+});
+
+drawLatency();
+drawLab([]);
+const params = new URLSearchParams(location.search);
+const backend = params.get('backend') ?? 'auto';
+$('backend-choice').value = backend;
+if (params.has('model')) {
+  $('source-url').checked = true;
+  $('model-url').value = params.get('model');
+  loadModel(params.get('model'), backend);
+} else {
+  loadModel(DEMO, backend);
+}

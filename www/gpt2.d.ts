@@ -1,0 +1,175 @@
+// TypeScript types for gpt2.js, gpt2-web's JavaScript API.
+
+/** Which backend to run on. 'auto' picks WebGPU when an adapter is available and the model fits, else the CPU. */
+export type BackendChoice = 'auto' | 'cpu' | 'webgpu';
+
+/** The three files of a Hugging Face-style model folder, as bytes (e.g. from `<input type="file">`). */
+export interface ModelFiles {
+  /** `config.json` */
+  config: ArrayBuffer | ArrayBufferView | Blob;
+  /** `model.safetensors` (f32, f16 or bf16; tensor names with or without the `transformer.` prefix) */
+  weights: ArrayBuffer | ArrayBufferView | Blob;
+  /** `tokenizer.json` (Hugging Face tokenizers format) */
+  tokenizer: ArrayBuffer | ArrayBufferView | Blob;
+}
+
+/** Download progress of one model file. */
+export interface Progress {
+  /** 'config.json', 'model.safetensors' or 'tokenizer.json'. */
+  file: string;
+  /** Bytes received so far. */
+  loaded: number;
+  /** Expected bytes (from Content-Length; 0 when the server does not say). Equals `loaded` when the file is complete. */
+  total: number;
+  /** True when the file came from the browser's Cache API (a model from another origin fetched before). */
+  cached: boolean;
+}
+
+export interface LoadOptions {
+  /**
+   * A model folder URL, resolved against the page (`document.baseURI`); a missing trailing '/' is added.
+   * The folder holds `config.json`, `model.safetensors` and `tokenizer.json`, e.g.
+   * `'models/gpt2-shakespeare/'` or `'https://huggingface.co/openai-community/gpt2/resolve/main/'`.
+   * Files from another origin are kept in the Cache API, so a second visit works offline.
+   * Or the files themselves. Default: `'models/gpt2-shakespeare/'`.
+   */
+  model?: string | URL | ModelFiles;
+  /** Default 'auto'. */
+  backend?: BackendChoice;
+  /** Called as each file downloads (throttled to about every 50 ms, and once when a file is complete). */
+  onProgress?: (progress: Progress) => void;
+}
+
+/** The model's shape, from its config.json. */
+export interface ModelConfig {
+  nLayer: number;
+  nHead: number;
+  nEmbd: number;
+  /** Context length: prompt plus generated tokens never exceed this. */
+  nPositions: number;
+  vocabSize: number;
+  nParams: number;
+}
+
+/** One candidate of the distribution the sampler drew from. */
+export interface Candidate {
+  id: number;
+  text: string;
+  prob: number;
+}
+
+/** One generated token, delivered the moment it exists. */
+export interface TokenEvent {
+  /** Token id. */
+  id: number;
+  /**
+   * The text this token completes: whole UTF-8 characters only, so it may be '' (a token that ends
+   * mid-character, the end-of-text token, or text held back because it may start a stop sequence).
+   * The texts of all events concatenate to the result's `text`.
+   */
+  text: string;
+  /** 0 for the first generated token. */
+  index: number;
+  /** Milliseconds since generation started in the worker (the first token's is the TTFT). */
+  elapsedMs: number;
+  /** With `topLogprobs: k`: the sampler's k most likely candidates after temperature/top-k/top-p/min-p, most likely first. */
+  top?: Candidate[];
+}
+
+export interface GenerateOptions {
+  /** Most tokens to generate (≥ 1). Default 64. */
+  maxTokens?: number;
+  /** 0 = greedy (always the most likely token). Default 0. */
+  temperature?: number;
+  /** Keep only the k most likely tokens; 0 = off. Default 0. */
+  topK?: number;
+  /** Nucleus sampling: keep the most likely tokens whose probabilities sum to p; 1 = off. Default 1. */
+  topP?: number;
+  /** Drop tokens less likely than minP × the top token's probability; 0 = off. Default 0. */
+  minP?: number;
+  /** Penalise tokens already in the prompt or output (> 1 discourages repeats); 1 = off. Default 1. */
+  repetitionPenalty?: number;
+  /** Seed of the sampler's random numbers: the same seed and options give the same text. Default 0. */
+  seed?: number;
+  /** Generation ends before any of these texts; the stop text itself is not returned. A single string is accepted. */
+  stop?: string[] | string;
+  /** Resolves with stopReason 'abort' within one token of the signal firing. */
+  signal?: AbortSignal;
+  /** Called exactly once per generated token, in order, as soon as it exists, never batched. If it throws, generation stops and generate() rejects with that error. */
+  onToken?: (token: TokenEvent) => void;
+  /** Give each token event the sampler's top candidates (0–100). Default 0. */
+  topLogprobs?: number;
+  /** Do not stop at end-of-text (for fixed-length measurements). Default false. */
+  ignoreEos?: boolean;
+}
+
+/** Why generation ended. */
+export type StopReason = 'eos' | 'stop' | 'max_tokens' | 'context' | 'abort';
+
+/** Timings, all measured inside the worker with performance.now() from the start of generation. */
+export interface Metrics {
+  /** Time to first token: tokenize + prefill (the whole prompt) + sampling the first token. */
+  ttftMs: number;
+  /** Mean time per output token after the first. */
+  tpotMs: number;
+  /** Median time per output token after the first. */
+  tpotP50Ms: number;
+  /** 95th percentile of the time per output token after the first. */
+  tpotP95Ms: number;
+  /** Start to end: ≈ ttftMs + tpotMs × (outputTokens − 1). */
+  totalMs: number;
+  /** The prompt's forward pass alone. */
+  prefillMs: number;
+  promptTokens: number;
+  outputTokens: number;
+  prefillTokensPerSec: number;
+  decodeTokensPerSec: number;
+}
+
+export interface GenerateResult {
+  /** The generated text (without the prompt and without a matched stop text). */
+  text: string;
+  /** Generated token ids, including a final end-of-text token or the token that completed a stop text. */
+  tokens: number[];
+  stopReason: StopReason;
+  metrics: Metrics;
+}
+
+/** A GPT-2 model running in a Web Worker. */
+export declare class Gpt2 {
+  private constructor();
+
+  /**
+   * Downloads (or reads) a model and builds it in the worker. Rejects with an Error whose message
+   * says what failed, e.g. "could not load the model: could not download https://…/config.json:
+   * the server answered 404 Not Found". All models of a page share one worker.
+   */
+  static load(options?: LoadOptions): Promise<Gpt2>;
+
+  /** What actually runs: 'webgpu' or 'cpu'. May change to 'cpu' after a generation if the GPU is lost. */
+  readonly backend: 'webgpu' | 'cpu';
+  readonly config: Readonly<ModelConfig>;
+  /** The model folder's URL, or the weights file's name for local files. */
+  readonly name: string;
+
+  /**
+   * Generates a continuation of `prompt` (an empty prompt starts from end-of-text).
+   *
+   * Concurrency: a second generate() on the same model while one runs is QUEUED and starts when
+   * the first ends; aborting a queued request resolves it at once with stopReason 'abort' and no
+   * tokens. An already-aborted signal resolves at once the same way.
+   *
+   * Rejects with an Error sentence for invalid options (unknown names, wrong types, out-of-range
+   * values such as a negative temperature), a prompt longer than the context, a disposed model,
+   * or a failure inside the engine.
+   */
+  generate(prompt: string, options?: GenerateOptions): Promise<GenerateResult>;
+
+  /** Token ids of `text` under this model's tokenizer. */
+  tokenize(text: string): Promise<number[]>;
+
+  /** Frees the model: a running generation ends and rejects, queued ones reject, later calls reject. */
+  dispose(): void;
+}
+
+export default Gpt2;

@@ -1,0 +1,266 @@
+// gpt2-web's JavaScript API: GPT-2 in a Web Worker, one callback per generated token.
+//
+//   import { Gpt2 } from './gpt2.js';
+//   const model = await Gpt2.load({ model: 'models/gpt2-shakespeare/', backend: 'auto',
+//                                   onProgress: ({ file, loaded, total }) => {} });
+//   const r = await model.generate('ROMEO:', { maxTokens: 40, temperature: 0.8, seed: 1,
+//                                               onToken: ({ text }) => out.append(text) });
+//   r.text; r.stopReason; r.metrics.ttftMs; r.metrics.tpotMs; r.metrics.totalMs;
+//   model.dispose();
+//
+// Types and full documentation: gpt2.d.ts. The model runs in worker.js; all models loaded by one
+// page share that worker, which is started on the first load and stopped when the last model is
+// disposed. A `generate` while another runs on the same model is queued, not rejected.
+
+const WORKER_URL = new URL('./worker.js', import.meta.url);
+const BACKENDS = ['auto', 'cpu', 'webgpu'];
+const FILE_KEYS = { config: 'config.json', weights: 'model.safetensors', tokenizer: 'tokenizer.json' };
+
+/** What generate() accepts besides signal and onToken, with each value's JS type. */
+const OPTION_TYPES = {
+  maxTokens: 'number', temperature: 'number', topK: 'number', topP: 'number', minP: 'number',
+  repetitionPenalty: 'number', seed: 'number', stop: 'string[]', topLogprobs: 'number',
+  ignoreEos: 'boolean',
+};
+
+// ---------------------------------------------------------------------------------------------
+// The shared worker and its requests.
+
+let shared = null; // { worker, pending: Map<id, handlers>, models: number, dead: string | null }
+let nextId = 1;
+
+function connection() {
+  if (shared) return shared;
+  const worker = new Worker(WORKER_URL, { type: 'module', name: 'gpt2-web' });
+  const conn = { worker, pending: new Map(), models: 0, dead: null };
+  worker.onmessage = ({ data }) => {
+    const h = conn.pending.get(data.id);
+    if (!h) return; // settled already (e.g. the onToken callback threw)
+    if (data.type === 'progress') h.progress?.(data);
+    else if (data.type === 'token') h.token?.(data.token);
+    else {
+      conn.pending.delete(data.id);
+      if (data.type === 'done') h.resolve(data.value);
+      else h.reject(new Error(data.message));
+      idle(conn);
+    }
+  };
+  worker.onerror = (e) => {
+    e.preventDefault();
+    fail(conn, `the model's worker stopped: ${e.message || 'it could not be started'} (${WORKER_URL.href})`);
+  };
+  worker.onmessageerror = () => fail(conn, "a message from the model's worker could not be read");
+  shared = conn;
+  return conn;
+}
+
+function fail(conn, message) {
+  conn.dead = message; // models on this worker are gone: their later calls reject with this
+  for (const h of conn.pending.values()) h.reject(new Error(message));
+  conn.pending.clear();
+  conn.models = 0;
+  conn.worker.terminate();
+  if (shared === conn) shared = null;
+}
+
+/** No model and no request left: stop the worker so its memory (wasm never shrinks) is freed. */
+function idle(conn) {
+  if (conn.models === 0 && conn.pending.size === 0) {
+    conn.dead = "the model's worker was stopped after its last model was disposed";
+    conn.worker.terminate();
+    if (shared === conn) shared = null;
+  }
+}
+
+/** Posts one request; resolves with the worker's 'done' value, rejects with its error sentence. */
+function request(conn, msg, handlers = {}) {
+  const id = nextId++;
+  if (conn.dead) return { id, promise: Promise.reject(new Error(conn.dead)) };
+  const promise = new Promise((resolve, reject) => {
+    conn.pending.set(id, { ...handlers, resolve, reject });
+  });
+  conn.worker.postMessage({ ...msg, id });
+  return { id, promise };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument checks: a wrong call fails at once with a sentence, before anything is downloaded.
+
+function baseUrl() {
+  return typeof document !== 'undefined' ? document.baseURI : self.location.href;
+}
+
+/** The model folder's three file URLs, resolved against the page; the folder gets its '/'. */
+function folderUrls(model) {
+  let folder;
+  try {
+    folder = new URL(String(model), baseUrl());
+  } catch {
+    throw new Error(`the model folder "${model}" is not a valid URL`);
+  }
+  if (!folder.pathname.endsWith('/')) folder.pathname += '/';
+  const urls = {};
+  for (const [key, file] of Object.entries(FILE_KEYS)) urls[key] = new URL(file, folder).href;
+  return { folder: folder.href, urls };
+}
+
+function isBytes(v) {
+  return v instanceof ArrayBuffer || ArrayBuffer.isView(v) || (typeof Blob !== 'undefined' && v instanceof Blob);
+}
+
+function modelSource(model) {
+  if (typeof model === 'string' || model instanceof URL) {
+    const { folder, urls } = folderUrls(model);
+    return { name: folder, source: { urls } };
+  }
+  if (model && typeof model === 'object') {
+    const missing = Object.keys(FILE_KEYS).filter((k) => !isBytes(model[k]));
+    if (missing.length > 0) {
+      throw new Error('model files must be given as { config, weights, tokenizer } (ArrayBuffer, typed array, ' +
+        `File or Blob); missing or not bytes: ${missing.join(', ')}`);
+    }
+    const files = { config: model.config, weights: model.weights, tokenizer: model.tokenizer };
+    return { name: model.weights.name || 'local files', source: { files } };
+  }
+  throw new Error('Gpt2.load needs { model }: a model folder URL or { config, weights, tokenizer }');
+}
+
+function checkOptions(options) {
+  if (options === null || typeof options !== 'object') throw new Error('generate options must be an object');
+  const { signal, onToken, ...rest } = options;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new Error('the signal option must be an AbortSignal');
+  if (onToken !== undefined && typeof onToken !== 'function') throw new Error('the onToken option must be a function');
+  const clean = {};
+  for (const [key, value] of Object.entries(rest)) {
+    const type = OPTION_TYPES[key];
+    if (!type) {
+      throw new Error(`unknown generate option "${key}"; the options are ${Object.keys(OPTION_TYPES).join(', ')}, signal, onToken`);
+    }
+    if (value === undefined) continue;
+    let v = value;
+    if (key === 'stop' && typeof v === 'string') v = [v];
+    const ok = type === 'string[]' ? Array.isArray(v) && v.every((s) => typeof s === 'string')
+      : type === 'number' ? typeof v === 'number' && Number.isFinite(v)
+        : typeof v === type;
+    if (!ok) throw new Error(`invalid ${key}: ${JSON.stringify(value)} is not ${type === 'string[]' ? 'a list of strings' : `a ${type}`}`);
+    clean[key] = v;
+  }
+  return { signal, onToken, options: clean };
+}
+
+function emptyResult() {
+  return {
+    text: '', tokens: [], stopReason: 'abort',
+    metrics: {
+      ttftMs: 0, tpotMs: 0, tpotP50Ms: 0, tpotP95Ms: 0, totalMs: 0, prefillMs: 0,
+      promptTokens: 0, outputTokens: 0, prefillTokensPerSec: 0, decodeTokensPerSec: 0,
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The public class.
+
+export class Gpt2 {
+  #conn;
+  #id;
+  #backend;
+  #config;
+  #name;
+  #disposed = false;
+
+  /** Use Gpt2.load(). */
+  constructor(conn, id, backend, config, name) {
+    if (!conn) throw new Error('use Gpt2.load() to make a model');
+    this.#conn = conn;
+    this.#id = id;
+    this.#backend = backend;
+    this.#config = Object.freeze({ ...config });
+    this.#name = name;
+  }
+
+  /** Downloads (or reads) a model and builds it in the worker. See gpt2.d.ts. */
+  static async load({ model = 'models/gpt2-shakespeare/', backend = 'auto', onProgress } = {}) {
+    if (!BACKENDS.includes(backend)) {
+      throw new Error(`unknown backend "${backend}"; choose ${BACKENDS.join(', ')}`);
+    }
+    if (onProgress !== undefined && typeof onProgress !== 'function') {
+      throw new Error('the onProgress option must be a function');
+    }
+    const { name, source } = modelSource(model);
+    const conn = connection();
+    const progress = onProgress && (({ file, loaded, total, cached }) => onProgress({ file, loaded, total, cached }));
+    const { id, promise } = request(conn, { op: 'load', source, backend }, { progress });
+    conn.models++; // counted from the start, so the worker is not stopped under a loading model
+    let info;
+    try {
+      info = await promise;
+    } catch (e) {
+      conn.models--;
+      idle(conn);
+      throw new Error(`could not load the model: ${e.message}`);
+    }
+    return new Gpt2(conn, id, info.backend, info.config, name);
+  }
+
+  /** 'webgpu' or 'cpu': what actually runs. */
+  get backend() { return this.#backend; }
+
+  /** The model's shape: { nLayer, nHead, nEmbd, nPositions, vocabSize, nParams }. */
+  get config() { return this.#config; }
+
+  /** The model folder's URL, or the weights file's name for local files. */
+  get name() { return this.#name; }
+
+  /** Generates a continuation of `prompt`. See gpt2.d.ts for the options and the result. */
+  async generate(prompt, options = {}) {
+    if (this.#disposed) throw new Error('this model has been disposed');
+    if (typeof prompt !== 'string') throw new Error('the prompt must be a string');
+    const { signal, onToken, options: opts } = checkOptions(options);
+    if (signal?.aborted) return emptyResult();
+    let settle;
+    const token = onToken && ((ev) => {
+      try {
+        onToken(ev);
+      } catch (e) {
+        // The caller's callback failed: stop generating and report its error.
+        this.#conn.worker.postMessage({ op: 'abort', id });
+        this.#conn.pending.delete(id);
+        settle.reject(e);
+        idle(this.#conn);
+      }
+    });
+    const { id, promise } = request(this.#conn, { op: 'generate', model: this.#id, prompt, options: opts }, { token });
+    const onAbort = () => this.#conn.worker.postMessage({ op: 'abort', id });
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const result = await new Promise((resolve, reject) => {
+        settle = { reject };
+        promise.then(resolve, reject);
+      });
+      this.#backend = result.backend ?? this.#backend;
+      delete result.backend;
+      return result;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Token ids of `text` under this model's tokenizer. */
+  async tokenize(text) {
+    if (this.#disposed) throw new Error('this model has been disposed');
+    if (typeof text !== 'string') throw new Error('tokenize needs a string');
+    return request(this.#conn, { op: 'tokenize', model: this.#id, text }).promise;
+  }
+
+  /** Frees the model. A running generation ends, queued ones reject; later calls reject. */
+  dispose() {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    const conn = this.#conn;
+    conn.models--;
+    request(conn, { op: 'dispose', model: this.#id }).promise.catch(() => {});
+  }
+}
+
+export default Gpt2;

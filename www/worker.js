@@ -1,0 +1,337 @@
+// The model's thread: a module Web Worker that owns the WebAssembly engine(s), so the page never
+// freezes while GPT-2 runs. `gpt2.js` is its only client; this file is not a public API.
+//
+// Protocol. Every request from the page carries a fresh numeric `id`; every reply carries the id
+// of the request it answers:
+//   page → worker  { id, op: 'load', source: { urls } | { files }, backend }
+//                  { id, op: 'generate', model, prompt, options }
+//                  { id, op: 'abort' }                (id = the generate request's id)
+//                  { id, op: 'tokenize', model, text }
+//                  { id, op: 'dispose', model }
+//   worker → page  { id, type: 'progress', file, loaded, total, cached }   (load)
+//                  { id, type: 'token', token }                            (generate, once per token)
+//                  { id, type: 'done', value }                             (every request but abort)
+//                  { id, type: 'error', message }                          (every request but abort)
+// A loaded model is named by the id of its load request, so several models (and several page
+// widgets) can share this one worker.
+//
+// Concurrency: the engine runs one generation at a time. Each model has a FIFO queue: a second
+// `generate` while one runs waits for it; an aborted queued request is answered at once. Models
+// in the same worker take turns token by token, since the loop yields after every step.
+
+/** @type {Promise<typeof import('./pkg/gpt2_web.js')> | null} */
+let wasmReady = null;
+
+/** model id → { engine, queue: Job[], running: Job | null, stepping: Promise | null, disposed, crashed } */
+const models = new Map();
+/** generate request id → Job ({ id, model, prompt, options, aborted }) while queued or running */
+const jobs = new Map();
+
+const CACHE_NAME = 'gpt2-web-models-v1';
+const FILES = { config: 'config.json', weights: 'model.safetensors', tokenizer: 'tokenizer.json' };
+
+function reply(id, type, payload = {}) {
+  self.postMessage({ id, type, ...payload });
+}
+
+self.onmessage = ({ data: msg }) => {
+  switch (msg.op) {
+    case 'load': return respond(msg.id, () => load(msg));
+    case 'generate': return enqueue(msg);
+    case 'abort': return abort(msg.id);
+    case 'tokenize': return respond(msg.id, () => tokenize(msg));
+    case 'dispose': return respond(msg.id, () => dispose(msg));
+    default: return reply(msg.id, 'error', { message: `unknown request "${msg.op}"` });
+  }
+};
+
+async function respond(id, fn) {
+  try {
+    reply(id, 'done', { value: await fn() });
+  } catch (e) {
+    reply(id, 'error', { message: describe(e) });
+  }
+}
+
+/** A sentence for a person: wasm traps and memory failures are translated, the rest passes through. */
+function describe(e) {
+  const msg = e instanceof Error ? e.message : String(e);
+  if (e instanceof WebAssembly.RuntimeError) {
+    return `the model crashed inside WebAssembly (${msg}); the browser console has details; load the model again`;
+  }
+  if (e instanceof RangeError && /memory|allocation/i.test(msg)) {
+    return `out of memory (${msg}); try a smaller model or close other tabs`;
+  }
+  return msg;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading: the wasm module once per worker, then the three model files (fetched or given).
+
+function wasm() {
+  wasmReady ??= (async () => {
+    const url = new URL('./pkg/gpt2_web.js', import.meta.url);
+    let mod;
+    try {
+      mod = await import(url.href);
+      await mod.default();
+    } catch (e) {
+      wasmReady = null; // let a later load try again
+      throw new Error(`could not start the WebAssembly module from ${url.href} (${e.message}); was ./build.sh run?`);
+    }
+    return mod;
+  })();
+  return wasmReady;
+}
+
+async function load({ id, source, backend }) {
+  // Compile the wasm while the files download.
+  const [mod, bytes] = await Promise.all([
+    wasm(),
+    source.urls ? fetchModel(id, source.urls) : readFiles(id, source.files),
+  ]);
+  const engine = await mod.Engine.load(bytes.config, bytes.weights, bytes.tokenizer, backend);
+  models.set(id, { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null });
+  return { backend: engine.backend, config: engine.config };
+}
+
+/** config.json first (small: a wrong folder fails fast, naming config.json), then the rest together. */
+async function fetchModel(id, urls) {
+  const cache = await openCache();
+  const controller = new AbortController();
+  const get = (key) => download(id, FILES[key], urls[key], cache, controller.signal);
+  try {
+    const config = await get('config');
+    const [weights, tokenizer] = await Promise.all([get('weights'), get('tokenizer')]);
+    return { config, weights, tokenizer };
+  } catch (e) {
+    controller.abort(); // stop the other download
+    throw e;
+  }
+}
+
+async function openCache() {
+  try {
+    return typeof caches === 'undefined' ? null : await caches.open(CACHE_NAME);
+  } catch {
+    return null; // e.g. not a secure context, or storage disabled
+  }
+}
+
+/**
+ * One file's bytes, reporting progress. Files from another origin (e.g. Hugging Face) are kept in
+ * the Cache API and read from it on the next visit, so a page that was opened once works offline.
+ * Same-origin files always come from the server, so a retrained demo model is never stale.
+ */
+async function download(id, file, url, cache, signal) {
+  const crossOrigin = new URL(url).origin !== self.location.origin;
+  let res = null;
+  let cached = false;
+  let stored = Promise.resolve();
+  if (cache && crossOrigin) {
+    res = (await cache.match(url).catch(() => undefined)) ?? null;
+    cached = res !== null;
+  }
+  if (!res) {
+    try {
+      res = await fetch(url, { signal });
+    } catch (e) {
+      if (signal.aborted) throw e;
+      throw new Error(`could not download ${url}: network error (${e.message})` +
+        (crossOrigin ? '; the server may be unreachable or may not allow cross-origin requests (CORS)' : ''));
+    }
+    if (!res.ok) {
+      throw new Error(`could not download ${url}: the server answered ${res.status} ${res.statusText}`.trim());
+    }
+    if (cache && crossOrigin) {
+      // A tee of the body: the cache stores it while we read it, with no second copy kept.
+      stored = cache.put(url, res.clone()).catch((e) => console.warn(`not cached: ${url}: ${e.message}`));
+    }
+  }
+  try {
+    const bytes = await readBody(res, (loaded, total) => reply(id, 'progress', { file, loaded, total, cached }));
+    await stored; // "loaded" then also means "available offline"
+    return bytes;
+  } catch (e) {
+    if (signal.aborted) throw e;
+    throw new Error(`could not download ${url}: the transfer failed after it began (${e.message})`);
+  }
+}
+
+/** Streams a body into one buffer; progress at most every 50 ms, and once at the end. */
+async function readBody(res, progress) {
+  const length = Number(res.headers.get('Content-Length'));
+  // Content-Length counts encoded bytes (gzip); the buffer grows if the body turns out longer.
+  let buf = new Uint8Array(length > 0 ? length : 1 << 20);
+  let loaded = 0;
+  let last = 0;
+  progress(0, length || 0);
+  const reader = res.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (loaded + value.length > buf.length) {
+      const grown = new Uint8Array(Math.max(buf.length * 2, loaded + value.length));
+      grown.set(buf.subarray(0, loaded));
+      buf = grown;
+    }
+    buf.set(value, loaded);
+    loaded += value.length;
+    const now = performance.now();
+    if (now - last > 50) {
+      last = now;
+      progress(loaded, Math.max(length || 0, loaded));
+    }
+  }
+  progress(loaded, loaded);
+  return buf.length === loaded ? buf : buf.slice(0, loaded);
+}
+
+/** Local files: Blob/File, ArrayBuffer or typed array, already in memory or on disk. */
+async function readFiles(id, files) {
+  const out = {};
+  for (const key of Object.keys(FILES)) {
+    const f = files[key];
+    const bytes = f instanceof Blob ? new Uint8Array(await f.arrayBuffer())
+      : ArrayBuffer.isView(f) ? new Uint8Array(f.buffer, f.byteOffset, f.byteLength)
+        : new Uint8Array(f);
+    reply(id, 'progress', { file: FILES[key], loaded: bytes.length, total: bytes.length, cached: false });
+    out[key] = bytes;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generation: per-model FIFO queue; each step is posted the moment it exists.
+
+function model(id) {
+  const m = models.get(id);
+  if (!m || m.disposed) throw new Error('this model has been disposed');
+  if (m.crashed) throw new Error(`the model stopped working after an earlier failure (${m.crashed}); load it again`);
+  return m;
+}
+
+function enqueue(msg) {
+  let m;
+  try {
+    m = model(msg.model);
+  } catch (e) {
+    return reply(msg.id, 'error', { message: describe(e) });
+  }
+  const job = { id: msg.id, model: msg.model, prompt: msg.prompt, options: msg.options, aborted: false };
+  jobs.set(job.id, job);
+  m.queue.push(job);
+  if (!m.running) pump(m);
+}
+
+async function pump(m) {
+  while (m.queue.length > 0 && !m.disposed && !m.crashed) {
+    const job = m.queue.shift();
+    m.running = job;
+    try {
+      reply(job.id, 'done', { value: await run(m, job) });
+    } catch (e) {
+      reply(job.id, 'error', { message: describe(e) });
+    } finally {
+      jobs.delete(job.id);
+      m.running = null;
+    }
+  }
+  if (m.disposed) finishDispose(m);
+  for (const job of m.crashed ? m.queue.splice(0) : []) {
+    jobs.delete(job.id);
+    reply(job.id, 'error', { message: `the model stopped working (${m.crashed}); load it again` });
+  }
+}
+
+async function run(m, job) {
+  const { engine } = m;
+  engine.start(job.prompt, job.options);
+  for (;;) {
+    if (job.aborted || m.disposed) engine.cancel(); // ends before the next forward pass
+    let token;
+    try {
+      m.stepping = engine.step();
+      token = await m.stepping;
+    } catch (e) {
+      // A trap (a Rust panic) leaves the engine unusable; say so instead of "busy" from now on.
+      if (e instanceof WebAssembly.RuntimeError) m.crashed = describe(e);
+      throw e;
+    } finally {
+      m.stepping = null;
+    }
+    if (token === undefined) break;
+    reply(job.id, 'token', { token });
+    await nextTask(); // lets an 'abort' message in
+  }
+  if (m.disposed) throw new Error('the model was disposed during generation');
+  const result = engine.result();
+  if (result.stopReason === 'cancelled') result.stopReason = 'abort';
+  return { ...result, backend: engine.backend };
+}
+
+// Yield to the event loop without setTimeout's clamping: a message to ourselves is a new task,
+// queued behind any message the page has already sent.
+const channel = new MessageChannel();
+const waiting = [];
+channel.port1.onmessage = () => waiting.shift()();
+function nextTask() {
+  return new Promise((resolve) => {
+    waiting.push(resolve);
+    channel.port2.postMessage(null);
+  });
+}
+
+function abort(id) {
+  const job = jobs.get(id);
+  if (!job) return; // already finished
+  job.aborted = true;
+  const m = models.get(job.model);
+  const queued = m ? m.queue.indexOf(job) : -1;
+  if (queued >= 0) {
+    m.queue.splice(queued, 1);
+    jobs.delete(id);
+    reply(id, 'done', { value: emptyResult('abort') });
+  }
+}
+
+function emptyResult(stopReason) {
+  return {
+    text: '', tokens: [], stopReason,
+    metrics: {
+      ttftMs: 0, tpotMs: 0, tpotP50Ms: 0, tpotP95Ms: 0, totalMs: 0, prefillMs: 0,
+      promptTokens: 0, outputTokens: 0, prefillTokensPerSec: 0, decodeTokensPerSec: 0,
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rest: tokenize between steps, dispose when the running step is done.
+
+async function tokenize({ model: id, text }) {
+  const m = model(id);
+  while (m.stepping) await m.stepping.catch(() => {}); // the engine is taken while a step runs
+  return Array.from(m.engine.tokenize(text));
+}
+
+function dispose({ model: id }) {
+  const m = models.get(id);
+  if (!m || m.disposed) return;
+  m.disposed = true;
+  for (const job of m.queue.splice(0)) {
+    jobs.delete(job.id);
+    reply(job.id, 'error', { message: 'the model was disposed before this generation ran' });
+  }
+  if (!m.running) finishDispose(m); // else the loop notices and frees it after its step
+}
+
+function finishDispose(m) {
+  for (const [id, other] of models) {
+    if (other === m) models.delete(id);
+  }
+  try {
+    m.engine.free();
+  } catch (e) {
+    console.warn(`freeing the model failed: ${describe(e)}`);
+  }
+}
