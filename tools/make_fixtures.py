@@ -34,7 +34,6 @@ import json
 import os
 import shutil
 
-import numpy as np
 import torch
 import transformers
 from packaging import version
@@ -79,9 +78,12 @@ def greedy(model, ids):
                          return_dict_in_generate=True, **cfg)
     new = out.sequences[0, len(ids):].tolist()
     assert len(new) == N_NEW, len(new)
-    # The KV-cache path must equal recomputing the whole sequence every step.
-    again = model.generate(x, attention_mask=torch.ones_like(x), use_cache=False, **cfg)
-    assert again[0, len(ids):].tolist() == new, "greedy with and without the KV cache differ"
+    # The KV-cache path must equal plain argmax over a full recompute at every step (this also
+    # proves that no logits processor, e.g. EOS suppression by min_new_tokens, changed a choice).
+    seq = list(ids)
+    for _ in range(N_NEW):
+        seq.append(int(model(torch.tensor([seq])).logits[0, -1].argmax()))
+    assert seq[len(ids):] == new, "generate (KV cache) differs from argmax over full recomputes"
     gap = min((s[0].topk(2).values[0] - s[0].topk(2).values[1]).item() for s in out.logits)
     return new, gap
 

@@ -23,7 +23,6 @@ file must give exactly tiktoken's ids, and decoding those ids must give back the
 Regenerate: python3 tools/make_tokenizer.py   (needs cargo, npm, `pip install tokenizers tiktoken`)
 """
 
-import base64
 import glob
 import hashlib
 import json

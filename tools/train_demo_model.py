@@ -24,7 +24,6 @@ Needs: pip install torch transformers tokenizers safetensors; tools/make_tokeniz
 """
 
 import argparse
-import glob
 import hashlib
 import json
 import math
@@ -221,6 +220,13 @@ def train(args):
         state = ck["state"]
         gen.set_state(state.pop("gen"))
         log(f"resumed at step {state['step']}, {state['elapsed']:.0f}s of {state['budget_s']:.0f}s")
+        if args.extend_minutes:
+            # A longer budget restarts the cosine from where elapsed/budget now falls (a warm
+            # restart), then decays to the minimum again by the new end.
+            state["budget_s"] += args.extend_minutes * 60
+            state["extended_minutes"] = state.get("extended_minutes", 0) + args.extend_minutes
+            state["finished"] = False
+            log(f"budget extended by {args.extend_minutes} min to {state['budget_s'] / 60:.1f} min")
     if "dtype" not in state:
         if args.dtype == "auto":
             state["dtype"], state["dtype_timing_s_per_step"] = pick_dtype(train_ids)
@@ -364,9 +370,14 @@ not a chat or knowledge model; expect plausible-sounding verse and dialogue with
 Load it with transformers like any GPT-2 checkpoint:
 
 ```python
-from transformers import GPT2LMHeadModel
+import torch
 from tokenizers import Tokenizer
-model = GPT2LMHeadModel.from_pretrained("www/models/gpt2-shakespeare", dtype="float32")
+from transformers import GPT2LMHeadModel
+model = GPT2LMHeadModel.from_pretrained("www/models/gpt2-shakespeare", dtype=torch.float32)
+tok = Tokenizer.from_file("www/models/gpt2-shakespeare/tokenizer.json")
+ids = torch.tensor([tok.encode("Romeo.\\n").ids])
+out = model.generate(ids, do_sample=True, max_new_tokens=60)  # defaults: generation_config.json
+print(tok.decode(out[0].tolist()))
 ```
 
 ## Model
@@ -376,7 +387,7 @@ model = GPT2LMHeadModel.from_pretrained("www/models/gpt2-shakespeare", dtype="fl
 | architecture | GPT-2 (`GPT2LMHeadModel`), tanh GELU (`gelu_new`), pre-LayerNorm, tied input/output embedding |
 | layers / heads / width | {sh['n_layer']} / {sh['n_head']} (head size {sh['n_embd'] // sh['n_head']}) / {sh['n_embd']} |
 | context | {sh['n_positions']} tokens |
-| vocabulary | {sh['vocab_size']} (GPT-2's byte-level BPE; `<|endoftext|>` = 50256) |
+| vocabulary | {sh['vocab_size']} (GPT-2's byte-level BPE; `<\\|endoftext\\|>` = 50256) |
 | parameters | {s['parameters']:,} ({sh['vocab_size'] * sh['n_embd']:,} of them the token embedding) |
 | files | `config.json`, `model.safetensors` (float16; tensor names with the `transformer.` prefix), `tokenizer.json`, `generation_config.json`, `training.json` |
 
@@ -444,6 +455,8 @@ def main():
     p.add_argument("--ckpt-dir", default=os.path.join(CACHE, "train"))
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --ckpt-dir")
     p.add_argument("--export-only", action="store_true", help="export from the final checkpoint")
+    p.add_argument("--extend-minutes", type=float, default=0.0,
+                   help="with --resume: add this many minutes to the budget of a finished run")
     p.add_argument("--out", default=OUT_DIR, help="export folder")
     p.add_argument("--smoke", type=int, nargs="?", const=3, default=0,
                    help="train this many steps (default 3) and export to /tmp/gpt2-shakespeare-smoke")
