@@ -4,6 +4,8 @@
 #   ./build.sh serve [PORT]   build, then serve www/ on http://127.0.0.1:PORT (default 8080)
 #   ./build.sh test           everything CI runs: fmt, clippy (native + wasm32), cargo test,
 #                             the wasm build and the browser tests
+#   ./build.sh bundle         build, then write dist/gpt2-demo.html: the page, the engine and the
+#                             demo model in one file that works from disk (file://), no server
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -98,5 +100,6 @@ case "$cmd" in
   build) build ;;
   serve) serve "$@" ;;
   test) run_tests ;;
-  *) echo "usage: ./build.sh [build | serve [PORT] | test]" >&2; exit 2 ;;
+  bundle) build; node tools/bundle.mjs "$@" ;;
+  *) echo "usage: ./build.sh [build | serve [PORT] | test | bundle]" >&2; exit 2 ;;
 esac

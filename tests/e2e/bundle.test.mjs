@@ -1,0 +1,90 @@
+// The single-file demo (dist/gpt2-demo.html, made by tools/bundle.mjs) opened from disk: it loads
+// the inlined model and generates the native CLI's greedy text with no server and no network, and
+// its "watch the loop" view shows each step. Every request must be file:, data: or blob:.
+//
+// The bundle is (re)made here by `node tools/bundle.mjs` when it is missing or older than any of
+// its inputs (www/pkg must exist: ./build.sh test builds it before these tests run).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { launch, openPage, nativeGenerate, ROOT, MODEL_DIR, MODEL_NAME, PROMPT } from './harness.mjs';
+
+const T = { timeout: 180_000 };
+// A bundle of another model (GPT2_E2E_MODEL) goes beside the test output, not over the demo's.
+const BUNDLE = MODEL_NAME === 'gpt2-shakespeare' ? path.join(ROOT, 'dist/gpt2-demo.html')
+  : path.join(ROOT, `tests/e2e/out/gpt2-demo-${MODEL_NAME}.html`);
+let browser;
+
+function inputs() {
+  const www = path.join(ROOT, 'www');
+  return [
+    path.join(ROOT, 'tools/bundle.mjs'),
+    // Every page file (more than the bundle uses: cheap, and never stale when app.js gains an import).
+    ...fs.readdirSync(www).filter((f) => /\.(js|html|css)$/.test(f)).map((f) => path.join(www, f)),
+    ...['pkg/gpt2_web.js', 'pkg/gpt2_web_bg.wasm'].map((f) => path.join(www, f)),
+    ...['config.json', 'model.safetensors', 'tokenizer.json'].map((f) => path.join(MODEL_DIR, f)),
+  ];
+}
+
+function ensureBundle() {
+  const built = fs.existsSync(BUNDLE) ? fs.statSync(BUNDLE).mtimeMs : 0;
+  if (inputs().every((f) => fs.statSync(f).mtimeMs <= built)) return;
+  execFileSync(process.execPath, ['tools/bundle.mjs', '--model', MODEL_DIR, '--out', BUNDLE], { cwd: ROOT, stdio: 'inherit' });
+}
+
+before(async () => {
+  ensureBundle();
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+});
+
+test('the single-file bundle generates from file:// with no server and no network', T, async () => {
+  const native = nativeGenerate(PROMPT, 20);
+  const { context, page, requests, logs } = await openPage(browser, null);
+  try {
+    await context.setOffline(true);
+    await page.goto(pathToFileURL(BUNDLE).href);
+    await page.waitForFunction(() => ['ready', 'error'].includes(window.pageState), null, { timeout: 90_000 });
+    const loaded = await page.evaluate(() => ({ state: window.pageState, error: document.getElementById('error').textContent }));
+    assert.equal(loaded.state, 'ready', `the bundled model did not load: ${loaded.error}`);
+
+    await page.fill('#prompt', PROMPT);
+    await page.fill('#max-tokens', '20');
+    await page.fill('#temperature', '0');
+    await page.fill('#stop-seqs', '');
+    await page.setChecked('#watch-loop', true);
+    await page.click('#generate');
+    await page.waitForFunction(() => window.lastResult || !document.getElementById('error').hidden, null, { timeout: 60_000 });
+    const got = await page.evaluate(() => ({
+      result: window.lastResult, events: window.tokenEvents, error: document.getElementById('error').textContent,
+      output: document.getElementById('output').textContent,
+      cards: [...document.querySelectorAll('#loop li.step')].map((li) => ({
+        cands: li.querySelectorAll('.cand').length, picked: li.querySelectorAll('.cand.picked').length,
+      })),
+      loopHidden: document.getElementById('loop').hidden,
+    }));
+    assert.ok(got.result, `generation failed: ${got.error}`);
+    assert.equal(got.result.text, native.text, 'greedy text differs from the native CLI');
+    assert.deepEqual(got.result.tokens, native.tokens);
+    assert.equal(got.events, got.result.tokens.length);
+    assert.equal(got.output, PROMPT + got.result.text);
+    // "Watch the loop" on the page: one card per step, the greedy pick highlighted among 10.
+    assert.equal(got.loopHidden, false);
+    assert.equal(got.cards.length, got.result.tokens.length);
+    assert.ok(got.cards.every((c) => c.cands === 10 && c.picked === 1), JSON.stringify(got.cards));
+
+    const outside = requests.filter((u) => !['file:', 'data:', 'blob:'].includes(new URL(u).protocol));
+    assert.deepEqual(outside, [], `the bundle made network requests: ${outside.join(', ')}`);
+    assert.ok(requests.some((u) => u.startsWith('file:')), 'no request was recorded: the request log is not working');
+  } catch (e) {
+    if (logs.length) e.message += `\n--- browser console ---\n${logs.join('\n')}`;
+    throw e;
+  } finally {
+    await context.close();
+  }
+});

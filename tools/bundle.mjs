@@ -1,0 +1,157 @@
+// Writes dist/gpt2-demo.html: the demo page (www/index.html) as ONE file that works when opened
+// from disk (file://) with no server and no network, e.g. from a USB stick. Node, no dependencies.
+//
+//   node tools/bundle.mjs [--model www/models/gpt2-shakespeare] [--out dist/gpt2-demo.html]
+//   (./build.sh bundle builds www/pkg first, then runs this.)
+//
+// What goes in, and how it runs from file:// (where Chromium refuses module workers from blob:
+// URLs, and a worker may not fetch or import blob: URLs):
+//   - the model's config.json, model.safetensors and tokenizer.json, and the wasm, as base64 in
+//     <script type="application/octet-stream"> elements; a small script decodes the model into
+//     Files, which gpt2.js's Gpt2.load({ model: { config, weights, tokenizer } }) accepts;
+//   - worker.js as a CLASSIC worker from a blob: URL; it imports the wasm-bindgen glue
+//     (www/pkg/gpt2_web.js) from a data: URL and instantiates the wasm from a data: URL's bytes;
+//   - app.js as a module from a data: URL, its imports (gpt2.js, loop-view.js) rewritten to data: URLs;
+//   - style.css inline.
+// The few source edits this needs are exact text replacements below; each must match exactly once,
+// so a change to those lines in www/ fails here with a sentence instead of making a broken file.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const WWW = path.join(ROOT, 'www');
+
+function args() {
+  const out = { model: path.join(WWW, 'models/gpt2-shakespeare'), out: path.join(ROOT, 'dist/gpt2-demo.html') };
+  const argv = process.argv.slice(2);
+  for (let i = 0; i < argv.length; i++) {
+    const key = argv[i].replace(/^--/, '');
+    if (!(key in out) || argv[i + 1] === undefined) {
+      throw new Error(`usage: node tools/bundle.mjs [--model DIR] [--out FILE] (got ${argv[i]})`);
+    }
+    out[key] = path.resolve(argv[++i]);
+  }
+  return out;
+}
+
+function read(file, encoding) {
+  try {
+    return fs.readFileSync(file, encoding);
+  } catch {
+    const hint = file.includes(`${path.sep}pkg${path.sep}`) ? ' (run ./build.sh build first)' : '';
+    throw new Error(`cannot read ${path.relative(ROOT, file)}${hint}`);
+  }
+}
+
+/** Replaces `from` with `to` in `text`, which must hold `from` exactly once. */
+function replaceOnce(text, name, from, to) {
+  const n = text.split(from).length - 1;
+  if (n !== 1) {
+    throw new Error(`www/${name}: expected ${JSON.stringify(from)} exactly once, found it ${n} times; ` +
+      'tools/bundle.mjs must be updated to match');
+  }
+  return text.replace(from, typeof to === 'function' ? to : () => to);
+}
+
+const b64 = (bytes) => Buffer.from(bytes).toString('base64');
+const jsDataUrl = (source) => `data:text/javascript;base64,${b64(Buffer.from(source, 'utf8'))}`;
+
+/** A page module as a data: URL, with its relative imports (`from './x.js'`) inlined the same way. */
+function moduleUrl(name, edits = {}, seen = []) {
+  if (seen.includes(name)) throw new Error(`import cycle: ${[...seen, name].join(' → ')}`);
+  let source = read(path.join(WWW, name), 'utf8');
+  for (const [from, to] of edits[name] ?? []) source = replaceOnce(source, name, from, to);
+  // Static imports only (a line starting with `import`); comments that show imports stay as they are.
+  source = source.replace(/^(import\b[^;]*?\bfrom\s+)(['"])\.\/([\w.-]+\.js)\2/gm,
+    (_, head, q, dep) => `${head}${q}${moduleUrl(dep, edits, [...seen, name])}${q}`);
+  if (/\bimport\.meta\b/.test(source)) throw new Error(`www/${name} uses import.meta, which has no base URL in the bundle`);
+  return jsDataUrl(source);
+}
+
+/** worker.js as a classic script: the glue from self.gpt2Bundle.pkg, the wasm from self.gpt2Bundle.wasm. */
+function workerSource() {
+  let source = read(path.join(WWW, 'worker.js'), 'utf8');
+  source = replaceOnce(source, 'worker.js', "new URL('./pkg/gpt2_web.js', import.meta.url)", "new URL('bundled:pkg/gpt2_web.js')");
+  source = replaceOnce(source, 'worker.js', 'await import(url.href)', 'await import(self.gpt2Bundle.pkg)');
+  source = replaceOnce(source, 'worker.js', 'await mod.default()', 'await mod.default({ module_or_path: fetch(self.gpt2Bundle.wasm) })');
+  if (/\bimport\.meta\b|^\s*(import|export)\s/m.test(source)) {
+    throw new Error('www/worker.js has module syntax (import.meta, import or export) that a classic worker cannot run');
+  }
+  return source;
+}
+
+/** Decodes the base64 elements, starts nothing: makes the worker's blob: URL and the model's Files. */
+const BOOTSTRAP = `
+(() => {
+  const base64 = (id) => document.getElementById(id).textContent;
+  const bytes = (id) => (Uint8Array.fromBase64 ? Uint8Array.fromBase64(base64(id))
+    : Uint8Array.from(atob(base64(id)), (c) => c.charCodeAt(0)));
+  const head = 'self.gpt2Bundle = ' + JSON.stringify({
+    pkg: 'data:text/javascript;base64,' + base64('gpt2-pkg'),
+    wasm: 'data:application/wasm;base64,' + base64('gpt2-wasm'),
+  }) + ';\\n';
+  const worker = URL.createObjectURL(new Blob([head, bytes('gpt2-worker')], { type: 'text/javascript' }));
+  const file = (id, name) => new File([bytes(id)], name);
+  window.gpt2Bundle = {
+    worker,
+    model: {
+      config: file('gpt2-config', 'config.json'),
+      weights: file('gpt2-weights', MODEL_NAME),
+      tokenizer: file('gpt2-tokenizer', 'tokenizer.json'),
+    },
+  };
+})();
+`;
+
+function main() {
+  const opts = args();
+  const modelName = path.basename(opts.model);
+  const model = Object.fromEntries(['config.json', 'model.safetensors', 'tokenizer.json']
+    .map((f) => [f, read(path.join(opts.model, f))]));
+  const wasm = read(path.join(WWW, 'pkg/gpt2_web_bg.wasm'));
+  const pkg = read(path.join(WWW, 'pkg/gpt2_web.js'));
+
+  const edits = {
+    'gpt2.js': [
+      ["new URL('./worker.js', import.meta.url)", 'new URL(globalThis.gpt2Bundle.worker)'],
+      ["{ type: 'module', name: 'gpt2-web' }", "{ name: 'gpt2-web' }"], // classic: file:// forbids module workers from blob:
+    ],
+    'app.js': [["const DEMO = 'models/gpt2-shakespeare/';", 'const DEMO = globalThis.gpt2Bundle.model;']],
+  };
+  const app = moduleUrl('app.js', edits);
+
+  let html = read(path.join(WWW, 'index.html'), 'utf8');
+  const css = read(path.join(WWW, 'style.css'), 'utf8');
+  html = replaceOnce(html, 'index.html', '<link rel="stylesheet" href="style.css">', () => `<style>\n${css}</style>`);
+  html = replaceOnce(html, 'index.html', '<script type="module" src="app.js"></script>\n', '');
+  html = html.replace('served with this page)', `inside this file: ${modelName})`); // cosmetic, optional
+  const data = (id, bytes) => `<script type="application/octet-stream" id="${id}">${b64(bytes)}</script>\n`;
+  const tail = [
+    '<!-- Inlined by tools/bundle.mjs: the engine, its worker and the demo model (base64). -->\n',
+    data('gpt2-wasm', wasm),
+    data('gpt2-pkg', pkg),
+    data('gpt2-worker', Buffer.from(workerSource(), 'utf8')),
+    data('gpt2-config', model['config.json']),
+    data('gpt2-tokenizer', model['tokenizer.json']),
+    data('gpt2-weights', model['model.safetensors']),
+    `<script>${BOOTSTRAP.replace('MODEL_NAME', JSON.stringify(`${modelName} (in this file)`))}</script>\n`,
+    `<script type="module" src="${app}"></script>\n`,
+  ].join('');
+  html = replaceOnce(html, 'index.html', '</body>', () => `${tail}</body>`);
+
+  fs.mkdirSync(path.dirname(opts.out), { recursive: true });
+  fs.writeFileSync(opts.out, html);
+  const size = fs.statSync(opts.out).size;
+  const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
+  console.log(`${path.relative(ROOT, opts.out)}: ${mb(size)} (model ${mb(model['model.safetensors'].length)}, ` +
+    `wasm ${mb(wasm.length)}, base64); open it from disk in a browser, no server needed`);
+}
+
+try {
+  main();
+} catch (e) {
+  console.error(`tools/bundle.mjs: ${e.message}`);
+  process.exit(1);
+}

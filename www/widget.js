@@ -1,0 +1,447 @@
+// <gpt2-generator>: GPT-2 in a course page with one script tag and one element.
+//
+//   <script type="module" src="https://example.org/gpt2-web/widget.js"></script>
+//   <gpt2-generator prompt="ROMEO:" max-tokens="40" temperature="0.8" seed="1" readout></gpt2-generator>
+//
+// Attributes (all optional):
+//   model         model folder URL, relative to the page (default: the demo model beside this script)
+//   backend       auto | cpu | webgpu (default auto)
+//   prompt        the starting text, editable by the reader (default "ROMEO:")
+//   max-tokens, temperature, top-k, top-p, min-p, seed   as in gpt2.js's generate() (max-tokens default 48;
+//                 without seed, each sampled run draws a new one, so Generate again gives new text)
+//   stop          a stop text (write \n for a newline), or a JSON list of texts: stop='["\n\n", "."]'
+//   readout       show time to first token, first visible text, total, time per token, tokens
+//   watch         "watch the loop": each step's 10 most likely candidates and the one picked
+//   top-logprobs  like watch, with that many candidates (1–100)
+//   autorun       generate once as soon as the model has loaded
+// Events (bubbling, composed): token (detail: the token event), done (detail: the result),
+// error (detail: { message }). Methods: generate() → Promise<result | null>, stop().
+//
+// Every widget of a page shares gpt2.js's one worker, and widgets naming the same model folder (and
+// backend) share one download and one model. Styles live in a shadow root: the page's CSS does not
+// reach in (except the --gpt2-* colour variables below), and the widget's does not leak out.
+
+import { Gpt2 } from './gpt2.js';
+import { LoopView } from './loop-view.js';
+
+/** The demo model beside this script (null where the script has no URL to resolve against). */
+const DEMO_MODEL = (() => {
+  try {
+    return new URL('./models/gpt2-shakespeare/', import.meta.url).href;
+  } catch {
+    return null;
+  }
+})();
+
+const CSS = `
+:host {
+  all: initial; /* nothing inherits in from the page */
+  display: block;
+  --fg: var(--gpt2-fg, #1d1f21); --muted: var(--gpt2-muted, #5f6368); --line: var(--gpt2-line, #d7d9dc);
+  --bg: var(--gpt2-bg, #ffffff); --field: var(--gpt2-field, #fbfbfa); --accent: var(--gpt2-accent, #1a5fb4);
+  --accent-fg: var(--gpt2-accent-fg, #ffffff); --perceived: var(--gpt2-perceived, #1a7f4b);
+  --total: var(--gpt2-total, #b5491b); --error-bg: #fdecea; --error-fg: #8a1c12;
+  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+  color: var(--fg);
+  margin: 1rem 0;
+}
+@media (prefers-color-scheme: dark) {
+  :host {
+    --fg: var(--gpt2-fg, #e6e6e3); --muted: var(--gpt2-muted, #a0a4a8); --line: var(--gpt2-line, #3a3d41);
+    --bg: var(--gpt2-bg, #202225); --field: var(--gpt2-field, #17181a); --accent: var(--gpt2-accent, #78aeed);
+    --accent-fg: var(--gpt2-accent-fg, #0d1117); --perceived: var(--gpt2-perceived, #5fd39a);
+    --total: var(--gpt2-total, #f0996a); --error-bg: #4a1f1b; --error-fg: #ffd9d4;
+  }
+}
+:host([hidden]) { display: none; }
+* { box-sizing: border-box; }
+.box { background: var(--bg); border: 1px solid var(--line); border-radius: 8px; padding: 0.75rem; }
+label { display: block; font-size: 0.9em; color: var(--muted); margin-bottom: 0.2rem; }
+textarea {
+  display: block; width: 100%; resize: vertical; font: inherit; color: inherit; background: var(--field);
+  border: 1px solid var(--line); border-radius: 4px; padding: 0.3rem 0.45rem;
+}
+.row { display: flex; flex-wrap: wrap; align-items: center; gap: 0.4rem 0.75rem; margin: 0.5rem 0; }
+button {
+  font: inherit; border: 1px solid var(--accent); border-radius: 4px; padding: 0.3rem 0.9rem;
+  background: var(--bg); color: var(--accent); cursor: pointer;
+}
+button.primary { background: var(--accent); color: var(--accent-fg); }
+button:disabled { opacity: 0.45; cursor: not-allowed; }
+:focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
+.settings { font-size: 0.85em; color: var(--muted); }
+.output {
+  min-height: 3.5rem; max-height: 18rem; overflow: auto; margin: 0.5rem 0 0; padding: 0.5rem 0.6rem;
+  border: 1px solid var(--line); border-radius: 6px; background: var(--field);
+  white-space: pre-wrap; overflow-wrap: anywhere;
+  font: 0.95em/1.45 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace;
+}
+.output .prompt { color: var(--muted); }
+.status { font-size: 0.85em; color: var(--muted); margin: 0.35rem 0 0; min-height: 1.3em; }
+.error { background: var(--error-bg); color: var(--error-fg); border-radius: 6px; padding: 0.4rem 0.6rem; margin: 0.5rem 0 0; }
+dl.readout { display: grid; grid-template-columns: repeat(auto-fill, minmax(8.5rem, 1fr)); gap: 0.4rem; margin: 0.6rem 0 0; }
+dl.readout > div { border: 1px solid var(--line); border-radius: 6px; padding: 0.25rem 0.5rem; }
+dl.readout dt { font-size: 0.78em; color: var(--muted); }
+dl.readout dd { margin: 0; font-size: 1.1em; font-variant-numeric: tabular-nums; }
+dl.readout .perceived { border-color: var(--perceived); }
+dl.readout .perceived dd { color: var(--perceived); }
+dl.readout .total { border-color: var(--total); }
+dl.readout .total dd { color: var(--total); }
+.loop { margin: 0.6rem 0 0; }
+.loop .gpt2-loop { --gpt2-accent: var(--accent); --gpt2-pick: var(--perceived); --gpt2-line: var(--line); --gpt2-muted: var(--muted); }
+[hidden] { display: none !important; }
+`;
+
+const READOUT = [
+  ['ttft', 'Time to first token', 'perceived'],
+  ['visible', 'First visible text', 'perceived'],
+  ['total', 'Total time', 'total'],
+  ['tpot', 'Time per token', ''],
+  ['tokens', 'Tokens', ''],
+];
+
+let widgets = 0; // for unique element ids inside each shadow root's labels
+
+function fmtMs(ms) {
+  if (!Number.isFinite(ms)) return '–';
+  return ms < 10 ? `${ms.toFixed(2)} ms` : ms < 1000 ? `${ms.toFixed(1)} ms` : `${(ms / 1000).toFixed(2)} s`;
+}
+
+/** An error message as a sentence: capital first letter, full stop at the end. */
+function sentence(text) {
+  const s = String(text).trim();
+  return s.charAt(0).toUpperCase() + s.slice(1) + (/[.!?]$/.test(s) ? '' : '.');
+}
+
+/** \n, \t and \\ escapes, so an attribute can hold a newline. */
+const unescape = (s) => s.replace(/\\(n|t|\\)/g, (_, c) => ({ n: '\n', t: '\t', '\\': '\\' })[c]);
+
+/** A quoted text with newlines shown, for the settings line. */
+const shown = (s) => JSON.stringify(s);
+
+/** Runs `fn` once the browser has painted what the DOM holds now. */
+function afterPaint(fn) {
+  requestAnimationFrame(() => {
+    const ch = new MessageChannel();
+    ch.port1.onmessage = () => fn();
+    ch.port2.postMessage(null);
+  });
+}
+
+export class Gpt2Generator extends HTMLElement {
+  static observedAttributes = ['model', 'backend', 'prompt', 'readout', 'watch', 'top-logprobs',
+    'max-tokens', 'temperature', 'top-k', 'top-p', 'min-p', 'seed', 'stop'];
+
+  #ui;
+  #model = null; // Promise<Gpt2> of the current model attributes
+  #modelKey = null;
+  #ready = false; // the current model has loaded
+  #controller = null;
+  #loop = null;
+  #autoran = false;
+
+  constructor() {
+    super();
+    const n = ++widgets;
+    const root = this.attachShadow({ mode: 'open' });
+    root.innerHTML = `<style>${CSS}</style>
+      <div class="box" part="box">
+        <label for="prompt-${n}">Prompt</label>
+        <textarea id="prompt-${n}" rows="2" spellcheck="false"></textarea>
+        <div class="row">
+          <button type="button" class="primary" data-generate disabled>Generate</button>
+          <button type="button" data-stop disabled>Stop</button>
+          <span class="settings" data-settings></span>
+        </div>
+        <div class="output" data-output role="region" aria-live="off" aria-label="Generated text" tabindex="0"></div>
+        <p class="status" data-status role="status"></p>
+        <p class="error" data-error role="alert" hidden></p>
+        <dl class="readout" data-readout hidden>
+          ${READOUT.map(([k, label, cls]) => `<div class="${cls}"><dt>${label}</dt><dd data-r="${k}">–</dd></div>`).join('')}
+        </dl>
+        <div class="loop" data-loop hidden></div>
+      </div>`;
+    const $ = (sel) => root.querySelector(sel);
+    this.#ui = {
+      prompt: $('textarea'), generate: $('[data-generate]'), stop: $('[data-stop]'), settings: $('[data-settings]'),
+      output: $('[data-output]'), status: $('[data-status]'), error: $('[data-error]'), readout: $('[data-readout]'),
+      loop: $('[data-loop]'), r: Object.fromEntries(READOUT.map(([k]) => [k, $(`[data-r="${k}"]`)])),
+    };
+    this.#ui.generate.addEventListener('click', () => this.generate());
+    this.#ui.stop.addEventListener('click', () => this.stop());
+    this.#ui.prompt.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+        e.preventDefault();
+        this.generate();
+      }
+    });
+    root.addEventListener('keydown', (e) => {
+      if (e.key === 'Escape' && this.#controller) this.stop();
+    });
+  }
+
+  connectedCallback() {
+    if (!this.#ui.prompt.dataset.set) {
+      this.#ui.prompt.value = this.getAttribute('prompt') ?? 'ROMEO:';
+      this.#ui.prompt.dataset.set = '1';
+    }
+    this.#render();
+    this.#ensureModel();
+  }
+
+  disconnectedCallback() {
+    this.stop();
+    // Released a moment later, so moving the element in the DOM does not reload the model.
+    queueMicrotask(() => {
+      if (!this.isConnected) this.#release();
+    });
+  }
+
+  attributeChangedCallback(name, old, value) {
+    if (old === value || !this.isConnected) return;
+    if (name === 'prompt') this.#ui.prompt.value = value ?? '';
+    if (name === 'model' || name === 'backend') this.#ensureModel();
+    this.#render();
+  }
+
+  /** The Gpt2 handle this widget uses (a promise; rejects if the model did not load). */
+  get model() {
+    return this.#ensureModel();
+  }
+
+  /** Generates from the prompt box; resolves with the result, or null when it failed (see the error event). */
+  async generate() {
+    if (this.#controller) return null;
+    const ui = this.#ui;
+    let options;
+    try {
+      options = this.#runOptions();
+    } catch (e) {
+      this.#fail(e.message);
+      return null;
+    }
+    const controller = new AbortController();
+    this.#controller = controller;
+    this.#busy(true);
+    ui.error.hidden = true;
+    const prompt = ui.prompt.value;
+    ui.output.replaceChildren(Object.assign(document.createElement('span'), { className: 'prompt', textContent: prompt }));
+    for (const dd of Object.values(ui.r)) dd.textContent = '–';
+    this.#loop?.reset(prompt);
+    let visible = false;
+    let model;
+    try {
+      model = await this.#ensureModel();
+    } catch {
+      this.#controller = null;
+      this.#busy(false);
+      return null; // the load's error is on show already
+    }
+    const t0 = performance.now(); // from here, as the page measures it: the model is loaded
+    try {
+      ui.status.textContent = 'Generating…';
+      const result = await model.generate(prompt, {
+        ...options,
+        signal: controller.signal,
+        onToken: (ev) => {
+          if (ev.index === 0) ui.r.ttft.textContent = fmtMs(ev.elapsedMs);
+          ui.r.tokens.textContent = String(ev.index + 1);
+          if (ev.text) {
+            const atEnd = ui.output.scrollTop + ui.output.clientHeight >= ui.output.scrollHeight - 4;
+            ui.output.append(ev.text);
+            if (atEnd) ui.output.scrollTop = ui.output.scrollHeight;
+            if (!visible && ev.text.trim()) {
+              visible = true;
+              afterPaint(() => { ui.r.visible.textContent = fmtMs(performance.now() - t0); });
+            }
+          }
+          this.#loop?.step(ev);
+          this.#emit('token', ev);
+        },
+      });
+      const m = result.metrics;
+      ui.r.total.textContent = fmtMs(m.totalMs);
+      ui.r.tpot.textContent = m.outputTokens > 1 ? fmtMs(m.tpotMs) : '–';
+      ui.r.tokens.textContent = String(m.outputTokens);
+      const why = { eos: 'end of text', stop: 'stop text', max_tokens: 'max tokens', context: 'context full', abort: 'stopped' };
+      ui.status.textContent = `${m.outputTokens} tokens in ${fmtMs(m.totalMs)} (${why[result.stopReason] ?? result.stopReason}).`;
+      this.#emit('done', result);
+      return result;
+    } catch (e) {
+      this.#fail(e.message);
+      return null;
+    } finally {
+      this.#controller = null;
+      this.#busy(false);
+    }
+  }
+
+  /** Stops the running generation (it resolves with stopReason 'abort'). */
+  stop() {
+    this.#controller?.abort();
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  #modelUrl() {
+    const url = this.getAttribute('model') || DEMO_MODEL;
+    if (!url) throw new Error('set the model attribute to a model folder URL');
+    return url;
+  }
+
+  /** Loads (or joins the page's load of) the model the attributes name; runs autorun once. */
+  #ensureModel() {
+    let url;
+    try {
+      url = this.#modelUrl();
+    } catch (e) {
+      this.#fail(e.message);
+      return Promise.reject(e);
+    }
+    const backend = this.getAttribute('backend') || 'auto';
+    const key = `${backend} ${url}`;
+    if (this.#model && this.#modelKey === key) return this.#model;
+    this.#release();
+    this.#modelKey = key;
+    const ui = this.#ui;
+    ui.status.textContent = 'Loading the model…';
+    const files = new Map();
+    const loading = Gpt2.load({
+      model: url, backend,
+      onProgress: ({ file, loaded, total }) => {
+        files.set(file, [loaded, Math.max(loaded, total)]);
+        let got = 0;
+        let of = 0;
+        for (const [a, b] of files.values()) { got += a; of += b; }
+        if (this.#model === loading) ui.status.textContent = `Loading the model… ${of ? Math.round((100 * got) / of) : 0}%`;
+      },
+    });
+    this.#model = loading;
+    loading.then((model) => {
+      if (this.#model !== loading) return model.dispose(); // the attributes changed meanwhile
+      this.#ready = true;
+      const c = model.config;
+      ui.status.textContent = `Ready: ${(c.nParams / 1e6).toFixed(1)} M parameters on ${model.backend}.`;
+      this.#busy(false);
+      if (this.hasAttribute('autorun') && !this.#autoran) {
+        this.#autoran = true;
+        this.generate();
+      }
+    }, (e) => {
+      if (this.#model !== loading) return;
+      this.#model = null; // a later Generate tries again
+      this.#modelKey = null;
+      this.#busy(false);
+      this.#fail(e.message);
+    });
+    return loading;
+  }
+
+  #release() {
+    const old = this.#model;
+    this.#model = null;
+    this.#modelKey = null;
+    this.#ready = false;
+    old?.then((m) => m.dispose(), () => {});
+  }
+
+  /** generate() options from the attributes; throws a sentence for a bad value. */
+  #options() {
+    const num = (name, integer = false) => {
+      const raw = this.getAttribute(name);
+      if (raw === null || raw.trim() === '') return undefined;
+      const v = Number(raw);
+      if (!Number.isFinite(v) || (integer && !Number.isInteger(v))) {
+        throw new Error(`the ${name} attribute must be ${integer ? 'a whole number' : 'a number'}, not "${raw}"`);
+      }
+      return v;
+    };
+    const options = {
+      maxTokens: num('max-tokens', true) ?? 48,
+      temperature: num('temperature'),
+      topK: num('top-k', true),
+      topP: num('top-p'),
+      minP: num('min-p'),
+      seed: num('seed', true),
+      stop: this.#stops(),
+      topLogprobs: this.#watchCount() || undefined,
+    };
+    for (const k of Object.keys(options)) if (options[k] === undefined) delete options[k];
+    return options;
+  }
+
+  /** The options of one run: a fresh seed for sampling without a seed attribute. */
+  #runOptions() {
+    const options = this.#options();
+    if (options.seed === undefined && options.temperature) options.seed = Math.floor(Math.random() * 2 ** 31);
+    return options;
+  }
+
+  #stops() {
+    const raw = this.getAttribute('stop');
+    if (raw === null || raw === '') return undefined;
+    if (raw.trim().startsWith('[')) {
+      let list;
+      try {
+        list = JSON.parse(raw);
+      } catch {
+        throw new Error(`the stop attribute is not a JSON list of texts: ${raw}`);
+      }
+      if (!Array.isArray(list) || !list.every((s) => typeof s === 'string')) {
+        throw new Error(`the stop attribute must list texts, as in ["\\n", "."]: ${raw}`);
+      }
+      return list;
+    }
+    return [unescape(raw)];
+  }
+
+  /** How many candidates "watch the loop" shows (0: off). */
+  #watchCount() {
+    const k = this.getAttribute('top-logprobs');
+    if (k !== null && k !== '') return Math.max(1, Math.min(100, Math.round(Number(k)) || 10));
+    return this.hasAttribute('watch') || k === '' ? 10 : 0;
+  }
+
+  #render() {
+    const ui = this.#ui;
+    ui.readout.hidden = !this.hasAttribute('readout');
+    const watch = this.#watchCount() > 0;
+    ui.loop.hidden = !watch;
+    if (watch && !this.#loop) this.#loop = new LoopView(ui.loop);
+    let settings;
+    try {
+      const o = this.#options();
+      const parts = [o.temperature ? `temperature ${o.temperature}` : 'greedy (temperature 0)'];
+      if (o.temperature && o.topK) parts.push(`top-k ${o.topK}`);
+      if (o.temperature && o.topP !== undefined && o.topP < 1) parts.push(`top-p ${o.topP}`);
+      if (o.temperature) parts.push(o.seed !== undefined ? `seed ${o.seed}` : 'new seed each run');
+      parts.push(`up to ${o.maxTokens} tokens`);
+      if (o.stop) parts.push(`stops at ${o.stop.map(shown).join(' or ')}`);
+      settings = parts.join(' · ');
+    } catch (e) {
+      settings = sentence(e.message);
+    }
+    ui.settings.textContent = settings;
+  }
+
+  #busy(busy) {
+    const ui = this.#ui;
+    ui.generate.disabled = busy || !this.#ready;
+    ui.stop.disabled = !busy;
+    ui.prompt.readOnly = busy;
+  }
+
+  #fail(message) {
+    const ui = this.#ui;
+    ui.error.textContent = sentence(message);
+    ui.error.hidden = false;
+    ui.status.textContent = '';
+    this.#emit('error', { message });
+  }
+
+  #emit(type, detail) {
+    this.dispatchEvent(new CustomEvent(type, { detail, bubbles: true, composed: true }));
+  }
+}
+
+if (!customElements.get('gpt2-generator')) customElements.define('gpt2-generator', Gpt2Generator);
