@@ -10,10 +10,14 @@
 //   lastResult   the result of the last Generate click (null while it runs)
 //   tokenEvents  how many onToken calls that generation made
 //   visibleMs    its time from click to the first visible text painted
+//   backendChanges  [{ backend, reason, afterTokens }]: each move to another backend (GPU lost), with
+//                the number of tokens the running generation had shown by then
+//   loopView     the "watch the loop" view (www/loop-view.js)
 //   labResult    { points: [{ n, totalMs, ttftMs, tpotMs }], fit: { a, b, r2 } } after the length lab
 //   comparison   { rows, greedyIdentical, sampledDistinct } after the greedy-vs-sampling lab
 
 import { Gpt2 } from './gpt2.js';
+import { LoopView } from './loop-view.js';
 
 const DEMO = 'models/gpt2-shakespeare/';
 const $ = (id) => document.getElementById(id);
@@ -24,7 +28,7 @@ let latency = []; // elapsedMs of each token of the current generation
 let chartQueued = false;
 
 Object.assign(window, {
-  pageState: 'loading', gpt2Model: null, lastResult: null, tokenEvents: 0, visibleMs: null,
+  pageState: 'loading', gpt2Model: null, lastResult: null, tokenEvents: 0, visibleMs: null, backendChanges: [],
   labResult: null, comparison: null,
 });
 
@@ -41,6 +45,13 @@ const fmtMB = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
 function sentence(text) {
   const s = String(text).trim();
   return s.charAt(0).toUpperCase() + s.slice(1) + (/[.!?]$/.test(s) ? '' : '.');
+}
+
+/** Why the model runs where it runs, when that is not what was asked for ('' hides it). */
+function showBackendNote(text) {
+  const el = $('backend-note');
+  el.textContent = text ? sentence(text) : '';
+  el.hidden = !text;
 }
 
 function showError(message) {
@@ -102,6 +113,7 @@ function formOptions() {
     seed: numberField('seed', 'Seed'),
     stop: stopSequences(),
     ignoreEos: $('ignore-eos').checked,
+    topLogprobs: $('watch-loop').checked ? 10 : 0,
   };
 }
 
@@ -143,6 +155,12 @@ async function loadModel(source, backend) {
   try {
     const loaded = await Gpt2.load({
       model: source, backend,
+      onBackendChange: ({ backend: now, reason }) => {
+        if (model !== loaded) return; // a model that is being replaced
+        window.backendChanges.push({ backend: now, reason, afterTokens: window.tokenEvents });
+        $('backend').textContent = now;
+        showBackendNote(`switched to the ${now === 'cpu' ? 'CPU' : 'GPU'} during generation: ${reason ?? 'no reason given'}`);
+      },
       onProgress: ({ file, loaded: got, total, cached }) => {
         files.set(file, { got, total: Math.max(total, got) });
         let sum = 0;
@@ -161,8 +179,11 @@ async function loadModel(source, backend) {
     text.textContent = `Loaded ${fmtMB(bytes)} in ${fmtMs(performance.now() - t0)}.`;
     const c = model.config;
     $('model-info').textContent = `${model.name}: ${c.nLayer} layers, ${c.nHead} heads, width ${c.nEmbd}, ` +
-      `context ${c.nPositions} tokens, ${(c.nParams / 1e6).toFixed(1)} M parameters; running on ${model.backend}.`;
+      `context ${c.nPositions} tokens, ${(c.nParams / 1e6).toFixed(1)} M parameters; running on ${model.backend}` +
+      `${model.adapter ? ` (${model.adapter})` : ''}.`;
     $('backend').textContent = model.backend;
+    // 'auto' (or a GPU lost during load) on the CPU: say why WebGPU is not used.
+    showBackendNote(model.backend === 'cpu' && model.gpuUnavailable ? `running on the CPU: ${model.gpuUnavailable}` : '');
     $('max-tokens').max = String(c.nPositions);
   } catch (e) {
     bar.value = 0;
@@ -206,6 +227,7 @@ async function generate() {
   const prompt = $('prompt').value;
   const out = $('output');
   out.replaceChildren(Object.assign(document.createElement('span'), { className: 'prompt', textContent: prompt }));
+  loopView.reset(prompt);
   resetReadout();
   latency = [];
   drawLatency();
@@ -214,6 +236,7 @@ async function generate() {
   controller = new AbortController();
   setBusy(true);
   const t0 = performance.now();
+  const switches = window.backendChanges.length;
   let shown = 0; // tokens with text on the page (for alternating backgrounds)
   let visible = false;
   try {
@@ -222,6 +245,7 @@ async function generate() {
       signal: controller.signal,
       onToken: (ev) => {
         window.tokenEvents++;
+        if (ev.top) loopView.step(ev);
         latency.push(ev.elapsedMs);
         if (ev.index === 0) $('ttft').textContent = fmtMs(ev.elapsedMs);
         $('output-tokens').textContent = String(ev.index + 1);
@@ -248,7 +272,8 @@ async function generate() {
     window.lastResult = r;
     showMetrics(r);
     const m = r.metrics;
-    $('status').textContent = `Done: ${m.outputTokens} tokens in ${fmtMs(m.totalMs)} (${r.stopReason.replace('_', ' ')}).`;
+    $('status').textContent = `Done: ${m.outputTokens} tokens in ${fmtMs(m.totalMs)} (${r.stopReason.replace('_', ' ')}).` +
+      (window.backendChanges.length > switches ? ` ${$('backend-note').textContent}` : '');
   } catch (e) {
     $('status').textContent = '';
     showError(e.message);
@@ -559,6 +584,10 @@ $('stop').addEventListener('click', () => controller?.abort());
 $('lab-run').addEventListener('click', runLengthLab);
 $('cmp-run').addEventListener('click', runComparison);
 $('boundaries').addEventListener('change', (e) => $('output').classList.toggle('boundaries', e.target.checked));
+const loopView = new LoopView($('loop'));
+window.loopView = loopView;
+$('watch-loop').addEventListener('change', (e) => { $('loop').hidden = !e.target.checked; });
+$('loop').hidden = !$('watch-loop').checked; // a checkbox the browser restored
 // Ctrl/Cmd+Enter in the prompt generates; Escape anywhere stops.
 $('prompt').addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) $('gen-form').requestSubmit();

@@ -1,6 +1,10 @@
 // TypeScript types for gpt2.js, gpt2-web's JavaScript API.
 
-/** Which backend to run on. 'auto' picks WebGPU when an adapter is available and the model fits, else the CPU. */
+/**
+ * Which backend to run on. 'auto' picks WebGPU when a hardware adapter is available and the model
+ * fits, else the CPU (a software adapter such as SwiftShader is slower than the CPU backend, so
+ * 'auto' never picks one). 'webgpu' takes any adapter, and load rejects when there is none.
+ */
 export type BackendChoice = 'auto' | 'cpu' | 'webgpu';
 
 /** The three files of a Hugging Face-style model folder, as bytes (e.g. from `<input type="file">`). */
@@ -38,6 +42,18 @@ export interface LoadOptions {
   backend?: BackendChoice;
   /** Called as each file downloads (throttled to about every 50 ms, and once when a file is complete). */
   onProgress?: (progress: Progress) => void;
+  /**
+   * Called when the model moves to another backend while it runs: when the GPU device is lost
+   * (driver reset, GPU process crash, out of memory) generation continues on the CPU, no token is
+   * lost, and this fires before the first token computed there. `reason` is a sentence.
+   */
+  onBackendChange?: (change: BackendChange) => void;
+}
+
+/** See LoadOptions.onBackendChange. */
+export interface BackendChange {
+  backend: 'webgpu' | 'cpu';
+  reason?: string;
 }
 
 /** The model's shape, from its config.json. */
@@ -143,11 +159,22 @@ export declare class Gpt2 {
    * Downloads (or reads) a model and builds it in the worker. Rejects with an Error whose message
    * says what failed, e.g. "could not load the model: could not download https://…/config.json:
    * the server answered 404 Not Found". All models of a page share one worker.
+   *
+   * Loading the same folder URL with the same backend again (while an earlier handle is not yet
+   * disposed) downloads nothing: it returns a new handle to the same model in the worker. The model
+   * is freed when its last handle is disposed. Files given as bytes are never shared.
    */
   static load(options?: LoadOptions): Promise<Gpt2>;
 
-  /** What actually runs: 'webgpu' or 'cpu'. May change to 'cpu' after a generation if the GPU is lost. */
+  /** What actually runs: 'webgpu' or 'cpu'. Changes to 'cpu' (during a generation) if the GPU is lost. */
   readonly backend: 'webgpu' | 'cpu';
+  /** The GPU adapter in words while on WebGPU (e.g. "google swiftshader (WebGPU, a software fallback adapter)"), else undefined. */
+  readonly adapter: string | undefined;
+  /**
+   * Why the model runs on the CPU although WebGPU was possible: 'auto' found no usable adapter
+   * (none, a software one, or limits too small), or the GPU was lost. Undefined otherwise.
+   */
+  readonly gpuUnavailable: string | undefined;
   readonly config: Readonly<ModelConfig>;
   /** The model folder's URL, or the weights file's name for local files. */
   readonly name: string;
@@ -168,7 +195,16 @@ export declare class Gpt2 {
   /** Token ids of `text` under this model's tokenizer. */
   tokenize(text: string): Promise<number[]>;
 
-  /** Frees the model: a running generation ends and rejects, queued ones reject, later calls reject. */
+  /**
+   * TEST HOOK, not part of the API: destroys the GPU device between two steps, as a driver reset
+   * would, to exercise the fallback to the CPU. Resolves to whether the model was on the GPU.
+   */
+  _loseDevice(): Promise<boolean>;
+
+  /**
+   * Frees this handle; its later calls reject. When it is the model's last handle, frees the model:
+   * a running generation ends and rejects, queued ones reject.
+   */
   dispose(): void;
 }
 

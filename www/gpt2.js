@@ -11,6 +11,9 @@
 // Types and full documentation: gpt2.d.ts. The model runs in worker.js; all models loaded by one
 // page share that worker, which is started on the first load and stopped when the last model is
 // disposed. A `generate` while another runs on the same model is queued, not rejected.
+// Loading the same folder URL with the same backend again (e.g. several <gpt2-generator> widgets)
+// shares one download and one model: each load returns its own handle, and the model is freed
+// when the last handle is disposed.
 
 const WORKER_URL = new URL('./worker.js', import.meta.url);
 const BACKENDS = ['auto', 'cpu', 'webgpu'];
@@ -26,18 +29,20 @@ const OPTION_TYPES = {
 // ---------------------------------------------------------------------------------------------
 // The shared worker and its requests.
 
-let shared = null; // { worker, pending: Map<id, handlers>, models: number, dead: string | null }
+let shared = null; // { worker, pending: Map<id, handlers>, models: number, loads: Map<key, Load>, dead: string | null }
 let nextId = 1;
 
 function connection() {
   if (shared) return shared;
   const worker = new Worker(WORKER_URL, { type: 'module', name: 'gpt2-web' });
-  const conn = { worker, pending: new Map(), models: 0, dead: null };
+  // models counts live handles; loads holds each folder URL's model: key → { key, promise, refs, listeners }.
+  const conn = { worker, pending: new Map(), models: 0, loads: new Map(), dead: null };
   worker.onmessage = ({ data }) => {
     const h = conn.pending.get(data.id);
     if (!h) return; // settled already (e.g. the onToken callback threw)
     if (data.type === 'progress') h.progress?.(data);
     else if (data.type === 'token') h.token?.(data.token);
+    else if (data.type === 'backend') h.backend?.(data);
     else {
       conn.pending.delete(data.id);
       if (data.type === 'done') h.resolve(data.value);
@@ -164,47 +169,93 @@ function emptyResult() {
 export class Gpt2 {
   #conn;
   #id;
-  #backend;
   #config;
   #name;
+  #load; // the shared model this handle counts on: { key, refs }
   #disposed = false;
+  #onBackendChange;
 
   /** Use Gpt2.load(). */
-  constructor(conn, id, backend, config, name) {
+  constructor(conn, id, config, name, load) {
     if (!conn) throw new Error('use Gpt2.load() to make a model');
     this.#conn = conn;
     this.#id = id;
-    this.#backend = backend;
+    this.#load = load;
+    load.live?.handles.add(this);
     this.#config = Object.freeze({ ...config });
     this.#name = name;
   }
 
   /** Downloads (or reads) a model and builds it in the worker. See gpt2.d.ts. */
-  static async load({ model = 'models/gpt2-shakespeare/', backend = 'auto', onProgress } = {}) {
+  static async load({ model = 'models/gpt2-shakespeare/', backend = 'auto', onProgress, onBackendChange } = {}) {
     if (!BACKENDS.includes(backend)) {
       throw new Error(`unknown backend "${backend}"; choose ${BACKENDS.join(', ')}`);
     }
     if (onProgress !== undefined && typeof onProgress !== 'function') {
       throw new Error('the onProgress option must be a function');
     }
+    if (onBackendChange !== undefined && typeof onBackendChange !== 'function') {
+      throw new Error('the onBackendChange option must be a function');
+    }
     const { name, source } = modelSource(model);
     const conn = connection();
-    const progress = onProgress && (({ file, loaded, total, cached }) => onProgress({ file, loaded, total, cached }));
-    const { id, promise } = request(conn, { op: 'load', source, backend }, { progress });
+    // Files given as bytes are never shared; a folder URL is, per backend choice.
+    const key = source.urls ? `${backend} ${name}` : null;
+    let load = key !== null ? conn.loads.get(key) : undefined;
+    if (!load) {
+      load = { key, refs: 0, listeners: new Set() };
+      const progress = ({ file, loaded, total, cached }) => {
+        for (const f of load.listeners) f({ file, loaded, total, cached });
+      };
+      const { id, promise } = request(conn, { op: 'load', source, backend }, { progress });
+      load.promise = promise.then((info) => ({ id, info }));
+      if (key !== null) conn.loads.set(key, load);
+    }
+    load.refs++;
     conn.models++; // counted from the start, so the worker is not stopped under a loading model
-    let info;
+    if (onProgress) load.listeners.add(onProgress);
+    let loaded;
     try {
-      info = await promise;
+      loaded = await load.promise;
     } catch (e) {
+      load.refs--;
+      if (conn.loads.get(key) === load) conn.loads.delete(key); // a later load tries again
       conn.models--;
       idle(conn);
       throw new Error(`could not load the model: ${e.message}`);
+    } finally {
+      if (onProgress) load.listeners.delete(onProgress);
     }
-    return new Gpt2(conn, id, info.backend, info.config, name);
+    // What runs where, shared by the handles of this model: it changes if the GPU is lost.
+    const { info } = loaded;
+    load.live ??= { backend: info.backend, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, handles: new Set() };
+    const handle = new Gpt2(conn, loaded.id, info.config, name, load);
+    handle.#onBackendChange = onBackendChange;
+    return handle;
   }
 
-  /** 'webgpu' or 'cpu': what actually runs. */
-  get backend() { return this.#backend; }
+  /** The worker moved the model to another backend (the GPU was lost): tell every handle. */
+  #backendChanged({ backend, reason }) {
+    const live = this.#load.live;
+    if (live.backend === backend) return;
+    Object.assign(live, { backend, gpuUnavailable: reason, adapter: backend === 'cpu' ? undefined : live.adapter });
+    for (const h of live.handles) {
+      try {
+        h.#onBackendChange?.({ backend, reason });
+      } catch (e) {
+        console.error('an onBackendChange callback failed:', e);
+      }
+    }
+  }
+
+  /** 'webgpu' or 'cpu': what actually runs (it changes to 'cpu' if the GPU is lost). */
+  get backend() { return this.#load.live.backend; }
+
+  /** The GPU adapter in words while on WebGPU, else undefined. */
+  get adapter() { return this.#load.live.adapter; }
+
+  /** Why the model runs on the CPU when WebGPU was wanted ('auto' found none, or it was lost); else undefined. */
+  get gpuUnavailable() { return this.#load.live.gpuUnavailable; }
 
   /** The model's shape: { nLayer, nHead, nEmbd, nPositions, vocabSize, nParams }. */
   get config() { return this.#config; }
@@ -230,7 +281,8 @@ export class Gpt2 {
         idle(this.#conn);
       }
     });
-    const { id, promise } = request(this.#conn, { op: 'generate', model: this.#id, prompt, options: opts }, { token });
+    const backend = (change) => this.#backendChanged(change);
+    const { id, promise } = request(this.#conn, { op: 'generate', model: this.#id, prompt, options: opts }, { token, backend });
     const onAbort = () => this.#conn.worker.postMessage({ op: 'abort', id });
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
@@ -238,8 +290,7 @@ export class Gpt2 {
         settle = { reject };
         promise.then(resolve, reject);
       });
-      this.#backend = result.backend ?? this.#backend;
-      delete result.backend;
+      delete result.backend; // model.backend has it (a 'backend' message came if it changed)
       return result;
     } finally {
       signal?.removeEventListener('abort', onAbort);
@@ -253,12 +304,28 @@ export class Gpt2 {
     return request(this.#conn, { op: 'tokenize', model: this.#id, text }).promise;
   }
 
-  /** Frees the model. A running generation ends, queued ones reject; later calls reject. */
+  /**
+   * TEST HOOK, not part of the API (tests/e2e/webgpu.test.mjs): destroys the model's GPU device
+   * between two steps, as a driver reset would; the model then continues on the CPU. Resolves to
+   * whether the model was on the GPU.
+   */
+  _loseDevice() {
+    if (this.#disposed) return Promise.reject(new Error('this model has been disposed'));
+    return request(this.#conn, { op: 'loseDevice', model: this.#id }).promise;
+  }
+
+  /**
+   * Frees this handle; later calls on it reject. When it was the model's last handle (see load), the
+   * model is freed: a running generation ends, queued ones reject.
+   */
   dispose() {
     if (this.#disposed) return;
     this.#disposed = true;
     const conn = this.#conn;
     conn.models--;
+    this.#load.live?.handles.delete(this);
+    if (--this.#load.refs > 0) return; // another handle still uses this model
+    if (conn.loads.get(this.#load.key) === this.#load) conn.loads.delete(this.#load.key);
     request(conn, { op: 'dispose', model: this.#id }).promise.catch(() => {});
   }
 }

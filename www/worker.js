@@ -8,8 +8,11 @@
 //                  { id, op: 'abort' }                (id = the generate request's id)
 //                  { id, op: 'tokenize', model, text }
 //                  { id, op: 'dispose', model }
+//                  { id, op: 'loseDevice', model }    (tests only: destroys the GPU device)
 //   worker → page  { id, type: 'progress', file, loaded, total, cached }   (load)
 //                  { id, type: 'token', token }                            (generate, once per token)
+//                  { id, type: 'backend', backend, reason }                (generate: the backend changed,
+//                                                                           e.g. the GPU was lost; before that token)
 //                  { id, type: 'done', value }                             (every request but abort)
 //                  { id, type: 'error', message }                          (every request but abort)
 // A loaded model is named by the id of its load request, so several models (and several page
@@ -41,6 +44,7 @@ self.onmessage = ({ data: msg }) => {
     case 'abort': return abort(msg.id);
     case 'tokenize': return respond(msg.id, () => tokenize(msg));
     case 'dispose': return respond(msg.id, () => dispose(msg));
+    case 'loseDevice': return respond(msg.id, () => loseDevice(msg));
     default: return reply(msg.id, 'error', { message: `unknown request "${msg.op}"` });
   }
 };
@@ -90,9 +94,35 @@ async function load({ id, source, backend }) {
     wasm(),
     source.urls ? fetchModel(id, source.urls) : readFiles(id, source.files),
   ]);
-  const engine = await mod.Engine.load(bytes.config, bytes.weights, bytes.tokenizer, backend);
-  models.set(id, { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null });
-  return { backend: engine.backend, config: engine.config };
+  const engine = await mod.Engine.load(bytes.config, bytes.weights, bytes.tokenizer, backend)
+    .catch((e) => {
+      // Only the JS API knows the option's name; every WebGPU failure at load has the same way out.
+      if (backend === 'webgpu' && /^WebGPU: /.test(e.message)) throw new Error(`${e.message}; use backend 'auto' or 'cpu'`);
+      throw e;
+    });
+  const m = { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null, backend: engine.backend };
+  models.set(id, m);
+  return {
+    backend: m.backend, config: engine.config, adapter: await adapterName(engine),
+    gpuUnavailable: engine.gpuUnavailable,
+  };
+}
+
+/**
+ * The GPU adapter in words, or undefined on the CPU. Browsers often leave the adapter's description
+ * empty (the engine then says "unnamed adapter"); the vendor and architecture fill in for it.
+ */
+async function adapterName(engine) {
+  const name = engine.adapter;
+  if (!name || !name.startsWith('unnamed adapter')) return name;
+  try {
+    const info = (await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' }))?.info;
+    const words = [info?.vendor, info?.architecture, info?.description].filter(Boolean).join(' ');
+    if (words) return `${words} (WebGPU${info.isFallbackAdapter ? ', a software fallback adapter' : ''})`;
+  } catch {
+    // keep the engine's words
+  }
+  return name;
 }
 
 /** config.json first (small: a wrong folder fails fast, naming config.json), then the rest together. */
@@ -260,6 +290,12 @@ async function run(m, job) {
     } finally {
       m.stepping = null;
     }
+    // The step may have moved the model to the CPU (the GPU was lost): say so before its token.
+    const backend = engine.backend;
+    if (backend !== m.backend) {
+      m.backend = backend;
+      reply(job.id, 'backend', { backend, reason: engine.gpuUnavailable });
+    }
     if (token === undefined) break;
     reply(job.id, 'token', { token });
     await nextTask(); // lets an 'abort' message in
@@ -312,6 +348,15 @@ async function tokenize({ model: id, text }) {
   const m = model(id);
   while (m.stepping) await m.stepping.catch(() => {}); // the engine is taken while a step runs
   return Array.from(m.engine.tokenize(text));
+}
+
+/** Tests only: destroys the model's GPU device between two steps, as a driver reset would. */
+async function loseDevice({ model: id }) {
+  const m = model(id);
+  while (m.stepping) await m.stepping.catch(() => {}); // the engine is taken while a step runs
+  const onGpu = m.engine.backend === 'webgpu';
+  m.engine.loseDevice();
+  return onGpu;
 }
 
 function dispose({ model: id }) {

@@ -34,6 +34,9 @@ export const CHROMIUM_ARGS = [
   '--disable-sync', '--no-first-run', '--disable-quic',
 ];
 
+/** Extra flags that give Chromium a WebGPU adapter on the CPU (SwiftShader: no shader-f16, 1 GiB bindings). */
+export const WEBGPU_ARGS = ['--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader'];
+
 function chromiumPath() {
   if (process.env.CHROMIUM) return process.env.CHROMIUM;
   for (const dir of (process.env.PATH || '').split(':')) {
@@ -45,6 +48,7 @@ function chromiumPath() {
   throw new Error('Chromium not found: install the Debian package chromium, or set CHROMIUM');
 }
 
+/** Chromium with CHROMIUM_ARGS plus `extraArgs` (e.g. WEBGPU_ARGS). */
 export function launch(extraArgs = []) {
   return chromium.launch({ executablePath: chromiumPath(), args: [...CHROMIUM_ARGS, ...extraArgs] });
 }

@@ -50,15 +50,15 @@ impl Context {
                 ..Default::default()
             })
             .await
-            .map_err(|e| {
-                Error::Gpu(format!(
-                    "no adapter found, so the GPU backend is not available ({e})"
-                ))
-            })?;
+            .map_err(no_adapter)?;
         let info = adapter.get_info();
+        // Browsers often leave the description empty (wgpu maps it to the name).
         let name = format!(
             "{} ({:?}, {:?})",
-            info.name.trim(),
+            match info.name.trim() {
+                "" => "unnamed adapter",
+                n => n,
+            },
             info.backend,
             info.device_type
         );
@@ -242,6 +242,20 @@ impl Context {
             Ok(()) => Error::Gpu(msg),
         }
     }
+}
+
+/// Why there is no adapter. In the browser wgpu's reason is a list of the native backends it
+/// was built without, so the sentence is short; natively that list helps, so it is kept.
+#[cfg(target_arch = "wasm32")]
+fn no_adapter(_: wgpu::RequestAdapterError) -> Error {
+    Error::Gpu("not available in this browser (no adapter)".into())
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn no_adapter(e: wgpu::RequestAdapterError) -> Error {
+    Error::Gpu(format!(
+        "no adapter found, so the GPU backend is not available ({e})"
+    ))
 }
 
 fn record(slot: &Mutex<Option<String>>, msg: String) {

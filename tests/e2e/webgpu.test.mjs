@@ -1,0 +1,168 @@
+// WebGPU in the browser and the fallback to the CPU (issue 5). Chromium has a WebGPU adapter on
+// the CPU (SwiftShader) only with WEBGPU_ARGS; without them it has none. SwiftShader is slow
+// (seconds per token for the demo model), so these tests generate few tokens. 'auto' never picks
+// a software adapter, so every test that wants WebGPU asks for backend 'webgpu'.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  launch, startServer, withPage, nativeGenerate, MODEL_URL, PROMPT, WEBGPU_ARGS,
+} from './harness.mjs';
+
+const T = { timeout: 240_000 };
+const N = 16; // tokens per generation
+let server;
+let gpuBrowser; // with a SwiftShader adapter
+let plainBrowser; // without any adapter
+
+before(async () => {
+  server = await startServer();
+  [gpuBrowser, plainBrowser] = await Promise.all([launch(WEBGPU_ARGS), launch()]);
+});
+after(async () => {
+  await gpuBrowser?.close();
+  await plainBrowser?.close();
+  await server?.close();
+});
+
+/** A blank document on the server's origin, so /gpt2.js and its worker load from there. */
+async function withBlank(browser, fn) {
+  const url = `${server.origin}/__webgpu-test.html`;
+  await withPage(browser, 'about:blank', async (page, session) => {
+    await page.route(url, (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>WebGPU test</title>' }));
+    await page.goto(url);
+    await fn(page, session);
+  });
+}
+
+/** The demo page with ?backend= (and ?model= unless it is the default demo). */
+function pageUrl(backend) {
+  const model = MODEL_URL === 'models/gpt2-shakespeare/' ? '' : `&model=${MODEL_URL}`;
+  return `${server.origin}/?backend=${backend}${model}`;
+}
+
+async function pageLoaded(page) {
+  await page.waitForFunction(() => ['ready', 'error'].includes(window.pageState), null, { timeout: 120_000 });
+  return page.evaluate(() => ({
+    state: window.pageState,
+    error: document.getElementById('error').textContent,
+    backend: document.getElementById('backend').textContent,
+    info: document.getElementById('model-info').textContent,
+    note: document.getElementById('backend-note').hidden ? null : document.getElementById('backend-note').textContent,
+  }));
+}
+
+/** In the page: load `folder` with `backend`, generate greedily; what the model says about itself. */
+async function loadAndGenerate(page, backend, maxTokens) {
+  return page.evaluate(async ({ folder, backend, prompt, maxTokens }) => {
+    const { Gpt2 } = await import('/gpt2.js');
+    const model = await Gpt2.load({ model: folder, backend });
+    const loaded = { backend: model.backend, adapter: model.adapter, gpuUnavailable: model.gpuUnavailable };
+    const result = maxTokens > 0 ? await model.generate(prompt, { maxTokens, temperature: 0 }) : null;
+    model.dispose();
+    return { ...loaded, result };
+  }, { folder: `/${MODEL_URL}`, backend, prompt: PROMPT, maxTokens });
+}
+
+test('backend webgpu on SwiftShader: model.backend is webgpu and greedy text equals the CPU', T, async () => {
+  const native = nativeGenerate(PROMPT, N);
+  await withBlank(gpuBrowser, async (page) => {
+    const got = await loadAndGenerate(page, 'webgpu', N);
+    assert.equal(got.backend, 'webgpu');
+    assert.match(got.adapter, /swiftshader/i, 'the adapter is not named');
+    assert.equal(got.gpuUnavailable, undefined);
+    assert.deepEqual(got.result.tokens, native.tokens, 'greedy tokens on WebGPU differ from the CPU');
+    assert.equal(got.result.text, native.text);
+    assert.equal(got.result.stopReason, native.stop_reason);
+
+    // 'auto' takes no software adapter: the CPU backend is faster than SwiftShader.
+    const auto = await loadAndGenerate(page, 'auto', 0);
+    assert.equal(auto.backend, 'cpu');
+    assert.match(auto.gpuUnavailable, /software/);
+  });
+});
+
+test('without an adapter: auto falls back to the CPU, backend webgpu rejects with a sentence', T, async () => {
+  const native = nativeGenerate(PROMPT, 8);
+  await withBlank(plainBrowser, async (page) => {
+    const auto = await loadAndGenerate(page, 'auto', 8);
+    assert.equal(auto.backend, 'cpu');
+    assert.equal(auto.adapter, undefined);
+    assert.equal(auto.gpuUnavailable, 'WebGPU: not available in this browser (no adapter)');
+    assert.deepEqual(auto.result.tokens, native.tokens);
+
+    const err = await page.evaluate(async (folder) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      try {
+        await Gpt2.load({ model: folder, backend: 'webgpu' });
+        return null;
+      } catch (e) {
+        return e.message;
+      }
+    }, `/${MODEL_URL}`);
+    assert.equal(err, "could not load the model: WebGPU: not available in this browser (no adapter); use backend 'auto' or 'cpu'");
+  });
+  // The page says why it runs on the CPU, and shows the webgpu failure as its error sentence.
+  await withPage(plainBrowser, pageUrl('auto'), async (page) => {
+    const got = await pageLoaded(page);
+    assert.equal(got.state, 'ready', got.error);
+    assert.equal(got.backend, 'cpu');
+    assert.equal(got.note, 'Running on the CPU: WebGPU: not available in this browser (no adapter).');
+  });
+  await withPage(plainBrowser, pageUrl('webgpu'), async (page) => {
+    const got = await pageLoaded(page);
+    assert.equal(got.state, 'error');
+    assert.equal(got.error, "Could not load the model: WebGPU: not available in this browser (no adapter); use backend 'auto' or 'cpu'.");
+  });
+});
+
+test('the GPU device lost mid-generation: the page continues on the CPU, same greedy tokens, and says so', T, async () => {
+  const native = nativeGenerate(PROMPT, N);
+  await withPage(gpuBrowser, pageUrl('webgpu'), async (page) => {
+    const loaded = await pageLoaded(page);
+    assert.equal(loaded.state, 'ready', loaded.error);
+    assert.equal(loaded.backend, 'webgpu');
+    assert.match(loaded.info, /running on webgpu \(.*swiftshader.*\)\.$/i);
+    assert.equal(loaded.note, null);
+
+    await page.fill('#prompt', PROMPT);
+    await page.fill('#max-tokens', String(N));
+    await page.fill('#temperature', '0');
+    await page.click('#generate');
+    await page.waitForFunction(() => window.tokenEvents >= 2, null, { polling: 20, timeout: 120_000 });
+    const wasOnGpu = await page.evaluate(() => window.gpt2Model._loseDevice());
+    assert.equal(wasOnGpu, true, 'the model was not on the GPU when its device was destroyed');
+
+    await page.waitForFunction(() => window.lastResult || !document.getElementById('error').hidden, null, { timeout: 120_000 });
+    const got = await page.evaluate(() => ({
+      result: window.lastResult,
+      error: document.getElementById('error').textContent,
+      changes: window.backendChanges,
+      backend: document.getElementById('backend').textContent,
+      note: document.getElementById('backend-note').textContent,
+      status: document.getElementById('status').textContent,
+      model: { backend: window.gpt2Model.backend, adapter: window.gpt2Model.adapter, gpuUnavailable: window.gpt2Model.gpuUnavailable },
+    }));
+    assert.ok(got.result, `generation failed: ${got.error}`);
+    assert.deepEqual(got.result.tokens, native.tokens, 'tokens differ from an uninterrupted CPU run');
+    assert.equal(got.result.text, native.text);
+    assert.equal(got.changes.length, 1, JSON.stringify(got.changes));
+    const [change] = got.changes;
+    assert.equal(change.backend, 'cpu');
+    assert.ok(change.afterTokens >= 2 && change.afterTokens < got.result.tokens.length,
+      `the fallback came after ${change.afterTokens} of ${got.result.tokens.length} tokens, not mid-generation`);
+    assert.match(change.reason, /^the GPU failed \(.+\); continuing on the CPU$/);
+    assert.equal(got.model.backend, 'cpu');
+    assert.equal(got.model.adapter, undefined);
+    assert.equal(got.model.gpuUnavailable, change.reason);
+    assert.equal(got.backend, 'cpu');
+    assert.match(got.note, /^Switched to the CPU during generation: the GPU failed/);
+    assert.ok(got.status.endsWith(got.note), `the status line does not say it: ${got.status}`);
+
+    // The next generation runs on the CPU from the start and is still the same text.
+    await page.click('#generate');
+    await page.waitForFunction(() => window.lastResult, null, { timeout: 60_000 });
+    const again = await page.evaluate(() => ({ tokens: window.lastResult.tokens, changes: window.backendChanges.length }));
+    assert.deepEqual(again.tokens, native.tokens);
+    assert.equal(again.changes, 1);
+  });
+});
