@@ -64,7 +64,7 @@ impl Context {
         );
         if opts.hardware_only && info.device_type == wgpu::DeviceType::Cpu {
             return Err(Error::Gpu(format!(
-                "the only adapter is a software renderer, {name}, slower than the CPU backend"
+                "the adapter is a software renderer ({name}), slower than the CPU backend"
             )));
         }
 
