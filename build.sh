@@ -78,7 +78,9 @@ serve() {
 
 run_tests() {
   need_wasm_target
-  rustup component list --installed | grep -q '^clippy' || rustup component add clippy rustfmt
+  for c in clippy rustfmt; do
+    rustup component list --installed | grep -q "^$c" || rustup component add "$c"
+  done
   apt_install chromium mesa-vulkan-drivers
   need_node_modules
   say "cargo fmt --check"
