@@ -7,7 +7,7 @@
 use crate::config::{Activation, Config};
 use crate::error::{Error, Result};
 use crate::weights::{self, Gpt2Weights, TensorRef};
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{Device, Tensor, D};
 
 struct LayerNorm {
     weight: Tensor, // (C,)
@@ -15,7 +15,7 @@ struct LayerNorm {
 }
 
 struct Linear {
-    weight: Tensor, // (in, out)
+    weight: Tensor, // (out, in): Conv1D's (in, out) transposed, so each output is one contiguous row
     bias: Tensor,   // (out,)
 }
 
@@ -59,7 +59,7 @@ fn layer_norm(w: &weights::LayerNorm) -> Result<LayerNorm> {
 
 fn linear(w: &weights::Linear) -> Result<Linear> {
     Ok(Linear {
-        weight: tensor(&w.weight, false)?,
+        weight: tensor(&w.weight, false)?.t()?.contiguous()?,
         bias: tensor(&w.bias, true)?,
     })
 }
@@ -126,9 +126,9 @@ impl CpuBackend {
             x = x.add(&linear_forward(&m, &b.mlp_c_proj)?)?;
         }
         let last = layer_norm_forward(&x.narrow(0, t - 1, 1)?, &self.ln_f, &self.config)?; // (1, C)
-        let logits = last.matmul(&self.wte.t()?)?.flatten_all()?; // (V,)
-        let logits = logits.to_dtype(DType::F32)?.to_vec1::<f32>()?;
-        self.logits.copy_from_slice(&logits);
+        let x = last.flatten_all()?.to_vec1::<f32>()?; // (C,)
+        let logits = &mut self.logits;
+        with_f32(&self.wte, |wte| gemv(&x, wte, None, logits))?;
         Ok(&self.logits)
     }
 
@@ -209,8 +209,40 @@ fn layer_norm_forward(x: &Tensor, ln: &LayerNorm, config: &Config) -> Result<Ten
     Ok(xn.broadcast_mul(&ln.weight)?.broadcast_add(&ln.bias)?)
 }
 
+/// y = x @ Wᵀ + b with W stored (out, in). One row (a decode step) takes the GEMV below, which
+/// streams each weight row once; more rows take candle's matmul.
 fn linear_forward(x: &Tensor, l: &Linear) -> Result<Tensor> {
-    x.matmul(&l.weight)?
+    let (t, _) = x.dims2()?;
+    let (n_out, _) = l.weight.dims2()?;
+    if t == 1 {
+        let x = x.flatten_all()?.to_vec1::<f32>()?;
+        let mut y = vec![0.0f32; n_out];
+        with_f32(&l.bias, |b| {
+            with_f32(&l.weight, |w| gemv(&x, w, Some(b), &mut y))
+        })??;
+        return Ok(Tensor::from_vec(y, (1, n_out), &Device::Cpu)?);
+    }
+    x.matmul(&l.weight.t()?)?
         .broadcast_add(&l.bias)
         .map_err(Error::from)
+}
+
+/// y[j] = dot(x, w[j]) (+ b[j]) for the rows of w (out, in).
+fn gemv(x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
+    for (j, (row, y)) in w.chunks_exact(x.len()).zip(y.iter_mut()).enumerate() {
+        *y = dot(x, row) + b.map_or(0.0, |b| b[j]);
+    }
+}
+
+/// Runs `f` on the f32 values of a contiguous CPU tensor without copying them.
+fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
+    let (storage, layout) = t.storage_and_layout();
+    let candle_core::Storage::Cpu(cpu) = &*storage else {
+        return Err(Error::Backend("a CPU tensor is not in CPU memory".into()));
+    };
+    let data = cpu.as_slice::<f32>()?;
+    let (start, end) = layout
+        .contiguous_offsets()
+        .ok_or_else(|| Error::Backend("a weight tensor is not contiguous".into()))?;
+    Ok(f(&data[start..end]))
 }
