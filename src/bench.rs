@@ -101,9 +101,11 @@ fn run_once(model: &mut Model, prompt: &[u32], max_tokens: usize) -> Result<Gene
         ..Default::default()
     };
     let clock = Box::new(SystemClock::default());
-    let mut g = Generation::from_ids(model, prompt.to_vec(), params, clock, 0.0)?;
-    while pollster::block_on(g.step(model))?.is_some() {}
-    Ok(g.result())
+    Generation::from_ids(model, prompt.to_vec(), params, clock, 0.0)?.run(
+        model,
+        &mut |_| {},
+        &|| false,
+    )
 }
 
 /// Runs the lab: each of `lengths` `reps` times (greedy, forced length) after a warm-up.

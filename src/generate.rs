@@ -175,18 +175,7 @@ impl Generation {
         if ids.is_empty() {
             ids.push(config.eos_token_id.min(config.vocab_size as u32 - 1));
         }
-        if ids.len() > config.n_positions {
-            return Err(Error::PromptTooLong {
-                tokens: ids.len(),
-                n_ctx: config.n_positions,
-            });
-        }
-        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= config.vocab_size) {
-            return Err(Error::Tokenizer(format!(
-                "the prompt has token id {bad}, outside the model's vocabulary of {} ids",
-                config.vocab_size
-            )));
-        }
+        model.check_prompt(&ids)?;
         let mut params = params;
         params.stop.retain(|s| !s.is_empty());
         let n_prompt = ids.len();
@@ -394,14 +383,26 @@ pub fn generate(
     cancelled: &dyn Fn() -> bool,
 ) -> Result<GenerationResult> {
     let mut g = Generation::new(model, prompt, params, Box::new(SystemClock::default()))?;
-    loop {
-        if cancelled() {
-            g.cancel();
-        }
-        match pollster::block_on(g.step(model))? {
-            Some(ev) => on_token(&ev),
-            None => break,
+    g.run(model, on_token, cancelled)
+}
+
+impl Generation {
+    /// Drives the remaining steps natively (blocking on the backend), calling `on_token` once
+    /// per token and asking `cancelled` before every forward pass.
+    pub fn run(
+        &mut self,
+        model: &mut Model,
+        on_token: &mut dyn FnMut(&TokenEvent),
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<GenerationResult> {
+        loop {
+            if cancelled() {
+                self.cancel();
+            }
+            match pollster::block_on(self.step(model))? {
+                Some(ev) => on_token(&ev),
+                None => return Ok(self.result()),
+            }
         }
     }
-    Ok(g.result())
 }

@@ -58,6 +58,24 @@ impl Model {
         })
     }
 
+    /// Checks that prompt ids fit the context and the vocabulary.
+    pub fn check_prompt(&self, ids: &[u32]) -> Result<()> {
+        let config = &self.config;
+        if ids.len() > config.n_positions {
+            return Err(Error::PromptTooLong {
+                tokens: ids.len(),
+                n_ctx: config.n_positions,
+            });
+        }
+        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= config.vocab_size) {
+            return Err(Error::Tokenizer(format!(
+                "the prompt has token id {bad}, outside the model's vocabulary of {} ids",
+                config.vocab_size
+            )));
+        }
+        Ok(())
+    }
+
     /// Replaces the backend with the CPU one, e.g. after the GPU device was lost (a forward
     /// returned `Error::Gpu`), keeping `why` in `gpu_unavailable`. `safetensors` are the bytes
     /// the model was loaded from. The new KV cache is empty: the next forward must start at

@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use gpt2_web::{GenerateParams, Generation, SystemClock};
+use gpt2_web::GenerateParams;
 
 fn check_model(name: &str) {
     let fx = fixture(name);
@@ -36,19 +36,8 @@ fn check_model(name: &str) {
             ignore_eos: true,
             ..Default::default()
         };
-        let mut g = Generation::from_ids(
-            &model,
-            ids.clone(),
-            params,
-            Box::new(SystemClock::default()),
-            0.0,
-        )
-        .unwrap();
-        let mut text = String::new();
-        while let Some(ev) = pollster::block_on(g.step(&mut model)).unwrap() {
-            text += &ev.text;
-        }
-        let r = g.result();
+        let (r, events) = run_ids(&mut model, &ids, params);
+        let text: String = events.iter().map(|e| e.text.as_str()).collect();
         assert_eq!(
             r.tokens, case.greedy_ids,
             "{name}: greedy continuation of {:?}",

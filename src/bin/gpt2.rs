@@ -240,13 +240,7 @@ fn cmd_logits(argv: &[String]) -> CliResult<()> {
             "the prompt is empty: there is no position to take logits from",
         ));
     }
-    if ids.len() > model.config.n_positions {
-        return Err(gpt2_web::Error::PromptTooLong {
-            tokens: ids.len(),
-            n_ctx: model.config.n_positions,
-        }
-        .into());
-    }
+    model.check_prompt(&ids)?;
     let logits = pollster::block_on(model.backend.forward(&ids, 0))?;
     emit(json!({"ids": ids, "logits": logits}))?;
     Ok(())

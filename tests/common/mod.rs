@@ -104,8 +104,8 @@ pub fn run_ids(
     let mut g =
         gpt2_web::Generation::from_ids(model, ids.to_vec(), params, clock, 0.0).expect("start");
     let mut events = Vec::new();
-    while let Some(e) = pollster::block_on(g.step(model)).expect("step") {
-        events.push(e);
-    }
-    (g.result(), events)
+    let r = g
+        .run(model, &mut |e| events.push(e.clone()), &|| false)
+        .expect("step");
+    (r, events)
 }

@@ -1,31 +1,21 @@
 // The JS API (www/gpt2.js) called directly in a blank page of the same origin: model files given
 // as bytes, progress, errors as sentences, AbortSignal, option checks, queueing and dispose.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  launch, startServer, freePort, ROOT, withPage, nativeGenerate, nativeTokenize, MODEL_URL, MODEL_DIR, MODEL_CONFIG,
+  serveAndLaunch, freePort, ROOT, withPage, nativeGenerate, nativeTokenize, MODEL_URL, MODEL_DIR, MODEL_CONFIG,
   PROMPT, PROMPT2,
 } from './harness.mjs';
 
 const T = { timeout: 120_000 };
-let server;
-let browser;
-
-before(async () => {
-  server = await startServer();
-  browser = await launch();
-});
-after(async () => {
-  await browser?.close();
-  await server?.close();
-});
+const env = serveAndLaunch();
 
 /** A blank document on the server's origin (so /gpt2.js and its worker load from there). */
 async function withBlank(fn) {
-  const url = `${server.origin}/__api-test.html`;
-  await withPage(browser, 'about:blank', async (page, session) => {
+  const url = `${env.server.origin}/__api-test.html`;
+  await withPage(env.browser, 'about:blank', async (page, session) => {
     await page.route(url, (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>API test</title>' }));
     await page.goto(url);
     await fn(page, session);
@@ -95,7 +85,7 @@ test('a folder URL without its slash loads with progress; load failures reject w
         backend: await failure({ model: folder, backend: 'tpu' }),
       };
     }, { folder: `/${MODEL_URL}` });
-    assert.equal(got.name, `${server.origin}/${MODEL_URL}`);
+    assert.equal(got.name, `${env.server.origin}/${MODEL_URL}`);
     const weights = got.progress.filter((p) => p.file === 'model.safetensors');
     assert.ok(weights.length >= 2, 'no progress for the weights');
     assert.deepEqual({ loaded: weights.at(-1).loaded, total: weights.at(-1).total }, { loaded: weightsSize, total: weightsSize });

@@ -7,6 +7,7 @@
 // www/models/, default gpt2-shakespeare), GPT2_E2E_PROMPTS (two prompts separated by '|', for a model
 // whose vocabulary lacks the default prompts' tokens, e.g. "The|He said" for tests/fixtures/tiny-random).
 import { chromium } from 'playwright-core';
+import { before, after } from 'node:test';
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -169,4 +170,21 @@ export function nativeTokenize(text) {
 export function screenshotPath(name) {
   fs.mkdirSync(OUT, { recursive: true });
   return path.join(OUT, name);
+}
+
+/**
+ * Registers the usual hooks of a test file: start the server and Chromium before its tests, close
+ * both after. Returns `{ server, browser }`, filled in once the hooks have run.
+ */
+export function serveAndLaunch() {
+  const env = { server: null, browser: null };
+  before(async () => {
+    env.server = await startServer();
+    env.browser = await launch();
+  });
+  after(async () => {
+    await env.browser?.close();
+    await env.server?.close();
+  });
+  return env;
 }

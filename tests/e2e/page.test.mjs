@@ -1,30 +1,20 @@
 // The page (www/index.html) in Chromium: loads the demo model, streams a generation, and its
 // readout, Stop, stop sequences, error sentence and labs work. Nothing may leave 127.0.0.1.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import {
-  launch, startServer, withPage, nativeGenerate, screenshotPath, MODEL_URL, MODEL_DIR, MODEL_CONFIG,
+  serveAndLaunch, withPage, nativeGenerate, screenshotPath, MODEL_URL, MODEL_DIR, MODEL_CONFIG,
   PROMPT, PROMPT2,
 } from './harness.mjs';
 
 const T = { timeout: 120_000 };
-let server;
-let browser;
-
-before(async () => {
-  server = await startServer();
-  browser = await launch();
-});
-after(async () => {
-  await browser?.close();
-  await server?.close();
-});
+const env = serveAndLaunch();
 
 /** The page at `path` (the model given as ?model= unless it is the default demo). */
 function pageUrl(query = '') {
   const q = MODEL_URL === 'models/gpt2-shakespeare/' ? query : `?model=${MODEL_URL}${query ? `&${query.slice(1)}` : ''}`;
-  return `${server.origin}/${q}`;
+  return `${env.server.origin}/${q}`;
 }
 
 async function waitLoaded(page) {
@@ -58,7 +48,7 @@ const text = (page, sel) => page.locator(sel).innerText();
 
 test('the page loads the demo model and streams greedy text equal to the native CLI', T, async () => {
   const native = nativeGenerate(PROMPT, 20);
-  await withPage(browser, pageUrl(), async (page, { requests }) => {
+  await withPage(env.browser, pageUrl(), async (page, { requests }) => {
     await waitLoaded(page);
     assert.ok(requests.some((u) => u.endsWith(`${MODEL_URL}model.safetensors`)), 'the weights were not fetched (or not recorded)');
     assert.equal(await text(page, '#backend'), 'cpu');
@@ -86,7 +76,7 @@ test('the page loads the demo model and streams greedy text equal to the native 
 
 test('Stop aborts the generation: stopReason abort, fewer tokens than asked', T, async () => {
   const maxTokens = MODEL_CONFIG.n_positions - 16;
-  await withPage(browser, pageUrl(), async (page) => {
+  await withPage(env.browser, pageUrl(), async (page) => {
     await waitLoaded(page);
     await page.fill('#prompt', PROMPT);
     await page.fill('#max-tokens', String(maxTokens));
@@ -106,7 +96,7 @@ test('Stop aborts the generation: stopReason abort, fewer tokens than asked', T,
 });
 
 test('a stop sequence ends generation before it; the text excludes it', T, async () => {
-  await withPage(browser, pageUrl(), async (page) => {
+  await withPage(env.browser, pageUrl(), async (page) => {
     await waitLoaded(page);
     const first = (await generate(page, { maxTokens: 30 })).result;
     // A short piece from the middle of the greedy text whose first occurrence is not at the start
@@ -129,7 +119,7 @@ test('a stop sequence ends generation before it; the text excludes it', T, async
 });
 
 test('a missing model folder chosen on the page shows an error sentence naming the missing file', T, async () => {
-  await withPage(browser, pageUrl(), async (page) => {
+  await withPage(env.browser, pageUrl(), async (page) => {
     await waitLoaded(page);
     await page.check('#source-url');
     await page.fill('#model-url', 'models/nope/');
@@ -147,7 +137,7 @@ test('a missing model folder chosen on the page shows an error sentence naming t
 });
 
 test('model files chosen from this computer load and generate the same greedy text', T, async () => {
-  await withPage(browser, pageUrl(), async (page) => {
+  await withPage(env.browser, pageUrl(), async (page) => {
     await waitLoaded(page);
     const before = (await generate(page, { maxTokens: 12 })).result;
     await page.setInputFiles('#model-files', ['config.json', 'model.safetensors', 'tokenizer.json'].map((f) => path.join(MODEL_DIR, f)));
@@ -162,7 +152,7 @@ test('model files chosen from this computer load and generate the same greedy te
 });
 
 test('a missing model given in the URL shows the error and leaves Generate disabled', T, async () => {
-  await withPage(browser, `${server.origin}/?model=models/nope`, async (page) => {
+  await withPage(env.browser, `${env.server.origin}/?model=models/nope`, async (page) => {
     await page.waitForFunction(() => window.pageState === 'error', null, { timeout: 30_000 });
     const msg = await page.locator('#error').innerText();
     assert.match(msg, /\/models\/nope\/config\.json.*404/s, msg);
@@ -171,7 +161,7 @@ test('a missing model given in the URL shows the error and leaves Generate disab
 });
 
 test('the labs fit total = a + b·n and compare greedy with sampling; a screenshot is written', T, async () => {
-  await withPage(browser, pageUrl(), async (page) => {
+  await withPage(env.browser, pageUrl(), async (page) => {
     await waitLoaded(page);
     await page.fill('#prompt', PROMPT);
     await page.fill('#lab-lengths', '4, 8, 16, 32');

@@ -1,24 +1,14 @@
 // <gpt2-generator> (www/widget.js) in Chromium: widgets share one model download, fire their events
 // with the right counts, show "watch the loop" candidates, keep their styles to themselves, and the
 // lesson page (www/embed-example.html) works and is photographed to tests/e2e/out/embed-example.png.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  launch, startServer, withPage, nativeGenerate, screenshotPath, MODEL_URL, PROMPT, PROMPT2,
+  serveAndLaunch, withPage, nativeGenerate, screenshotPath, MODEL_URL, PROMPT, PROMPT2,
 } from './harness.mjs';
 
 const T = { timeout: 180_000 };
-let server;
-let browser;
-
-before(async () => {
-  server = await startServer();
-  browser = await launch();
-});
-after(async () => {
-  await browser?.close();
-  await server?.close();
-});
+const env = serveAndLaunch();
 
 const attr = (s) => s.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;');
 
@@ -33,8 +23,8 @@ async function widgetPage(page, widgets) {
     <div class="output" id="light">outside</div>
     ${widgets.map((w) => `<gpt2-generator ${Object.entries(w).map(([k, v]) => (v === true ? k : `${k}="${attr(String(v))}"`)).join(' ')}></gpt2-generator>`).join('\n')}
     </body></html>`;
-  await page.route(`${server.origin}/widget-test.html`, (route) => route.fulfill({ contentType: 'text/html', body: html }));
-  await page.goto(`${server.origin}/widget-test.html`);
+  await page.route(`${env.server.origin}/widget-test.html`, (route) => route.fulfill({ contentType: 'text/html', body: html }));
+  await page.goto(`${env.server.origin}/widget-test.html`);
   await page.waitForFunction(() => customElements.get('gpt2-generator'));
 }
 
@@ -58,7 +48,7 @@ function runWidget(page, sel) {
 
 test('two widgets on one page load the model once, both generate, and fire token/done events', T, async () => {
   const n = 16;
-  await withPage(browser, 'about:blank', async (page, { requests }) => {
+  await withPage(env.browser, 'about:blank', async (page, { requests }) => {
     await widgetPage(page, [
       { id: 'a', model: MODEL_URL, prompt: PROMPT, 'max-tokens': n, temperature: 0, readout: true },
       { id: 'b', model: MODEL_URL, prompt: PROMPT2, 'max-tokens': n, temperature: 0.8, 'top-k': 40, seed: 5 },
@@ -96,7 +86,7 @@ test('two widgets on one page load the model once, both generate, and fire token
 });
 
 test('Gpt2.load shares one model per folder URL and backend; dispose counts handles', T, async () => {
-  await withPage(browser, 'about:blank', async (page, { requests }) => {
+  await withPage(env.browser, 'about:blank', async (page, { requests }) => {
     await widgetPage(page, []);
     const got = await page.evaluate(async ({ url, prompt }) => {
       const { Gpt2 } = await import('./gpt2.js');
@@ -127,7 +117,7 @@ test('Gpt2.load shares one model per folder URL and backend; dispose counts hand
 
 test('watch: each step carries its top-10, summing to at most 1, with the greedy pick first', T, async () => {
   const n = 12;
-  await withPage(browser, 'about:blank', async (page) => {
+  await withPage(env.browser, 'about:blank', async (page) => {
     await widgetPage(page, [{ id: 'w', model: MODEL_URL, prompt: PROMPT, 'max-tokens': n, temperature: 0, watch: true }]);
     const { result, events } = await runWidget(page, '#w');
     assert.ok(result, `no result: ${JSON.stringify(events.error)}`);
@@ -149,7 +139,7 @@ test('watch: each step carries its top-10, summing to at most 1, with the greedy
 });
 
 test('the widget keeps its styles in its shadow root and works from the keyboard', T, async () => {
-  await withPage(browser, 'about:blank', async (page) => {
+  await withPage(env.browser, 'about:blank', async (page) => {
     await widgetPage(page, [{ id: 'k', model: MODEL_URL, prompt: PROMPT, 'max-tokens': 6 }]);
     const styles = await page.evaluate(() => {
       const root = document.getElementById('k').shadowRoot;
@@ -180,7 +170,7 @@ test('the widget keeps its styles in its shadow root and works from the keyboard
 });
 
 test('autorun generates once the model is loaded; a missing model fires an error event', T, async () => {
-  await withPage(browser, 'about:blank', async (page) => {
+  await withPage(env.browser, 'about:blank', async (page) => {
     // Listeners first: the widgets are added by the page script after these are in place.
     await page.addInitScript(() => {
       window.seen = [];
@@ -208,7 +198,7 @@ test('autorun generates once the model is loaded; a missing model fires an error
 });
 
 test('the lesson page: four widgets, one download, each generates; screenshot', T, async () => {
-  await withPage(browser, `${server.origin}/embed-example.html`, async (page, { requests }) => {
+  await withPage(env.browser, `${env.server.origin}/embed-example.html`, async (page, { requests }) => {
     await page.waitForFunction(() => customElements.get('gpt2-generator'));
     const ids = await page.evaluate(() => [...document.querySelectorAll('gpt2-generator')].map((el) => el.id));
     assert.equal(ids.length, 4);

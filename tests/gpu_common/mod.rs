@@ -41,20 +41,16 @@ pub fn gpu() -> Option<Context> {
     }
 }
 
-/// A small seeded generator (SplitMix64), so inputs are the same on every machine.
-pub struct Rng(u64);
+/// Seeded inputs from the sampler's portable generator, the same on every machine.
+pub struct Rng(gpt2_web::sampling::Rng);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(gpt2_web::sampling::Rng::new(seed))
     }
 
     fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in [-1, 1).
