@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # gpt2-web's one entry point. Installs what it needs when it is missing, then:
-#   ./build.sh [build]        wasm build into www/pkg/
-#   ./build.sh serve [PORT]   build, then serve www/ on http://127.0.0.1:PORT (default 8080)
+#   ./build.sh [build]        the wasm builds into www/pkg/, www/pkg-relaxed/, www/pkg-threads/
+#   ./build.sh serve [PORT] [--isolated]
+#                             build, then serve www/ on http://127.0.0.1:PORT (default 8080);
+#                             --isolated sends COOP/COEP, so the page may run several threads
 #   ./build.sh test           everything CI runs: fmt, clippy (native + wasm32), cargo test,
 #                             the wasm build and the browser tests
 #   ./build.sh bundle         build, then write dist/gpt2-demo.html: the page, the engine and the
 #                             demo model in one file that works from disk (file://), no server
+#   ./build.sh bench [--peer] the speed benchmark: native, then headless Chromium (1 and 2 threads,
+#                             q8 and f32); --peer adds transformers.js on the same weights
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -55,18 +59,47 @@ need_node_modules() {
   fi
 }
 
+# One wasm build: $1 = output folder under www/, $2 = extra RUSTFLAGS target features, the rest
+# goes to cargo (e.g. +nightly, -Z build-std). Each build keeps its own target folder.
+wasm_build() {
+  local out=$1 features=$2 toolchain=$3
+  shift 3
+  local dir="$CARGO_TARGET_DIR/${out#pkg-}"
+  [ "$out" = pkg ] && dir="$CARGO_TARGET_DIR" # with .cargo/config.toml's flags, shared with clippy
+  say "building www/$out ($features)"
+  RUSTFLAGS="-C target-feature=$features $WASM_LINK --cfg getrandom_backend=\"wasm_js\"" \
+    CARGO_TARGET_DIR="$dir" cargo $toolchain build --lib --release --target "$WASM_TARGET" "$@"
+  wasm-bindgen --target web --no-typescript --out-dir "www/$out" "$dir/$WASM_TARGET/release/gpt2_web.wasm"
+  # wasm-bindgen-rayon's thread workers import their package as '../../..' (a bundler's package
+  # folder); a static server needs the file itself.
+  for f in "www/$out"/snippets/wasm-bindgen-rayon-*/src/workerHelpers.js; do
+    [ -e "$f" ] && sed -i "s#import('../../..')#import('../../../gpt2_web.js')#" "$f"
+  done
+  echo "www/$out/gpt2_web_bg.wasm: $(du -h "www/$out/gpt2_web_bg.wasm" | cut -f1)"
+}
+
+# The nightly toolchain with rust-src, for the threaded build (std rebuilt with wasm atomics).
+need_nightly() {
+  rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+  rustup component list --toolchain nightly --installed | grep -q '^rust-src' \
+    || rustup component add rust-src --toolchain nightly
+}
+
+# Three builds; the worker picks one at load (www/worker.js):
+#   pkg          simd128: every browser with WebAssembly SIMD
+#   pkg-relaxed  + relaxed SIMD (8-bit dot products): Chromium-based browsers
+#   pkg-threads  + wasm atomics and rayon's thread pool: cross-origin isolated pages
 build() {
   need_wasm_target
   need_wasm_bindgen
-  say "building the wasm module (release, simd128)"
-  cargo build --lib --release --target "$WASM_TARGET"
-  wasm-bindgen --target web --no-typescript --out-dir www/pkg \
-    "$CARGO_TARGET_DIR/$WASM_TARGET/release/gpt2_web.wasm"
-  if command -v wasm-opt >/dev/null; then
-    wasm-opt -O3 --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int \
-      www/pkg/gpt2_web_bg.wasm -o www/pkg/gpt2_web_bg.wasm
-  fi
-  echo "www/pkg/gpt2_web_bg.wasm: $(du -h www/pkg/gpt2_web_bg.wasm | cut -f1)"
+  WASM_LINK="" wasm_build pkg +simd128 ""
+  WASM_LINK="" wasm_build pkg-relaxed +simd128,+relaxed-simd ""
+  need_nightly
+  WASM_LINK="-C link-arg=--shared-memory -C link-arg=--import-memory -C link-arg=--max-memory=2147483648 \
+    -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size -C link-arg=--export=__tls_align \
+    -C link-arg=--export=__tls_base" \
+    wasm_build pkg-threads +atomics,+bulk-memory,+mutable-globals,+simd128,+relaxed-simd +nightly \
+    --features threads -Z build-std=panic_abort,std
 }
 
 serve() {
@@ -96,6 +129,43 @@ run_tests() {
   (cd tests/e2e && node --test --test-concurrency=1 ./*.test.mjs)
 }
 
+# ./build.sh bench [--peer] [bench_web.mjs options]: the native lab, then the browser benchmark on
+# a GPT-2-124M-shaped checkpoint with seeded random weights (made once, not committed).
+bench() {
+  local peer=0 rest=()
+  for a in "$@"; do
+    if [ "$a" = --peer ]; then peer=1; else rest+=("$a"); fi
+  done
+  apt_install chromium
+  need_node_modules
+  build
+  local model=${GPT2_BENCH_MODEL:-$HOME/.cache/gpt2-web/bench/gpt2-124m}
+  if [ ! -f "$model/model.safetensors" ]; then
+    say "making $model (random weights, GPT-2-124M shape)"
+    python3 -c 'import numpy, safetensors' 2>/dev/null || python3 -m pip install --quiet numpy safetensors
+    python3 tools/make_random_checkpoint.py --shape gpt2 --out "$model"
+  fi
+  say "native: gpt2 bench, one thread"
+  cargo build --release --bin gpt2
+  for dtype in q8 f32; do
+    "$CARGO_TARGET_DIR/release/gpt2" bench --model "$model" --backend cpu --dtype "$dtype" \
+      --lengths 16,64,128 --prompt-tokens 64
+    echo
+  done
+  local peer_args=()
+  if [ "$peer" = 1 ]; then
+    say "peer: transformers.js on the same weights (ONNX)"
+    bash tools/peer/setup.sh
+    local venv=${GPT2_PEER_VENV:-$HOME/.cache/gpt2-web/peer-venv}
+    if [ ! -f "$model-onnx/onnx/model_quantized.onnx" ]; then
+      "$venv/bin/python" tools/peer/export_onnx.py --model "$model" --out "$model-onnx"
+    fi
+    peer_args=(--peer --onnx "$model-onnx")
+  fi
+  say "browser: headless Chromium"
+  node tools/bench_web.mjs --model "$model" ${peer_args[@]+"${peer_args[@]}"} ${rest[@]+"${rest[@]}"}
+}
+
 cmd=${1:-build}
 shift || true
 case "$cmd" in
@@ -103,5 +173,6 @@ case "$cmd" in
   serve) serve "$@" ;;
   test) run_tests ;;
   bundle) build; node tools/bundle.mjs "$@" ;;
-  *) echo "usage: ./build.sh [build | serve [PORT] | test | bundle]" >&2; exit 2 ;;
+  bench) bench "$@" ;;
+  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | bench [--peer]]" >&2; exit 2 ;;
 esac

@@ -11,6 +11,7 @@ pub mod bench;
 pub mod config;
 pub mod error;
 pub mod generate;
+pub mod mem;
 pub mod model;
 pub mod sampling;
 pub mod tokenizer;
@@ -19,6 +20,7 @@ pub mod weights;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
 
+pub use backend::cpu::CpuDtype;
 pub use backend::{Backend, BackendChoice};
 pub use config::Config;
 pub use error::{Error, Result};

@@ -1,8 +1,9 @@
 //! A loaded model: config, tokenizer and a backend, from a Hugging Face style folder or from
 //! the same three files as bytes (the browser has no file system).
 
+use crate::backend::cpu::{CpuBackend, CpuDtype};
 use crate::backend::gpu::{GpuBackend, GpuOptions};
-use crate::backend::{cpu::CpuBackend, Backend, BackendChoice};
+use crate::backend::{Backend, BackendChoice};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::tokenizer::Tokenizer;
@@ -16,22 +17,26 @@ pub struct Model {
     pub backend: Backend,
     /// Why `Auto` runs on the CPU when it does (no adapter, a software one, too small limits).
     pub gpu_unavailable: Option<String>,
+    /// The weight format of the CPU backend, now or after a fall-back (the GPU runs f32).
+    pub cpu_dtype: CpuDtype,
 }
 
 impl Model {
-    /// Builds a model from the contents of `config.json`, `model.safetensors` and `tokenizer.json`.
+    /// Builds a model from the contents of `config.json`, `model.safetensors` and `tokenizer.json`;
+    /// `cpu_dtype` is the weight format if (or once) it runs on the CPU.
     pub async fn from_bytes(
         config_json: &[u8],
         safetensors: &[u8],
         tokenizer_json: &[u8],
         choice: BackendChoice,
+        cpu_dtype: CpuDtype,
     ) -> Result<Model> {
         let config = Config::from_json(config_json)?;
         let weights = Gpt2Weights::load(safetensors, &config)?;
         let tokenizer = Tokenizer::from_bytes(tokenizer_json)?;
         let mut gpu_unavailable = None;
         let backend = match choice {
-            BackendChoice::Cpu => Backend::Cpu(CpuBackend::new(&config, &weights)?),
+            BackendChoice::Cpu => Backend::Cpu(CpuBackend::new(&config, &weights, cpu_dtype)?),
             BackendChoice::Gpu => {
                 let gpu = GpuBackend::new(&config, &weights, &GpuOptions::default()).await?;
                 Backend::Gpu(gpu)
@@ -45,7 +50,7 @@ impl Model {
                     Ok(gpu) => Backend::Gpu(gpu),
                     Err(e) => {
                         gpu_unavailable = Some(e.to_string());
-                        Backend::Cpu(CpuBackend::new(&config, &weights)?)
+                        Backend::Cpu(CpuBackend::new(&config, &weights, cpu_dtype)?)
                     }
                 }
             }
@@ -55,6 +60,7 @@ impl Model {
             tokenizer,
             backend,
             gpu_unavailable,
+            cpu_dtype,
         })
     }
 
@@ -82,13 +88,13 @@ impl Model {
     /// position 0 with every id so far.
     pub fn fall_back_to_cpu(&mut self, safetensors: &[u8], why: String) -> Result<()> {
         let weights = Gpt2Weights::load(safetensors, &self.config)?;
-        self.backend = Backend::Cpu(CpuBackend::new(&self.config, &weights)?);
+        self.backend = Backend::Cpu(CpuBackend::new(&self.config, &weights, self.cpu_dtype)?);
         self.gpu_unavailable = Some(why);
         Ok(())
     }
 
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from a folder.
-    pub fn load_dir(dir: &Path, choice: BackendChoice) -> Result<Model> {
+    pub fn load_dir(dir: &Path, choice: BackendChoice, cpu_dtype: CpuDtype) -> Result<Model> {
         let read = |name: &str| {
             let path = dir.join(name);
             std::fs::read(&path).map_err(|source| Error::Io {
@@ -101,6 +107,6 @@ impl Model {
             read("model.safetensors")?,
             read("tokenizer.json")?,
         );
-        pollster::block_on(Model::from_bytes(&c, &w, &t, choice))
+        pollster::block_on(Model::from_bytes(&c, &w, &t, choice, cpu_dtype))
     }
 }

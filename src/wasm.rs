@@ -4,7 +4,7 @@
 //! The worker drives generation one step at a time (`start`, then `step` until it returns
 //! `undefined`), so it can post each token the moment it exists and notice an abort between steps.
 
-use crate::backend::BackendChoice;
+use crate::backend::{self as gpt2_backend, cpu::CpuDtype, BackendChoice};
 use crate::generate::{Clock, GenerateParams, Generation};
 use crate::model::Model;
 use crate::sampling::SamplingParams;
@@ -12,6 +12,12 @@ use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
+
+/// `initThreadPool(n)` for the threaded build: starts rayon's `n` Web Workers. wasm-bindgen
+/// exports it from the dependency; the re-export only documents where it comes from.
+#[allow(unused_imports)]
+#[cfg(feature = "threads")]
+pub use wasm_bindgen_rayon::init_thread_pool;
 
 #[wasm_bindgen(start)]
 fn start() {
@@ -214,15 +220,18 @@ const BUSY: &str = "the model is busy with another step; wait for it to finish";
 #[wasm_bindgen]
 impl Engine {
     /// Builds the model from the bytes of `config.json`, `model.safetensors` and
-    /// `tokenizer.json`. `backend` is "auto", "cpu" or "webgpu".
+    /// `tokenizer.json`. `backend` is "auto", "cpu" or "webgpu"; `dtype` ("q8" or "f32") is the
+    /// weight format on the CPU.
     pub async fn load(
         config: Vec<u8>,
         weights: Vec<u8>,
         tokenizer: Vec<u8>,
         backend: String,
+        dtype: String,
     ) -> Result<Engine, JsError> {
         let choice: BackendChoice = backend.parse().map_err(js_err)?;
-        let model = Model::from_bytes(&config, &weights, &tokenizer, choice)
+        let dtype: CpuDtype = dtype.parse().map_err(js_err)?;
+        let model = Model::from_bytes(&config, &weights, &tokenizer, choice, dtype)
             .await
             .map_err(js_err)?;
         let c = &model.config;
@@ -251,6 +260,18 @@ impl Engine {
         let s = self.state.borrow();
         let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
         Ok(st.model.backend.name().to_string())
+    }
+
+    /// The weight format on the CPU: "q8" or "f32" ("f32" on the GPU).
+    #[wasm_bindgen(getter)]
+    pub fn dtype(&self) -> Result<String, JsError> {
+        let s = self.state.borrow();
+        let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
+        Ok(match &st.model.backend {
+            gpt2_backend::Backend::Cpu(b) => b.dtype().name(),
+            gpt2_backend::Backend::Gpu(_) => "f32",
+        }
+        .to_string())
     }
 
     /// Why the model runs on the CPU when WebGPU was wanted or lost (`undefined` otherwise).

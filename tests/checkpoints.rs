@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use gpt2_web::{BackendChoice, Config, Error, Model};
+use gpt2_web::{BackendChoice, Config, CpuDtype, Error, Model};
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 use std::collections::BTreeMap;
@@ -29,6 +29,7 @@ fn try_load(f: &Files) -> Result<Model, Error> {
         &f.weights,
         &f.tokenizer,
         BackendChoice::Cpu,
+        CpuDtype::F32,
     ))
 }
 
@@ -238,6 +239,7 @@ fn a_missing_file_names_its_path() {
     let e = Model::load_dir(
         &root().join("tests/fixtures/no-such-model"),
         BackendChoice::Cpu,
+        CpuDtype::F32,
     )
     .err()
     .unwrap()

@@ -107,7 +107,7 @@ fn bench_prints_the_fit_and_the_bandwidth_bound() {
         "fit_tpot_ms",
         "fit_r2",
         "bound_ms_per_token",
-        "memcpy_gb_per_s",
+        "read_gb_per_s",
         "prefill_tokens_per_sec",
     ] {
         assert!(
@@ -178,4 +178,52 @@ fn runtime_errors_exit_1_with_a_sentence() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("context holds 64 tokens"));
+}
+
+#[test]
+fn eval_prints_the_mean_next_token_loss_of_its_windows() {
+    // Windows of two tokens: each contributes -log p(second | first), which the test computes
+    // itself from the backend's logits.
+    let ids: Vec<u32> = vec![464, 329, 1110, 257, 318, 11, 290, 262, 1110];
+    let file = std::env::temp_dir().join(format!("gpt2-eval-{}.json", std::process::id()));
+    std::fs::write(&file, serde_json::to_vec(&ids).unwrap()).unwrap();
+    let file_s = file.to_str().unwrap();
+    let lines = stdout_json_lines(&gpt2(&[
+        "eval",
+        "--model",
+        TINY,
+        "--ids-file",
+        file_s,
+        "--window",
+        "2",
+        "--dtype",
+        "f32",
+    ]));
+    let out = &lines[0];
+    assert_eq!(out["windows"], 4);
+    assert_eq!(out["predictions"], 4);
+    let mut model = load(TINY);
+    let mut want = 0f64;
+    for pair in ids.chunks_exact(2) {
+        let logits = pollster::block_on(model.backend.forward(&pair[..1], 0)).unwrap();
+        let lse = logits.iter().map(|&v| (v as f64).exp()).sum::<f64>().ln();
+        want += lse - logits[pair[1] as usize] as f64;
+    }
+    want /= 4.0;
+    let got = out["loss"].as_f64().unwrap();
+    assert!((got - want).abs() < 1e-4, "loss {got}, computed {want}");
+    assert!((out["perplexity"].as_f64().unwrap() - want.exp()).abs() < 1e-3);
+
+    let bad = gpt2(&[
+        "eval",
+        "--model",
+        TINY,
+        "--ids-file",
+        file_s,
+        "--window",
+        "1",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--window must be from 2"));
+    let _ = std::fs::remove_file(&file);
 }

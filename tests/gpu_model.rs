@@ -8,14 +8,14 @@ mod gpu_common;
 use common::{assert_close, fixture, fixtures, root, TINY};
 use gpt2_web::backend::gpu::{GpuBackend, GpuOptions};
 use gpt2_web::weights::Gpt2Weights;
-use gpt2_web::{Backend, BackendChoice, Config, Error, GenerateParams, Model};
+use gpt2_web::{Backend, BackendChoice, Config, CpuDtype, Error, GenerateParams, Model};
 use pollster::block_on;
 
 /// The model in `dir` on the GPU, or `None` (after the loud note) when there is no adapter.
 fn gpu_model(dir: &str) -> Option<Model> {
     gpu_common::gpu()?;
     Some(
-        Model::load_dir(&root().join(dir), BackendChoice::Gpu)
+        Model::load_dir(&root().join(dir), BackendChoice::Gpu, CpuDtype::F32)
             .unwrap_or_else(|e| panic!("{dir} on the GPU: {e}")),
     )
 }
@@ -199,7 +199,7 @@ fn backend_choice_gpu_and_auto() {
     let adapter = model.backend.gpu_adapter().unwrap().to_string();
     eprintln!("GPU adapter: {adapter}");
 
-    let auto = Model::load_dir(&root().join(TINY), BackendChoice::Auto).unwrap();
+    let auto = Model::load_dir(&root().join(TINY), BackendChoice::Auto, CpuDtype::F32).unwrap();
     match auto.backend.name() {
         // A software adapter (lavapipe) is slower than the CPU backend, so Auto passes it over.
         "cpu" => {
@@ -208,7 +208,7 @@ fn backend_choice_gpu_and_auto() {
         }
         _ => assert!(!adapter.contains("Cpu"), "{adapter}"),
     }
-    let cpu = Model::load_dir(&root().join(TINY), BackendChoice::Cpu).unwrap();
+    let cpu = Model::load_dir(&root().join(TINY), BackendChoice::Cpu, CpuDtype::F32).unwrap();
     assert_eq!(cpu.backend.gpu_dispatches(), None);
 }
 

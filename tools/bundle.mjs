@@ -73,7 +73,9 @@ function moduleUrl(name, edits = {}, seen = []) {
 /** worker.js as a classic script: the glue from self.gpt2Bundle.pkg, the wasm from self.gpt2Bundle.wasm. */
 function workerSource() {
   let source = read(path.join(WWW, 'worker.js'), 'utf8');
-  source = replaceOnce(source, 'worker.js', "new URL('./pkg/gpt2_web.js', import.meta.url)", "new URL('bundled:pkg/gpt2_web.js')");
+  source = replaceOnce(source, 'worker.js', 'new URL(`./${dir}/gpt2_web.js`, import.meta.url)', 'new URL(`bundled:${dir}/gpt2_web.js`)');
+  // The bundle carries one build, pkg/ (simd128, one thread: file:// is never cross-origin isolated).
+  source = replaceOnce(source, 'worker.js', 'const relaxed = hasRelaxedSimd();', 'const relaxed = false;');
   source = replaceOnce(source, 'worker.js', 'await import(url.href)', 'await import(self.gpt2Bundle.pkg)');
   source = replaceOnce(source, 'worker.js', 'await mod.default()', 'await mod.default({ module_or_path: fetch(self.gpt2Bundle.wasm) })');
   if (/\bimport\.meta\b|^\s*(import|export)\s/m.test(source)) {

@@ -2,7 +2,7 @@
 // two labs (latency vs output length; greedy vs sampling). Plain DOM, no framework.
 //
 // URL parameters: ?model=<folder URL> loads that folder at start instead of the demo model;
-// ?backend=auto|cpu|webgpu picks the backend of that first load.
+// ?backend=auto|cpu|webgpu picks the backend of that first load, ?dtype=q8|f32 its CPU weights.
 //
 // Hooks for the browser tests (tests/e2e/), on window:
 //   pageState    'loading' | 'ready' | 'busy' | 'error' (set after every load, generation and lab)
@@ -141,7 +141,7 @@ function chosenSource() {
   return chosen;
 }
 
-async function loadModel(source, backend) {
+async function loadModel(source, backend, dtype) {
   clearError();
   setBusy(true);
   $('stop').disabled = true;
@@ -154,7 +154,7 @@ async function loadModel(source, backend) {
   const t0 = performance.now();
   try {
     const loaded = await Gpt2.load({
-      model: source, backend,
+      model: source, backend, dtype,
       onBackendChange: ({ backend: now, reason }) => {
         if (model !== loaded) return; // a model that is being replaced
         window.backendChanges.push({ backend: now, reason, afterTokens: window.tokenEvents });
@@ -180,7 +180,8 @@ async function loadModel(source, backend) {
     const c = model.config;
     $('model-info').textContent = `${model.name}: ${c.nLayer} layers, ${c.nHead} heads, width ${c.nEmbd}, ` +
       `context ${c.nPositions} tokens, ${(c.nParams / 1e6).toFixed(1)} M parameters; running on ${model.backend}` +
-      `${model.adapter ? ` (${model.adapter})` : ''}.`;
+      `${model.adapter ? ` (${model.adapter})` : ''}` +
+      `${model.backend === 'cpu' ? ` with ${model.dtype} weights on ${model.threads} thread${model.threads > 1 ? 's' : ''}` : ''}.`;
     $('backend').textContent = model.backend;
     // 'auto' (or a GPU lost during load) on the CPU: say why WebGPU is not used.
     showBackendNote(model.backend === 'cpu' && model.gpuUnavailable ? `running on the CPU: ${model.gpuUnavailable}` : '');
@@ -571,7 +572,7 @@ $('model-form').addEventListener('submit', (e) => {
     showError(err.message);
     return;
   }
-  loadModel(source, $('backend-choice').value);
+  loadModel(source, $('backend-choice').value, $('dtype-choice').value);
 });
 $('model-url').addEventListener('input', () => { $('source-url').checked = true; });
 $('model-files').addEventListener('change', () => { $('source-files').checked = true; });
@@ -604,11 +605,13 @@ drawLatency();
 drawLab([]);
 const params = new URLSearchParams(location.search);
 const backend = params.get('backend') ?? 'auto';
+const dtype = params.get('dtype') ?? 'q8';
 $('backend-choice').value = backend;
+$('dtype-choice').value = dtype;
 if (params.has('model')) {
   $('source-url').checked = true;
   $('model-url').value = params.get('model');
-  loadModel(params.get('model'), backend);
+  loadModel(params.get('model'), backend, dtype);
 } else {
-  loadModel(DEMO, backend);
+  loadModel(DEMO, backend, dtype);
 }

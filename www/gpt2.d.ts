@@ -7,6 +7,9 @@
  */
 export type BackendChoice = 'auto' | 'cpu' | 'webgpu';
 
+/** Weight format of the CPU backend. */
+export type Dtype = 'q8' | 'f32';
+
 /** The three files of a Hugging Face-style model folder, as bytes (e.g. from `<input type="file">`). */
 export interface ModelFiles {
   /** `config.json` */
@@ -40,6 +43,20 @@ export interface LoadOptions {
   model?: string | URL | ModelFiles;
   /** Default 'auto'. */
   backend?: BackendChoice;
+  /**
+   * The weight format on the CPU: 'q8' (default) keeps each weight in 8 bits (blocks of 32 with a
+   * scale each, quantized as the model loads: about 3× faster per token than 'f32' and a quarter
+   * of the memory, at a small accuracy cost; see the README) or 'f32' (exact). WebGPU runs f32.
+   */
+  dtype?: Dtype;
+  /**
+   * Threads for the CPU engine. Several threads need a cross-origin isolated page (served with
+   * `Cross-Origin-Opener-Policy: same-origin` and `Cross-Origin-Embedder-Policy: require-corp`;
+   * `./build.sh serve --isolated` sends them); elsewhere the engine runs on one thread whatever
+   * is asked. Default: the number of cores, at most 4, where allowed. The first model loaded
+   * decides for every model of the page (they share one worker); `model.threads` says what runs.
+   */
+  threads?: number;
   /** Called as each file downloads (throttled to about every 50 ms, and once when a file is complete). */
   onProgress?: (progress: Progress) => void;
   /**
@@ -168,6 +185,12 @@ export declare class Gpt2 {
 
   /** What actually runs: 'webgpu' or 'cpu'. Changes to 'cpu' (during a generation) if the GPU is lost. */
   readonly backend: 'webgpu' | 'cpu';
+  /** The weight format in use: the load option's dtype on the CPU, 'f32' on WebGPU. */
+  readonly dtype: Dtype;
+  /** Threads the CPU engine runs on (1 unless the page is cross-origin isolated). */
+  readonly threads: number;
+  /** Which wasm build runs: 'pkg' (simd128), 'pkg-relaxed' (+ relaxed SIMD) or 'pkg-threads' (+ atomics). */
+  readonly build: 'pkg' | 'pkg-relaxed' | 'pkg-threads';
   /** The GPU adapter in words while on WebGPU (e.g. "google swiftshader (WebGPU, a software fallback adapter)"), else undefined. */
   readonly adapter: string | undefined;
   /**

@@ -1,7 +1,7 @@
 // gpt2-web's JavaScript API: GPT-2 in a Web Worker, one callback per generated token.
 //
 //   import { Gpt2 } from './gpt2.js';
-//   const model = await Gpt2.load({ model: 'models/gpt2-shakespeare/', backend: 'auto',
+//   const model = await Gpt2.load({ model: 'models/gpt2-shakespeare/', backend: 'auto', dtype: 'q8',
 //                                   onProgress: ({ file, loaded, total }) => {} });
 //   const r = await model.generate('ROMEO:', { maxTokens: 40, temperature: 0.8, seed: 1,
 //                                               onToken: ({ text }) => out.append(text) });
@@ -17,6 +17,7 @@
 
 const WORKER_URL = new URL('./worker.js', import.meta.url);
 const BACKENDS = ['auto', 'cpu', 'webgpu'];
+const DTYPES = ['q8', 'f32'];
 const FILE_KEYS = { config: 'config.json', weights: 'model.safetensors', tokenizer: 'tokenizer.json' };
 
 /** What generate() accepts besides signal and onToken, with each value's JS type. */
@@ -187,9 +188,15 @@ export class Gpt2 {
   }
 
   /** Downloads (or reads) a model and builds it in the worker. See gpt2.d.ts. */
-  static async load({ model = 'models/gpt2-shakespeare/', backend = 'auto', onProgress, onBackendChange } = {}) {
+  static async load({ model = 'models/gpt2-shakespeare/', backend = 'auto', dtype = 'q8', threads, onProgress, onBackendChange } = {}) {
     if (!BACKENDS.includes(backend)) {
       throw new Error(`unknown backend "${backend}"; choose ${BACKENDS.join(', ')}`);
+    }
+    if (!DTYPES.includes(dtype)) {
+      throw new Error(`unknown dtype "${dtype}"; choose ${DTYPES.join(' or ')}`);
+    }
+    if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1 && threads <= 64)) {
+      throw new Error(`invalid threads: ${JSON.stringify(threads)} is not a whole number from 1 to 64`);
     }
     if (onProgress !== undefined && typeof onProgress !== 'function') {
       throw new Error('the onProgress option must be a function');
@@ -199,15 +206,15 @@ export class Gpt2 {
     }
     const { name, source } = modelSource(model);
     const conn = connection();
-    // Files given as bytes are never shared; a folder URL is, per backend choice.
-    const key = source.urls ? `${backend} ${name}` : null;
+    // Files given as bytes are never shared; a folder URL is, per backend and dtype.
+    const key = source.urls ? `${backend} ${dtype} ${name}` : null;
     let load = key !== null ? conn.loads.get(key) : undefined;
     if (!load) {
       load = { key, refs: 0, listeners: new Set() };
       const progress = ({ file, loaded, total, cached }) => {
         for (const f of load.listeners) f({ file, loaded, total, cached });
       };
-      const { id, promise } = request(conn, { op: 'load', source, backend }, { progress });
+      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads }, { progress });
       load.promise = promise.then((info) => ({ id, info }));
       if (key !== null) conn.loads.set(key, load);
     }
@@ -228,7 +235,7 @@ export class Gpt2 {
     }
     // What runs where, shared by the handles of this model: it changes if the GPU is lost.
     const { info } = loaded;
-    load.live ??= { backend: info.backend, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, handles: new Set() };
+    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype, threads: info.threads, build: info.build, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, handles: new Set() };
     const handle = new Gpt2(conn, loaded.id, info.config, name, load);
     handle.#onBackendChange = onBackendChange;
     return handle;
@@ -238,7 +245,7 @@ export class Gpt2 {
   #backendChanged({ backend, reason }) {
     const live = this.#load.live;
     if (live.backend === backend) return;
-    Object.assign(live, { backend, gpuUnavailable: reason, adapter: backend === 'cpu' ? undefined : live.adapter });
+    Object.assign(live, { backend, dtype: backend === 'cpu' ? live.cpuDtype : 'f32', gpuUnavailable: reason, adapter: backend === 'cpu' ? undefined : live.adapter });
     for (const h of live.handles) {
       try {
         h.#onBackendChange?.({ backend, reason });
@@ -250,6 +257,15 @@ export class Gpt2 {
 
   /** 'webgpu' or 'cpu': what actually runs (it changes to 'cpu' if the GPU is lost). */
   get backend() { return this.#load.live.backend; }
+
+  /** Threads of the CPU engine: more than 1 only on a cross-origin isolated page (see gpt2.d.ts). */
+  get threads() { return this.#load.live.threads; }
+
+  /** Which wasm build runs: 'pkg' (simd128), 'pkg-relaxed' (relaxed SIMD) or 'pkg-threads'. */
+  get build() { return this.#load.live.build; }
+
+  /** The weight format in use: 'q8' or 'f32' on the CPU, 'f32' on WebGPU. */
+  get dtype() { return this.#load.live.dtype; }
 
   /** The GPU adapter in words while on WebGPU, else undefined. */
   get adapter() { return this.#load.live.adapter; }

@@ -3,7 +3,7 @@
 //
 // Protocol. Every request from the page carries a fresh numeric `id`; every reply carries the id
 // of the request it answers:
-//   page → worker  { id, op: 'load', source: { urls } | { files }, backend }
+//   page → worker  { id, op: 'load', source: { urls } | { files }, backend, dtype, threads }
 //                  { id, op: 'generate', model, prompt, options }
 //                  { id, op: 'abort' }                (id = the generate request's id)
 //                  { id, op: 'tokenize', model, text }
@@ -22,7 +22,7 @@
 // `generate` while one runs waits for it; an aborted queued request is answered at once. Models
 // in the same worker take turns token by token, since the loop yields after every step.
 
-/** @type {Promise<typeof import('./pkg/gpt2_web.js')> | null} */
+/** @type {Promise<{ mod: typeof import('./pkg/gpt2_web.js'), threads: number, build: string }> | null} */
 let wasmReady = null;
 
 /** model id → { engine, queue: Job[], running: Job | null, stepping: Promise | null, disposed, crashed } */
@@ -72,29 +72,75 @@ function describe(e) {
 // ---------------------------------------------------------------------------------------------
 // Loading: the wasm module once per worker, then the three model files (fetched or given).
 
-function wasm() {
+/**
+ * The engine's thread count for a load that asked for `requested` (a number, or undefined for the
+ * default): several threads need shared wasm memory, which browsers allow only on a cross-origin
+ * isolated page (COOP/COEP headers); anywhere else it is 1.
+ */
+function threadsFor(requested) {
+  if (!self.crossOriginIsolated) return 1;
+  const n = requested ?? Math.min(navigator.hardwareConcurrency || 1, 4);
+  return Math.max(1, Math.floor(n));
+}
+
+/**
+ * Whether this browser has WebAssembly relaxed SIMD: a module with one i8x16.relaxed_swizzle
+ * validates (the probe of wasm-feature-detect).
+ */
+function hasRelaxedSimd() {
+  return WebAssembly.validate(new Uint8Array([
+    0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 15, 1, 13, 0, 65, 1, 253, 15,
+    65, 2, 253, 15, 253, 128, 2, 11,
+  ]));
+}
+
+/**
+ * The wasm module, started once per worker by the first load. Three builds (./build.sh):
+ * pkg-threads for more than one thread (wasm atomics, relaxed SIMD, rayon's pool of `threads` Web
+ * Workers), pkg-relaxed where relaxed SIMD exists (its 8-bit dot product is ~2× faster), else pkg
+ * (simd128). A build that is missing or cannot start falls back to the next.
+ */
+function wasm(threads) {
   wasmReady ??= (async () => {
-    const url = new URL('./pkg/gpt2_web.js', import.meta.url);
-    let mod;
-    try {
-      mod = await import(url.href);
-      await mod.default();
-    } catch (e) {
-      wasmReady = null; // let a later load try again
-      throw new Error(`could not start the WebAssembly module from ${url.href} (${e.message}); was ./build.sh run?`);
+    const start = async (dir) => {
+      const url = new URL(`./${dir}/gpt2_web.js`, import.meta.url);
+      try {
+        const mod = await import(url.href);
+        await mod.default();
+        return mod;
+      } catch (e) {
+        throw new Error(`could not start the WebAssembly module from ${url.href} (${e.message}); was ./build.sh run?`);
+      }
+    };
+    const relaxed = hasRelaxedSimd();
+    const tries = [];
+    if (threads > 1 && relaxed) tries.push(['pkg-threads', threads]);
+    if (relaxed) tries.push(['pkg-relaxed', 1]);
+    tries.push(['pkg', 1]);
+    for (const [dir, n] of tries) {
+      try {
+        const mod = await start(dir);
+        if (n > 1) await mod.initThreadPool(n);
+        return { mod, threads: n, build: dir };
+      } catch (e) {
+        if (dir === 'pkg') {
+          wasmReady = null; // let a later load try again
+          throw e;
+        }
+        console.warn(`gpt2-web: ${dir} did not start, trying the next build: ${e.message}`);
+      }
     }
-    return mod;
   })();
   return wasmReady;
 }
 
-async function load({ id, source, backend }) {
+async function load({ id, source, backend, dtype, threads }) {
   // Compile the wasm while the files download.
-  const [mod, bytes] = await Promise.all([
-    wasm(),
+  const [{ mod, threads: running, build }, bytes] = await Promise.all([
+    wasm(threadsFor(threads)),
     source.urls ? fetchModel(id, source.urls) : readFiles(id, source.files),
   ]);
-  const engine = await mod.Engine.load(bytes.config, bytes.weights, bytes.tokenizer, backend)
+  const engine = await mod.Engine.load(bytes.config, bytes.weights, bytes.tokenizer, backend, dtype)
     .catch((e) => {
       // Only the JS API knows the option's name; every WebGPU failure at load has the same way out.
       if (backend === 'webgpu' && /^WebGPU: /.test(e.message)) throw new Error(`${e.message}; use backend 'auto' or 'cpu'`);
@@ -103,7 +149,7 @@ async function load({ id, source, backend }) {
   const m = { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null, backend: engine.backend };
   models.set(id, m);
   return {
-    backend: m.backend, config: engine.config, adapter: await adapterName(engine),
+    backend: m.backend, dtype: engine.dtype, threads: running, build, config: engine.config, adapter: await adapterName(engine),
     gpuUnavailable: engine.gpuUnavailable,
   };
 }

@@ -1,22 +1,131 @@
-//! GPT-2 forward pass on the CPU with candle-core, following transformers' `modeling_gpt2.py`.
+//! GPT-2 forward pass on the CPU, following transformers' `modeling_gpt2.py`.
 //!
-//! Matrix products and elementwise ops are candle's; causal attention runs over a KV cache that
-//! is allocated once at load, (n_layer, n_ctx, C) for keys and for values, and written in place,
-//! so a decode step never recomputes or copies the prefix.
+//! Weights are f32 (candle tensors; candle's matmul for a prompt, a GEMV for a decode step) or
+//! 8-bit (`q8`: q8_0 blocks quantized at load time, with SIMD kernels). Everything else is
+//! plain Rust over buffers that belong to the backend and only grow, so after the prompt a
+//! decode step allocates nothing, copies no weights and writes its key and value into a KV
+//! cache allocated once at load, (n_layer, n_ctx, C) for keys and for values.
 
+use super::q8::{Q8Act, Q8Matrix};
 use crate::config::{Activation, Config};
 use crate::error::{Error, Result};
 use crate::weights::{self, Gpt2Weights, TensorRef};
-use candle_core::{Device, Tensor, D};
+use candle_core::{Device, Tensor};
+
+/// How the CPU backend stores the weight matrices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CpuDtype {
+    /// 32-bit floats: exact, 4 bytes per weight.
+    F32,
+    /// q8_0: 8-bit values in blocks of 32 with an f32 scale each, ~1.1 bytes per weight.
+    #[default]
+    Q8,
+}
+
+impl CpuDtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuDtype::F32 => "f32",
+            CpuDtype::Q8 => "q8",
+        }
+    }
+}
+
+impl std::str::FromStr for CpuDtype {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "f32" => Ok(CpuDtype::F32),
+            "q8" | "q8_0" | "int8" => Ok(CpuDtype::Q8),
+            other => Err(Error::param(
+                "dtype",
+                format!("\"{other}\"; expected f32 or q8"),
+            )),
+        }
+    }
+}
+
+/// A weight matrix (out, in) in one of the formats.
+enum Matrix {
+    /// (out, in): Conv1D's (in, out) transposed, so each output is one contiguous row.
+    F32(Tensor),
+    Q8(Q8Matrix),
+}
+
+impl Matrix {
+    /// From transformers' (in, out) layout (`conv1d`) or an (out, in) one (the embedding).
+    fn new(t: &TensorRef, dtype: CpuDtype, conv1d: bool) -> Result<Matrix> {
+        let v = t.to_f32();
+        let [a, b] = t.shape;
+        Ok(match (dtype, conv1d) {
+            (CpuDtype::F32, false) => Matrix::F32(Tensor::from_vec(v, (a, b), &Device::Cpu)?),
+            (CpuDtype::F32, true) => Matrix::F32(
+                Tensor::from_vec(v, (a, b), &Device::Cpu)?
+                    .t()?
+                    .contiguous()?,
+            ),
+            (CpuDtype::Q8, false) => Matrix::Q8(Q8Matrix::quantize(&v, a, b, b, 1)),
+            (CpuDtype::Q8, true) => Matrix::Q8(Q8Matrix::quantize(&v, b, a, 1, b)),
+        })
+    }
+
+    /// Bytes one pass over the matrix reads.
+    fn bytes(&self) -> usize {
+        match self {
+            Matrix::F32(t) => t.elem_count() * 4,
+            Matrix::Q8(m) => m.bytes(),
+        }
+    }
+
+    /// y (t, out) = x (t, in) · Wᵀ (+ b). One row of f32 takes the GEMV, which streams each
+    /// weight row once; more rows take candle's matmul (the prompt only, which may allocate).
+    fn forward(&self, x: &[f32], b: Option<&[f32]>, act: &mut Q8Act, y: &mut [f32]) -> Result<()> {
+        match self {
+            Matrix::Q8(m) => {
+                act.quantize(x, m.cols());
+                m.matmul(act, b, y);
+            }
+            Matrix::F32(w) => {
+                let (n_out, n_in) = w.dims2()?;
+                let t = x.len() / n_in;
+                if t == 1 {
+                    with_f32(w, |w| gemv(x, w, b, y))?;
+                } else {
+                    let xt = Tensor::from_slice(x, (t, n_in), &Device::Cpu)?;
+                    let out = xt.matmul(&w.t()?)?;
+                    with_f32(&out, |o| y[..t * n_out].copy_from_slice(o))?;
+                    if let Some(b) = b {
+                        for row in y[..t * n_out].chunks_exact_mut(n_out) {
+                            row.iter_mut().zip(b).for_each(|(y, b)| *y += b);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Row `r` as f32 (the embedding lookup).
+    fn row(&self, r: usize, out: &mut [f32]) -> Result<()> {
+        match self {
+            Matrix::Q8(m) => m.dequantize_row(r, out),
+            Matrix::F32(w) => {
+                let n = out.len();
+                with_f32(w, |w| out.copy_from_slice(&w[r * n..(r + 1) * n]))?;
+            }
+        }
+        Ok(())
+    }
+}
 
 struct LayerNorm {
-    weight: Tensor, // (C,)
-    bias: Tensor,   // (C,)
+    weight: Vec<f32>,
+    bias: Vec<f32>,
 }
 
 struct Linear {
-    weight: Tensor, // (out, in): Conv1D's (in, out) transposed, so each output is one contiguous row
-    bias: Tensor,   // (out,)
+    weight: Matrix,
+    bias: Vec<f32>,
 }
 
 struct Block {
@@ -28,69 +137,82 @@ struct Block {
     mlp_c_proj: Linear, // (H, C)
 }
 
-/// The CPU backend: f32 weights as candle tensors and a preallocated KV cache.
+/// Working buffers, grown to the longest batch seen and then reused.
+#[derive(Default)]
+struct Scratch {
+    x: Vec<f32>,   // (T, C) the residual stream
+    h: Vec<f32>,   // (T, C) a LayerNorm's output
+    qkv: Vec<f32>, // (T, 3C)
+    a: Vec<f32>,   // (T, C) attention output, then a projection's
+    m: Vec<f32>,   // (T, H)
+    act: Q8Act,
+}
+
+fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    if v.len() < n {
+        v.resize(n, 0.0);
+    }
+    &mut v[..n]
+}
+
+/// The CPU backend: the weights in the chosen format and a preallocated KV cache.
 pub struct CpuBackend {
     config: Config,
-    wte: Tensor, // (V, C)
-    wpe: Tensor, // (n_ctx, C)
+    dtype: CpuDtype,
+    wte: Matrix,   // (V, C), also the tied lm_head
+    wpe: Vec<f32>, // (n_ctx, C)
     h: Vec<Block>,
     ln_f: LayerNorm,
     k_cache: Vec<Vec<f32>>, // n_layer × (n_ctx, C)
     v_cache: Vec<Vec<f32>>, // n_layer × (n_ctx, C)
     logits: Vec<f32>,       // (V,)
     scores: Vec<f32>,       // (n_ctx,) attention scratch
+    s: Scratch,
 }
 
-fn tensor(t: &TensorRef, one_d: bool) -> Result<Tensor> {
-    let shape: Vec<usize> = if one_d {
-        vec![t.shape[1]]
-    } else {
-        t.shape.to_vec()
-    };
-    Ok(Tensor::from_vec(t.to_f32(), shape, &Device::Cpu)?)
+fn layer_norm(w: &weights::LayerNorm) -> LayerNorm {
+    LayerNorm {
+        weight: w.weight.to_f32(),
+        bias: w.bias.to_f32(),
+    }
 }
 
-fn layer_norm(w: &weights::LayerNorm) -> Result<LayerNorm> {
-    Ok(LayerNorm {
-        weight: tensor(&w.weight, true)?,
-        bias: tensor(&w.bias, true)?,
-    })
-}
-
-fn linear(w: &weights::Linear) -> Result<Linear> {
+fn linear(w: &weights::Linear, dtype: CpuDtype) -> Result<Linear> {
     Ok(Linear {
-        weight: tensor(&w.weight, false)?.t()?.contiguous()?,
-        bias: tensor(&w.bias, true)?,
+        weight: Matrix::new(&w.weight, dtype, true)?,
+        bias: w.bias.to_f32(),
     })
 }
 
 impl CpuBackend {
-    /// Converts checked weights to f32 tensors and allocates the KV cache.
-    pub fn new(config: &Config, w: &Gpt2Weights) -> Result<Self> {
+    /// Converts checked weights to `dtype` and allocates the KV cache.
+    pub fn new(config: &Config, w: &Gpt2Weights, dtype: CpuDtype) -> Result<Self> {
         let h =
             w.h.iter()
                 .map(|b| {
                     Ok(Block {
-                        ln_1: layer_norm(&b.ln_1)?,
-                        c_attn: linear(&b.c_attn)?,
-                        attn_c_proj: linear(&b.attn_c_proj)?,
-                        ln_2: layer_norm(&b.ln_2)?,
-                        c_fc: linear(&b.c_fc)?,
-                        mlp_c_proj: linear(&b.mlp_c_proj)?,
+                        ln_1: layer_norm(&b.ln_1),
+                        c_attn: linear(&b.c_attn, dtype)?,
+                        attn_c_proj: linear(&b.attn_c_proj, dtype)?,
+                        ln_2: layer_norm(&b.ln_2),
+                        c_fc: linear(&b.c_fc, dtype)?,
+                        mlp_c_proj: linear(&b.mlp_c_proj, dtype)?,
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
         let cache = config.n_positions * config.n_embd;
         Ok(CpuBackend {
             config: config.clone(),
-            wte: tensor(&w.wte, false)?,
-            wpe: tensor(&w.wpe, false)?,
+            dtype,
+            wte: Matrix::new(&w.wte, dtype, false)?,
+            wpe: w.wpe.to_f32(),
             h,
-            ln_f: layer_norm(&w.ln_f)?,
+            ln_f: layer_norm(&w.ln_f),
             k_cache: (0..config.n_layer).map(|_| vec![0.0; cache]).collect(),
             v_cache: (0..config.n_layer).map(|_| vec![0.0; cache]).collect(),
             logits: vec![0.0; config.vocab_size],
             scores: vec![0.0; config.n_positions],
+            s: Scratch::default(),
         })
     }
 
@@ -98,45 +220,81 @@ impl CpuBackend {
         &self.config
     }
 
-    /// f32 weights: 4 bytes each.
+    pub fn dtype(&self) -> CpuDtype {
+        self.dtype
+    }
+
+    /// Weight bytes one decode step reads: every matrix once (the lm_head is `wte`), plus the
+    /// f32 biases and LayerNorm parameters.
     pub fn decode_weight_bytes(&self) -> f64 {
-        Gpt2Weights::decode_bytes(&self.config, 4.0)
+        let small = |l: &LayerNorm| 4 * (l.weight.len() + l.bias.len());
+        let lin = |l: &Linear| l.weight.bytes() + 4 * l.bias.len();
+        let blocks: usize = self
+            .h
+            .iter()
+            .map(|b| {
+                small(&b.ln_1)
+                    + small(&b.ln_2)
+                    + lin(&b.c_attn)
+                    + lin(&b.attn_c_proj)
+                    + lin(&b.c_fc)
+                    + lin(&b.mlp_c_proj)
+            })
+            .sum();
+        (blocks + self.wte.bytes() + small(&self.ln_f)) as f64
     }
 
     /// Logits of the last of `ids` at positions `pos..` (checked by the caller).
     pub fn forward(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
-        let t = ids.len();
-        let dev = Device::Cpu;
-        let idx = Tensor::from_slice(ids, t, &dev)?;
-        let mut x = self
-            .wte
-            .index_select(&idx, 0)?
-            .add(&self.wpe.narrow(0, pos, t)?)?; // (T, C)
+        let (t, c) = (ids.len(), self.config.n_embd);
+        let hid = self.config.n_inner;
+        let eps = self.config.layer_norm_epsilon;
+        let mut s = std::mem::take(&mut self.s);
+        let x = grow(&mut s.x, t * c);
+        for (i, (&id, row)) in ids.iter().zip(x.chunks_exact_mut(c)).enumerate() {
+            self.wte.row(id as usize, row)?;
+            let p = &self.wpe[(pos + i) * c..][..c];
+            row.iter_mut().zip(p).for_each(|(x, p)| *x += p);
+        }
         for layer in 0..self.h.len() {
             let b = &self.h[layer];
-            let qkv = linear_forward(&layer_norm_forward(&x, &b.ln_1, &self.config)?, &b.c_attn)?; // (T, 3C)
-            let a = self.attention(layer, &qkv, pos)?; // (T, C)
+            let h = grow(&mut s.h, t * c);
+            layer_norm_forward(x, &b.ln_1, eps, h);
+            let qkv = grow(&mut s.qkv, t * 3 * c);
+            b.c_attn
+                .weight
+                .forward(h, Some(&b.c_attn.bias), &mut s.act, qkv)?;
+            let a = grow(&mut s.a, t * c);
+            self.attention(layer, qkv, pos, a);
             let b = &self.h[layer];
-            x = x.add(&linear_forward(&a, &b.attn_c_proj)?)?;
-            let m = linear_forward(&layer_norm_forward(&x, &b.ln_2, &self.config)?, &b.c_fc)?; // (T, H)
-            let m = match self.config.activation {
-                Activation::GeluTanh => m.gelu()?,
-                Activation::GeluErf => m.gelu_erf()?,
-            };
-            x = x.add(&linear_forward(&m, &b.mlp_c_proj)?)?;
+            let h = grow(&mut s.h, t * c);
+            b.attn_c_proj
+                .weight
+                .forward(a, Some(&b.attn_c_proj.bias), &mut s.act, h)?;
+            x.iter_mut().zip(h.iter()).for_each(|(x, h)| *x += h);
+            layer_norm_forward(x, &b.ln_2, eps, h);
+            let m = grow(&mut s.m, t * hid);
+            b.c_fc
+                .weight
+                .forward(h, Some(&b.c_fc.bias), &mut s.act, m)?;
+            gelu(m, self.config.activation);
+            b.mlp_c_proj
+                .weight
+                .forward(m, Some(&b.mlp_c_proj.bias), &mut s.act, h)?;
+            x.iter_mut().zip(h.iter()).for_each(|(x, h)| *x += h);
         }
-        let last = layer_norm_forward(&x.narrow(0, t - 1, 1)?, &self.ln_f, &self.config)?; // (1, C)
-        let x = last.flatten_all()?.to_vec1::<f32>()?; // (C,)
-        let logits = &mut self.logits;
-        with_f32(&self.wte, |wte| gemv(&x, wte, None, logits))?;
+        let h = grow(&mut s.h, c);
+        layer_norm_forward(&x[(t - 1) * c..t * c], &self.ln_f, eps, h);
+        let result = self.wte.forward(h, None, &mut s.act, &mut self.logits);
+        self.s = s;
+        result?;
         Ok(&self.logits)
     }
 
     /// Causal self-attention of the T new positions over the cache, writing their k and v first.
-    fn attention(&mut self, layer: usize, qkv: &Tensor, pos: usize) -> Result<Tensor> {
+    fn attention(&mut self, layer: usize, qkv: &[f32], pos: usize, out: &mut [f32]) {
         let c = self.config.n_embd;
         let (nh, hs) = (self.config.n_head, self.config.head_size());
-        let qkv = qkv.flatten_all()?.to_vec1::<f32>()?; // (T, 3C)
         let t = qkv.len() / (3 * c);
         let (kc, vc) = (&mut self.k_cache[layer], &mut self.v_cache[layer]);
         for i in 0..t {
@@ -152,7 +310,7 @@ impl CpuBackend {
         if self.config.scale_attn_by_inverse_layer_idx {
             scale /= (layer + 1) as f32;
         }
-        let mut out = vec![0.0f32; t * c];
+        out.fill(0.0);
         let scores = &mut self.scores;
         for i in 0..t {
             let n = pos + i + 1; // positions this query sees
@@ -179,7 +337,6 @@ impl CpuBackend {
                 }
             }
         }
-        Ok(Tensor::from_vec(out, (t, c), &Device::Cpu)?)
     }
 }
 
@@ -201,30 +358,29 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-fn layer_norm_forward(x: &Tensor, ln: &LayerNorm, config: &Config) -> Result<Tensor> {
-    let mean = x.mean_keepdim(D::Minus1)?;
-    let xc = x.broadcast_sub(&mean)?;
-    let var = xc.sqr()?.mean_keepdim(D::Minus1)?;
-    let xn = xc.broadcast_div(&(var + config.layer_norm_epsilon as f64)?.sqrt()?)?;
-    Ok(xn.broadcast_mul(&ln.weight)?.broadcast_add(&ln.bias)?)
+/// Each row of `x` normalised (biased variance, as torch) into `y`.
+fn layer_norm_forward(x: &[f32], ln: &LayerNorm, eps: f32, y: &mut [f32]) {
+    let c = ln.weight.len();
+    for (xr, yr) in x.chunks_exact(c).zip(y.chunks_exact_mut(c)) {
+        let mean = xr.iter().sum::<f32>() / c as f32;
+        let var = xr.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / c as f32;
+        let inv = 1.0 / (var + eps).sqrt();
+        for (((y, x), w), b) in yr.iter_mut().zip(xr).zip(&ln.weight).zip(&ln.bias) {
+            *y = (x - mean) * inv * w + b;
+        }
+    }
 }
 
-/// y = x @ Wᵀ + b with W stored (out, in). One row (a decode step) takes the GEMV below, which
-/// streams each weight row once; more rows take candle's matmul.
-fn linear_forward(x: &Tensor, l: &Linear) -> Result<Tensor> {
-    let (t, _) = x.dims2()?;
-    let (n_out, _) = l.weight.dims2()?;
-    if t == 1 {
-        let x = x.flatten_all()?.to_vec1::<f32>()?;
-        let mut y = vec![0.0f32; n_out];
-        with_f32(&l.bias, |b| {
-            with_f32(&l.weight, |w| gemv(&x, w, Some(b), &mut y))
-        })??;
-        return Ok(Tensor::from_vec(y, (1, n_out), &Device::Cpu)?);
+fn gelu(x: &mut [f32], activation: Activation) {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    match activation {
+        Activation::GeluTanh => x.iter_mut().for_each(|v| {
+            *v = 0.5 * *v * (1.0 + (SQRT_2_OVER_PI * *v * (1.0 + 0.044715 * *v * *v)).tanh())
+        }),
+        Activation::GeluErf => x.iter_mut().for_each(|v| {
+            *v = 0.5 * *v * (1.0 + candle_core::cpu::erf::erf_f32(*v / std::f32::consts::SQRT_2))
+        }),
     }
-    x.matmul(&l.weight.t()?)?
-        .broadcast_add(&l.bias)
-        .map_err(Error::from)
 }
 
 /// y[j] = dot(x, w[j]) (+ b[j]) for the rows of w (out, in).

@@ -8,6 +8,7 @@
 
 pub mod cpu;
 pub mod gpu;
+pub mod q8;
 
 use crate::config::Config;
 use crate::error::{Error, Result};

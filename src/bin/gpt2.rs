@@ -3,20 +3,22 @@
 //! Bad arguments exit with status 2 and one line on stderr; runtime errors with status 1.
 
 use gpt2_web::{
-    generate, BackendChoice, GenerateParams, GenerationResult, Model, SamplingParams, TokenEvent,
+    generate, BackendChoice, CpuDtype, GenerateParams, GenerationResult, Model, SamplingParams,
+    TokenEvent,
 };
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: gpt2 <generate|logits|tokenize|bench> --model DIR [options]
+const USAGE: &str = "usage: gpt2 <generate|logits|tokenize|bench|eval> --model DIR [options]
   generate --model DIR (--prompt TEXT | --prompt-file PATH) [--max-tokens N] [--temperature T]
            [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S] [--stop TEXT]...
-           [--backend auto|cpu|gpu] [--json]
-  logits   --model DIR (--prompt TEXT | --prompt-file PATH) [--backend auto|cpu|gpu]
+           [--backend auto|cpu|gpu] [--dtype q8|f32] [--json]
+  logits   --model DIR (--prompt TEXT | --prompt-file PATH) [--backend auto|cpu|gpu] [--dtype q8|f32]
   tokenize --model DIR (--text TEXT | --text-file PATH)
-  bench    --model DIR [--backend auto|cpu|gpu] [--lengths 10,40,80,160] [--prompt-tokens N] [--json]";
+  bench    --model DIR [--backend auto|cpu|gpu] [--dtype q8|f32] [--lengths 10,40,80,160] [--prompt-tokens N] [--json]
+  eval     --model DIR (--text TEXT | --text-file PATH | --ids-file JSON) [--window N] [--backend ..] [--dtype ..]";
 
 /// An error worth one line: usage errors exit 2, the rest 1.
 struct Fail(u8, String);
@@ -99,6 +101,13 @@ impl Args {
             .ok_or_else(|| usage("--model DIR is required"))
     }
 
+    fn dtype(&self) -> CliResult<CpuDtype> {
+        match self.get("--dtype") {
+            None => Ok(CpuDtype::default()),
+            Some(v) => v.parse().map_err(|e: gpt2_web::Error| usage(e.to_string())),
+        }
+    }
+
     fn backend(&self) -> CliResult<BackendChoice> {
         self.get("--backend")
             .unwrap_or("auto")
@@ -132,7 +141,11 @@ fn emit(line: impl std::fmt::Display) -> CliResult<()> {
 }
 
 fn load(args: &Args) -> CliResult<Model> {
-    Ok(Model::load_dir(&args.model()?, args.backend()?)?)
+    Ok(Model::load_dir(
+        &args.model()?,
+        args.backend()?,
+        args.dtype()?,
+    )?)
 }
 
 fn cmd_generate(argv: &[String]) -> CliResult<()> {
@@ -151,6 +164,7 @@ fn cmd_generate(argv: &[String]) -> CliResult<()> {
             "--seed",
             "--stop",
             "--backend",
+            "--dtype",
         ],
         &["--json"],
     )?;
@@ -229,7 +243,13 @@ fn result_json(r: &GenerationResult) -> Value {
 fn cmd_logits(argv: &[String]) -> CliResult<()> {
     let args = Args::parse(
         argv,
-        &["--model", "--prompt", "--prompt-file", "--backend"],
+        &[
+            "--model",
+            "--prompt",
+            "--prompt-file",
+            "--backend",
+            "--dtype",
+        ],
         &[],
     )?;
     let prompt = args.text("--prompt")?;
@@ -244,6 +264,68 @@ fn cmd_logits(argv: &[String]) -> CliResult<()> {
     let logits = pollster::block_on(model.backend.forward(&ids, 0))?;
     emit(json!({"ids": ids, "logits": logits}))?;
     Ok(())
+}
+
+/// Held-out loss: the mean negative log-likelihood (nats) of every token given the ones before it
+/// in its window, over consecutive non-overlapping windows of `--window` tokens (default: the
+/// context), as transformers computes a model's loss on those windows. One forward per token, so
+/// it runs the same decode path as generation.
+fn cmd_eval(argv: &[String]) -> CliResult<()> {
+    let args = Args::parse(
+        argv,
+        &[
+            "--model",
+            "--text",
+            "--text-file",
+            "--ids-file",
+            "--window",
+            "--backend",
+            "--dtype",
+        ],
+        &[],
+    )?;
+    let mut model = load(&args)?;
+    let ids: Vec<u32> = match args.get("--ids-file") {
+        Some(p) => {
+            let bytes = std::fs::read(p).map_err(|e| usage(format!("--ids-file {p}: {e}")))?;
+            serde_json::from_slice(&bytes).map_err(|e| {
+                usage(format!(
+                    "--ids-file {p}: not a JSON list of token ids ({e})"
+                ))
+            })?
+        }
+        None => model.tokenizer.encode(&args.text("--text")?)?,
+    };
+    let window = args.num("--window", model.config.n_positions)?;
+    if window < 2 || window > model.config.n_positions {
+        return Err(usage(format!(
+            "--window must be from 2 to the context, {}",
+            model.config.n_positions
+        )));
+    }
+    model.check_prompt(&ids[..ids.len().min(window)])?;
+    let windows = ids.len() / window;
+    if windows == 0 {
+        return Err(usage(format!(
+            "the text has {} tokens, less than one window of {window}",
+            ids.len()
+        )));
+    }
+    let (mut nll, mut n) = (0f64, 0usize);
+    for w in ids.chunks_exact(window) {
+        model.check_prompt(w)?;
+        for (pos, pair) in w.windows(2).enumerate() {
+            let logits = pollster::block_on(model.backend.forward(&pair[..1], pos))?;
+            let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            let sum: f64 = logits.iter().map(|&v| ((v - max) as f64).exp()).sum();
+            nll += sum.ln() - (logits[pair[1] as usize] - max) as f64;
+            n += 1;
+        }
+    }
+    let loss = nll / n as f64;
+    emit(
+        json!({"windows": windows, "window": window, "predictions": n, "loss": loss, "perplexity": loss.exp()}),
+    )
 }
 
 fn cmd_tokenize(argv: &[String]) -> CliResult<()> {
@@ -264,6 +346,7 @@ fn main() -> ExitCode {
         Some("logits") => cmd_logits(&argv[1..]),
         Some("tokenize") => cmd_tokenize(&argv[1..]),
         Some("bench") => cmd_bench(&argv[1..]),
+        Some("eval") => cmd_eval(&argv[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())
@@ -285,7 +368,13 @@ fn main() -> ExitCode {
 fn cmd_bench(argv: &[String]) -> CliResult<()> {
     let args = Args::parse(
         argv,
-        &["--model", "--backend", "--lengths", "--prompt-tokens"],
+        &[
+            "--model",
+            "--backend",
+            "--dtype",
+            "--lengths",
+            "--prompt-tokens",
+        ],
         &["--json"],
     )?;
     let lengths: Vec<usize> = args

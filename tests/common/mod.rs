@@ -1,7 +1,9 @@
 //! Shared helpers for the integration tests: paths, fixtures, model loading.
 #![allow(dead_code)]
 
-use gpt2_web::{generate, BackendChoice, GenerateParams, GenerationResult, Model, TokenEvent};
+use gpt2_web::{
+    generate, BackendChoice, CpuDtype, GenerateParams, GenerationResult, Model, TokenEvent,
+};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -53,7 +55,8 @@ pub fn read_f32(path: &Path) -> Vec<f32> {
 }
 
 pub fn load(dir: &str) -> Model {
-    Model::load_dir(&root().join(dir), BackendChoice::Cpu).unwrap_or_else(|e| panic!("{dir}: {e}"))
+    Model::load_dir(&root().join(dir), BackendChoice::Cpu, CpuDtype::F32)
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
 }
 
 /// Asserts |a - b| <= atol + rtol·|ref| elementwise, reporting the worst element.

@@ -153,9 +153,10 @@ export function cliPath() {
 }
 
 /** The CLI's greedy generation on the CPU: { text, tokens, stop_reason, metrics }. */
-export function nativeGenerate(prompt, maxTokens) {
+export function nativeGenerate(prompt, maxTokens, dtype = 'q8') {
   const out = execFileSync(cliPath(), [
     'generate', '--model', MODEL_DIR, '--prompt', prompt, '--max-tokens', String(maxTokens), '--json', '--backend', 'cpu',
+    '--dtype', dtype,
   ], { cwd: ROOT, encoding: 'utf8' });
   const lines = out.trim().split('\n');
   return JSON.parse(lines[lines.length - 1]);

@@ -37,7 +37,7 @@ async function withBlank(browser, fn) {
 /** The demo page with ?backend= (and ?model= unless it is the default demo). */
 function pageUrl(backend) {
   const model = MODEL_URL === 'models/gpt2-shakespeare/' ? '' : `&model=${MODEL_URL}`;
-  return `${server.origin}/?backend=${backend}${model}`;
+  return `${server.origin}/?backend=${backend}&dtype=f32${model}`;
 }
 
 async function pageLoaded(page) {
@@ -55,7 +55,7 @@ async function pageLoaded(page) {
 async function loadAndGenerate(page, backend, maxTokens) {
   return page.evaluate(async ({ folder, backend, prompt, maxTokens }) => {
     const { Gpt2 } = await import('/gpt2.js');
-    const model = await Gpt2.load({ model: folder, backend });
+    const model = await Gpt2.load({ model: folder, backend, dtype: 'f32' });
     const loaded = { backend: model.backend, adapter: model.adapter, gpuUnavailable: model.gpuUnavailable };
     const result = maxTokens > 0 ? await model.generate(prompt, { maxTokens, temperature: 0 }) : null;
     model.dispose();
@@ -64,7 +64,7 @@ async function loadAndGenerate(page, backend, maxTokens) {
 }
 
 test('backend webgpu on SwiftShader: model.backend is webgpu and greedy text equals the CPU', T, async () => {
-  const native = nativeGenerate(PROMPT, N);
+  const native = nativeGenerate(PROMPT, N, 'f32');
   await withBlank(gpuBrowser, async (page) => {
     const got = await loadAndGenerate(page, 'webgpu', N);
     assert.equal(got.backend, 'webgpu');
@@ -82,7 +82,7 @@ test('backend webgpu on SwiftShader: model.backend is webgpu and greedy text equ
 });
 
 test('without an adapter: auto falls back to the CPU, backend webgpu rejects with a sentence', T, async () => {
-  const native = nativeGenerate(PROMPT, 8);
+  const native = nativeGenerate(PROMPT, 8, 'f32');
   await withBlank(plainBrowser, async (page) => {
     const auto = await loadAndGenerate(page, 'auto', 8);
     assert.equal(auto.backend, 'cpu');
@@ -116,7 +116,7 @@ test('without an adapter: auto falls back to the CPU, backend webgpu rejects wit
 });
 
 test('the GPU device lost mid-generation: the page continues on the CPU, same greedy tokens, and says so', T, async () => {
-  const native = nativeGenerate(PROMPT, N);
+  const native = nativeGenerate(PROMPT, N, 'f32');
   await withPage(gpuBrowser, pageUrl('webgpu'), async (page) => {
     const loaded = await pageLoaded(page);
     assert.equal(loaded.state, 'ready', loaded.error);

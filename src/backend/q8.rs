@@ -1,0 +1,492 @@
+//! 8-bit weights for the CPU backend, in blocks of 32 values with one f32 scale each (ggml's
+//! q8_0 layout), quantized at load time, against activations quantized the same way once per
+//! linear layer. A product is the integer dot of each block times the two scales, summed over the
+//! blocks, so each block keeps its own range and one outlier spoils only its 32 neighbours.
+//!
+//! Weights are rounded to -63..=63 (scale `max|w| / 63`) and stored offset by +64, as bytes
+//! 1..=127: the form the fastest int8 dot products want, one operand unsigned and 7-bit
+//! (`i32x4.relaxed_dot_i8x16_i7x16_add_s` in wasm, `vpmaddubsw` on x86). Activations keep the
+//! full -127..=127 (scale `max|x| / 127`); the offset comes back out as 64 × the activation
+//! block's sum, once per block for all rows.
+//!
+//! Layout: output rows come in groups of four and the four rows' blocks are interleaved,
+//! `[group][block][row 0..4][32]`, so a kernel streams one contiguous run of bytes while it
+//! computes four outputs, and each activation block it loads serves four rows. The group's
+//! scales sit the same way, `[group][block][4]`, so the four scales of a block are one load.
+//! Rows are padded to a multiple of 4 and columns to a multiple of 32 with zeros.
+//!
+//! Kernels: wasm relaxed SIMD (when built with `+relaxed-simd`), wasm simd128
+//! (`i32x4.dot_i16x8_s` over widened bytes), x86-64 AVX2 (chosen at run time), and a portable
+//! one that is also the tests' reference. None of them allocates.
+
+/// Values per block.
+pub const QK: usize = 32;
+/// Output rows per group.
+const RG: usize = 4;
+/// The weights' offset: stored byte = rounded weight + 64.
+const OFFSET: i32 = 64;
+
+/// A weight matrix (out, in) in the interleaved q8_0 layout above.
+pub struct Q8Matrix {
+    rows: usize,
+    cols: usize,
+    blocks: usize, // per row: cols / QK rounded up
+    qs: Vec<i8>,
+    scales: Vec<f32>,
+}
+
+impl Q8Matrix {
+    /// Quantizes `w` whose element (row r, column c) is `w[r * row_stride + c * col_stride]`:
+    /// `(rows, cols, cols, 1)` for a row-major (out, in) matrix, `(rows, cols, 1, rows)` for
+    /// transformers' Conv1D (in, out) weight.
+    pub fn quantize(
+        w: &[f32],
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+        col_stride: usize,
+    ) -> Q8Matrix {
+        let blocks = cols.div_ceil(QK);
+        let groups = rows.div_ceil(RG);
+        let mut qs = crate::mem::zeroed_huge::<i8>(groups * blocks * RG * QK);
+        let mut scales = vec![0f32; groups * blocks * RG];
+        let mut vals = [0f32; QK];
+        for b in 0..blocks {
+            let c0 = b * QK;
+            let n = QK.min(cols - c0);
+            for r in 0..rows {
+                let (g, lane) = (r / RG, r % RG);
+                for (i, v) in vals.iter_mut().enumerate() {
+                    *v = if i < n {
+                        w[r * row_stride + (c0 + i) * col_stride]
+                    } else {
+                        0.0
+                    };
+                }
+                let at = (g * blocks + b) * RG + lane;
+                let q = &mut qs[at * QK..][..QK];
+                scales[at] = quantize_block(&vals, 63.0, q);
+                q.iter_mut().for_each(|q| *q += OFFSET as i8);
+            }
+        }
+        Q8Matrix {
+            rows,
+            cols,
+            blocks,
+            qs,
+            scales,
+        }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Bytes a full pass over the matrix reads: one per weight plus the scales.
+    pub fn bytes(&self) -> usize {
+        self.qs.len() + 4 * self.scales.len()
+    }
+
+    /// Row `r` dequantized into `out` (cols), e.g. an embedding lookup.
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let (g, lane) = (r / RG, r % RG);
+        for (b, chunk) in out[..self.cols].chunks_mut(QK).enumerate() {
+            let at = (g * self.blocks + b) * RG + lane;
+            let s = self.scales[at];
+            for (o, &q) in chunk.iter_mut().zip(&self.qs[at * QK..]) {
+                *o = (q as i32 - OFFSET) as f32 * s;
+            }
+        }
+    }
+
+    /// y (t, rows) = x (t, cols) · Wᵀ (+ bias), with the rows of `x` quantized in `act`. With the
+    /// `threads` feature and a pool of more than one thread, a decode step (t = 1) splits the
+    /// output rows between the threads and a prompt splits its rows.
+    pub fn matmul(&self, act: &Q8Act, bias: Option<&[f32]>, y: &mut [f32]) {
+        assert_eq!(
+            act.blocks, self.blocks,
+            "activation and weight widths differ"
+        );
+        let (t, n, groups) = (act.rows, self.rows, self.rows.div_ceil(RG));
+        let y = &mut y[..t * n];
+        #[cfg(feature = "threads")]
+        {
+            use rayon::prelude::*;
+            let threads = rayon::current_num_threads();
+            if threads > 1 && t == 1 {
+                let per = groups.div_ceil(4 * threads); // a few chunks per thread for balance
+                y.par_chunks_mut(per * RG).enumerate().for_each(|(c, y)| {
+                    let g0 = c * per;
+                    self.part(act, bias, 0..1, g0..(g0 + per).min(groups), y);
+                });
+                return;
+            }
+            if threads > 1 {
+                let per = t.div_ceil(threads);
+                y.par_chunks_mut(per * n).enumerate().for_each(|(c, y)| {
+                    let i0 = c * per;
+                    self.part(act, bias, i0..(i0 + per).min(t), 0..groups, y);
+                });
+                return;
+            }
+        }
+        self.part(act, bias, 0..t, 0..groups, y);
+    }
+
+    /// The outputs of activation rows `is` and row groups `gs` into `y`, whose element
+    /// (i, r) is `y[(i - is.start) * self.rows + r - gs.start * RG]`: the whole product's layout
+    /// from its first element on.
+    fn part(
+        &self,
+        act: &Q8Act,
+        bias: Option<&[f32]>,
+        is: std::ops::Range<usize>,
+        gs: std::ops::Range<usize>,
+        y: &mut [f32],
+    ) {
+        let kernel = Kernel::get();
+        let nb = self.blocks;
+        let mut out = [0f32; RG];
+        for g in gs.clone() {
+            let w = &self.qs[g * nb * RG * QK..][..nb * RG * QK];
+            let ws = &self.scales[g * nb * RG..][..nb * RG];
+            let r0 = g * RG;
+            let n = RG.min(self.rows - r0);
+            for i in is.clone() {
+                let x = &act.qs[i * nb * QK..][..nb * QK];
+                let xs = &act.scales[i * nb..][..nb];
+                let xo = &act.offsets[i * nb..][..nb];
+                kernel.dot4(w, ws, x, xs, xo, &mut out);
+                let at = (i - is.start) * self.rows + r0 - gs.start * RG;
+                for (l, yv) in y[at..at + n].iter_mut().enumerate() {
+                    *yv = out[l] + bias.map_or(0.0, |b| b[r0 + l]);
+                }
+            }
+        }
+    }
+}
+
+/// Rounds 32 values to -levels..=levels with one scale; returns the scale.
+fn quantize_block(v: &[f32; QK], levels: f32, q: &mut [i8]) -> f32 {
+    let amax = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let scale = amax / levels;
+    let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+    for (q, x) in q.iter_mut().zip(v) {
+        *q = (x * inv).round_ties_even() as i8;
+    }
+    scale
+}
+
+/// Quantized activations: `rows` rows of `blocks` blocks, reused between calls (it only grows).
+#[derive(Default)]
+pub struct Q8Act {
+    rows: usize,
+    blocks: usize,
+    qs: Vec<i8>,
+    scales: Vec<f32>,
+    /// Per block: OFFSET × the sum of its values, the part of a dot that the weights' offset adds.
+    offsets: Vec<i32>,
+}
+
+impl Q8Act {
+    /// Quantizes `x` (rows, cols) in place of the previous contents.
+    pub fn quantize(&mut self, x: &[f32], cols: usize) {
+        let rows = x.len() / cols;
+        let blocks = cols.div_ceil(QK);
+        (self.rows, self.blocks) = (rows, blocks);
+        if self.qs.len() < rows * blocks * QK {
+            self.qs.resize(rows * blocks * QK, 0);
+            self.scales.resize(rows * blocks, 0.0);
+            self.offsets.resize(rows * blocks, 0);
+        }
+        let mut vals = [0f32; QK];
+        for (i, row) in x.chunks_exact(cols).enumerate() {
+            for b in 0..blocks {
+                let part = &row[b * QK..(b * QK + QK).min(cols)];
+                vals[..part.len()].copy_from_slice(part);
+                vals[part.len()..].fill(0.0);
+                let at = i * blocks + b;
+                let q = &mut self.qs[at * QK..][..QK];
+                self.scales[at] = quantize_block(&vals, 127.0, q);
+                self.offsets[at] = OFFSET * q.iter().map(|&v| v as i32).sum::<i32>();
+            }
+        }
+    }
+}
+
+/// The dot-product kernel in use: four interleaved weight rows against one activation row.
+#[derive(Clone, Copy)]
+enum Kernel {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    Simd128,
+}
+
+impl Kernel {
+    fn get() -> Kernel {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        return Kernel::Simd128;
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Kernel::Avx2;
+        }
+        #[allow(unreachable_code)]
+        Kernel::Portable
+    }
+
+    /// out[l] = Σ_b ws[b][l] · xs[b] · (Σ_k w[b][l][k] · x[b][k] − xo[b]) for the four rows l
+    /// of a group, where w holds the offset weights and xo[b] = OFFSET · Σ_k x[b][k].
+    #[inline]
+    fn dot4(self, w: &[i8], ws: &[f32], x: &[i8], xs: &[f32], xo: &[i32], out: &mut [f32; RG]) {
+        let nb = xs.len();
+        assert!(w.len() == nb * RG * QK && ws.len() == nb * RG && x.len() == nb * QK);
+        assert!(xo.len() == nb);
+        match self {
+            Kernel::Portable => dot4_portable(w, ws, x, xs, xo, out),
+            // SAFETY: the lengths are checked above (one group of `nb` blocks, one activation row
+            // of `nb` blocks) and the CPU features were detected in `get`.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { avx2::dot4(w, ws, x, xs, xo, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Kernel::Simd128 => unsafe { simd128::dot4(w, ws, x, xs, xo, out) },
+        }
+    }
+}
+
+/// The reference: integer block dots, then the two scales, in f32.
+pub(crate) fn dot4_portable(
+    w: &[i8],
+    ws: &[f32],
+    x: &[i8],
+    xs: &[f32],
+    xo: &[i32],
+    out: &mut [f32; RG],
+) {
+    *out = [0.0; RG];
+    for (b, ((xb, &sx), &off)) in x.chunks_exact(QK).zip(xs).zip(xo).enumerate() {
+        for (l, o) in out.iter_mut().enumerate() {
+            let at = b * RG + l;
+            let wb = &w[at * QK..][..QK];
+            let d: i32 = wb.iter().zip(xb).map(|(&a, &c)| a as i32 * c as i32).sum();
+            *o += (d - off) as f32 * (ws[at] * sx);
+        }
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128 {
+    use super::{QK, RG};
+    use core::arch::wasm32::*;
+
+    /// Lane l of the result is the sum of the four lanes of `a[l]`.
+    #[inline(always)]
+    fn hsum4(a: [v128; 4]) -> v128 {
+        let t0 = i32x4_add(
+            i32x4_shuffle::<0, 4, 1, 5>(a[0], a[1]),
+            i32x4_shuffle::<2, 6, 3, 7>(a[0], a[1]),
+        );
+        let t1 = i32x4_add(
+            i32x4_shuffle::<0, 4, 1, 5>(a[2], a[3]),
+            i32x4_shuffle::<2, 6, 3, 7>(a[2], a[3]),
+        );
+        i32x4_add(
+            i32x4_shuffle::<0, 1, 4, 5>(t0, t1),
+            i32x4_shuffle::<2, 3, 6, 7>(t0, t1),
+        )
+    }
+
+    /// Σ over 32 bytes of w (unsigned 7-bit) · x (signed), as four partial sums.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    unsafe fn block_dot(wb: *const v128, x0: v128, x1: v128) -> v128 {
+        // SAFETY: the caller passes a pointer to 32 readable bytes.
+        unsafe {
+            let d = i32x4_relaxed_dot_i8x16_i7x16_add(x0, v128_load(wb), i32x4_splat(0));
+            i32x4_relaxed_dot_i8x16_i7x16_add(x1, v128_load(wb.add(1)), d)
+        }
+    }
+
+    /// Σ over 32 bytes of w (unsigned 7-bit) · x (signed), as four partial sums.
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    #[inline(always)]
+    unsafe fn block_dot(wb: *const v128, x0: v128, x1: v128) -> v128 {
+        // SAFETY: the caller passes a pointer to 32 readable bytes.
+        unsafe {
+            let (w0, w1) = (v128_load(wb), v128_load(wb.add(1)));
+            let p0 = i32x4_add(
+                i32x4_dot_i16x8(u16x8_extend_low_u8x16(w0), i16x8_extend_low_i8x16(x0)),
+                i32x4_dot_i16x8(u16x8_extend_high_u8x16(w0), i16x8_extend_high_i8x16(x0)),
+            );
+            let p1 = i32x4_add(
+                i32x4_dot_i16x8(u16x8_extend_low_u8x16(w1), i16x8_extend_low_i8x16(x1)),
+                i32x4_dot_i16x8(u16x8_extend_high_u8x16(w1), i16x8_extend_high_i8x16(x1)),
+            );
+            i32x4_add(p0, p1)
+        }
+    }
+
+    /// # Safety
+    /// `w` holds `xs.len()` blocks of four rows, `ws` their scales, `x` `xs.len()` blocks, `xo`
+    /// `xs.len()` offsets.
+    #[inline]
+    pub unsafe fn dot4(
+        w: &[i8],
+        ws: &[f32],
+        x: &[i8],
+        xs: &[f32],
+        xo: &[i32],
+        out: &mut [f32; RG],
+    ) {
+        let (wp, wsp, xp) = (w.as_ptr(), ws.as_ptr(), x.as_ptr());
+        let mut acc = f32x4_splat(0.0);
+        for (b, (&sx, &off)) in xs.iter().zip(xo).enumerate() {
+            // SAFETY (whole body): every offset stays inside the block b of the slices.
+            unsafe {
+                let xb = xp.add(b * QK) as *const v128;
+                let (x0, x1) = (v128_load(xb), v128_load(xb.add(1)));
+                let wb = wp.add(b * RG * QK) as *const v128;
+                let d = [
+                    block_dot(wb, x0, x1),
+                    block_dot(wb.add(2), x0, x1),
+                    block_dot(wb.add(4), x0, x1),
+                    block_dot(wb.add(6), x0, x1),
+                ];
+                let d = i32x4_sub(hsum4(d), i32x4_splat(off));
+                let s = f32x4_mul(v128_load(wsp.add(b * RG) as *const v128), f32x4_splat(sx));
+                acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(d), s));
+            }
+        }
+        // SAFETY: `out` is four f32, the size of a v128.
+        unsafe { v128_store(out.as_mut_ptr() as *mut v128, acc) };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{QK, RG};
+    use std::arch::x86_64::*;
+
+    /// # Safety
+    /// The CPU has AVX2 and FMA; `w` holds `xs.len()` blocks of four rows, `ws` their scales,
+    /// `x` `xs.len()` blocks, `xo` `xs.len()` offsets.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn dot4(
+        w: &[i8],
+        ws: &[f32],
+        x: &[i8],
+        xs: &[f32],
+        xo: &[i32],
+        out: &mut [f32; RG],
+    ) {
+        let (wp, wsp, xp) = (w.as_ptr(), ws.as_ptr(), x.as_ptr());
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); RG];
+        for (b, (&sx, &off)) in xs.iter().zip(xo).enumerate() {
+            // SAFETY (whole body): every offset stays inside the block b of the slices.
+            unsafe {
+                let xv = _mm256_loadu_si256(xp.add(b * QK) as *const __m256i);
+                let corr = _mm256_setr_epi32(off, 0, 0, 0, 0, 0, 0, 0);
+                for (l, acc) in acc.iter_mut().enumerate() {
+                    let wv = _mm256_loadu_si256(wp.add((b * RG + l) * QK) as *const __m256i);
+                    // unsigned 7-bit weights × signed activations, as vpmaddubsw wants them
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), ones);
+                    let d = _mm256_cvtepi32_ps(_mm256_sub_epi32(p, corr));
+                    let s = _mm256_set1_ps(*wsp.add(b * RG + l) * sx);
+                    *acc = _mm256_fmadd_ps(d, s, *acc);
+                }
+            }
+        }
+        for (o, a) in out.iter_mut().zip(acc) {
+            let h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+            let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            let h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+            *o = _mm_cvtss_f32(h);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2654435761).max(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s as f32 / u32::MAX as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// Every kernel against the f32 product, at sizes that are not multiples of 4 rows or
+    /// 32 columns, from both weight layouts.
+    #[test]
+    fn matmul_matches_f32_within_quantization_error() {
+        for &(rows, cols, t) in &[(7, 45, 3), (12, 96, 1), (5, 200, 4)] {
+            let w = data(rows * cols, 1);
+            let x = data(t * cols, 2);
+            let bias = data(rows, 3);
+            let wt: Vec<f32> = (0..cols * rows)
+                .map(|i| w[(i % rows) * cols + i / rows])
+                .collect();
+            let a = Q8Matrix::quantize(&w, rows, cols, cols, 1);
+            let b = Q8Matrix::quantize(&wt, rows, cols, 1, rows);
+            assert_eq!(a.qs, b.qs);
+            assert_eq!(a.scales, b.scales);
+            let mut act = Q8Act::default();
+            act.quantize(&x, cols);
+            let mut y = vec![0f32; t * rows];
+            a.matmul(&act, Some(&bias), &mut y);
+            for i in 0..t {
+                for r in 0..rows {
+                    let exact: f32 = (0..cols).map(|c| w[r * cols + c] * x[i * cols + c]).sum();
+                    let got = y[i * rows + r] - bias[r];
+                    let tol = 0.02 * (cols as f32).sqrt();
+                    assert!(
+                        (got - exact).abs() < tol,
+                        "{rows}x{cols} t={t} row {r}: {got} vs {exact}"
+                    );
+                }
+            }
+            // The kernel in use equals the portable reference up to f32 summation order.
+            let mut out = [0f32; RG];
+            let mut reference = [0f32; RG];
+            let nb = a.blocks;
+            for g in 0..rows.div_ceil(RG) {
+                let w = &a.qs[g * nb * RG * QK..][..nb * RG * QK];
+                let ws = &a.scales[g * nb * RG..][..nb * RG];
+                let (x, xs, xo) = (&act.qs[..nb * QK], &act.scales[..nb], &act.offsets[..nb]);
+                Kernel::get().dot4(w, ws, x, xs, xo, &mut out);
+                dot4_portable(w, ws, x, xs, xo, &mut reference);
+                for (o, r) in out.iter().zip(&reference) {
+                    assert!((o - r).abs() <= 1e-4 * r.abs().max(1.0), "{o} vs {r}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dequantized_rows_are_within_half_a_step() {
+        let (rows, cols) = (6, 70);
+        let w = data(rows * cols, 9);
+        let m = Q8Matrix::quantize(&w, rows, cols, cols, 1);
+        let mut row = vec![0f32; cols];
+        for r in 0..rows {
+            m.dequantize_row(r, &mut row);
+            for (c, v) in row.iter().enumerate() {
+                let step = 1.0 / 63.0;
+                assert!((v - w[r * cols + c]).abs() <= step * 0.5 + 1e-6);
+            }
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! Large buffers that one decode step streams through: the weights, and the bandwidth probe that
+//! gives their bound. On Linux they ask for 2 MiB pages (transparent huge pages are usually
+//! `madvise`-only), which takes TLB misses out of the stream: single-thread reads here go from
+//! ~11 to ~16 GB/s.
+
+/// `n` zeros, backed by huge pages where the OS grants them.
+pub fn zeroed_huge<T: Copy + Default>(n: usize) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    #[cfg(target_os = "linux")]
+    advise_huge(v.as_mut_ptr() as usize, n * std::mem::size_of::<T>());
+    v.resize(n, T::default()); // the first touch, after the advice
+    v
+}
+
+#[cfg(target_os = "linux")]
+fn advise_huge(addr: usize, len: usize) {
+    const HUGE: usize = 2 << 20;
+    let (start, end) = (addr.next_multiple_of(HUGE), (addr + len) / HUGE * HUGE);
+    if end > start {
+        // SAFETY: the range lies inside the allocation just made and only advises the kernel;
+        // a refusal (an old kernel, THP disabled) changes nothing.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}

@@ -1,0 +1,88 @@
+// The three wasm builds and the CPU weight formats, through the JS API: which build the worker
+// picks (relaxed SIMD in Chromium; the threaded one only on a cross-origin isolated page), that
+// every build and both dtypes give the native CLI's greedy tokens, and the option checks.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { launch, startServer, withPage, nativeGenerate, MODEL_URL, PROMPT } from './harness.mjs';
+
+const T = { timeout: 180_000 };
+const N = 24;
+let plain;
+let isolated;
+let browser;
+before(async () => {
+  plain = await startServer();
+  isolated = await startServer({ args: ['--isolated'] });
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+  await plain?.close();
+  await isolated?.close();
+});
+
+/** In a blank page of `origin`: load with `opts`, generate greedily, report what runs. */
+async function run(origin, opts) {
+  const url = `${origin}/__builds-test.html`;
+  let got;
+  await withPage(browser, 'about:blank', async (page) => {
+    // The blank page gets the headers its server would send (cross-origin isolation or not).
+    const headers = origin === isolated.origin
+      ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' }
+      : {};
+    await page.route(url, (route) => route.fulfill({ contentType: 'text/html', headers, body: '<!doctype html><title>builds</title>' }));
+    await page.goto(url);
+    got = await page.evaluate(async ({ folder, prompt, n, opts }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const model = await Gpt2.load({ model: folder, backend: 'cpu', ...opts });
+      const r = await model.generate(prompt, { maxTokens: n, temperature: 0 });
+      const info = { isolated: self.crossOriginIsolated, threads: model.threads, build: model.build, dtype: model.dtype };
+      model.dispose();
+      return { ...info, tokens: r.tokens, text: r.text };
+    }, { folder: `/${MODEL_URL}`, prompt: PROMPT, n: N, opts });
+  });
+  return got;
+}
+
+test('one thread: relaxed-SIMD build in Chromium, q8 and f32 both equal the CLI', T, async () => {
+  for (const dtype of ['q8', 'f32']) {
+    const native = nativeGenerate(PROMPT, N, dtype);
+    const got = await run(plain.origin, { dtype, threads: 2 });
+    assert.equal(got.isolated, false);
+    assert.equal(got.threads, 1, 'a page that is not cross-origin isolated cannot share memory between threads');
+    assert.equal(got.build, 'pkg-relaxed');
+    assert.equal(got.dtype, dtype);
+    assert.deepEqual(got.tokens, native.tokens, `${dtype}: greedy tokens differ from the CLI`);
+    assert.equal(got.text, native.text);
+  }
+});
+
+test('cross-origin isolated page: two threads, the threaded build, the same tokens as the CLI', T, async () => {
+  const native = nativeGenerate(PROMPT, N, 'q8');
+  const got = await run(isolated.origin, { threads: 2 });
+  assert.equal(got.isolated, true);
+  assert.equal(got.threads, 2);
+  assert.equal(got.build, 'pkg-threads');
+  assert.equal(got.dtype, 'q8', 'q8 is the default');
+  assert.deepEqual(got.tokens, native.tokens);
+  const single = await run(isolated.origin, { threads: 1 });
+  assert.equal(single.threads, 1);
+  assert.equal(single.build, 'pkg-relaxed');
+  assert.deepEqual(single.tokens, native.tokens);
+});
+
+test('dtype and threads options are checked with sentences', T, async () => {
+  const url = `${plain.origin}/__builds-test.html`;
+  await withPage(browser, 'about:blank', async (page) => {
+    await page.route(url, (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>builds</title>' }));
+    await page.goto(url);
+    const got = await page.evaluate(async (folder) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const fail = (opts) => Gpt2.load({ model: folder, ...opts }).then(() => null, (e) => e.message);
+      return { dtype: await fail({ dtype: 'q4' }), threads: await fail({ threads: 0 }), frac: await fail({ threads: 1.5 }) };
+    }, `/${MODEL_URL}`);
+    assert.equal(got.dtype, 'unknown dtype "q4"; choose q8 or f32');
+    assert.equal(got.threads, 'invalid threads: 0 is not a whole number from 1 to 64');
+    assert.equal(got.frac, 'invalid threads: 1.5 is not a whole number from 1 to 64');
+  });
+});

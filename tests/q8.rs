@@ -1,0 +1,94 @@
+//! The CPU backend's 8-bit weights (`CpuDtype::Q8`) against transformers' f32 logits, and the
+//! KV-cache invariants on that path. The error bound is relative to the spread of the logits:
+//! 8-bit rounding moves every logit a little, so a fixed absolute bound would say nothing.
+
+mod common;
+use common::*;
+use gpt2_web::{BackendChoice, CpuDtype, Model};
+use pollster::block_on;
+
+fn load_q8(dir: &str) -> Model {
+    Model::load_dir(&root().join(dir), BackendChoice::Cpu, CpuDtype::Q8)
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+}
+
+fn argmax(v: &[f32]) -> usize {
+    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
+}
+
+fn std_dev(v: &[f32]) -> f32 {
+    let m = v.iter().sum::<f32>() / v.len() as f32;
+    (v.iter().map(|x| (x - m) * (x - m)).sum::<f32>() / v.len() as f32).sqrt()
+}
+
+#[test]
+fn q8_logits_stay_close_to_transformers_and_keep_the_top_token() {
+    let fx = fixture("gpt2-shakespeare");
+    let mut model = load_q8(&fx.model_dir);
+    assert_eq!(model.backend.name(), "cpu");
+    for case in &fx.cases {
+        let want = case.logits();
+        let got = block_on(model.backend.forward(&case.ids, 0))
+            .unwrap()
+            .to_vec();
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| (g - w).abs())
+            .fold(0f32, f32::max);
+        let spread = std_dev(&want);
+        assert!(
+            worst < 0.1 * spread,
+            "{:?}: worst logit error {worst} vs spread {spread}",
+            case.prompt
+        );
+        assert_eq!(argmax(&got), argmax(&want), "{:?}: top token", case.prompt);
+    }
+}
+
+#[test]
+fn q8_weights_are_a_quarter_of_f32_and_decode_reads_them_once() {
+    let f32m = load(DEMO);
+    let q8m = load_q8(DEMO);
+    let (a, b) = (
+        f32m.backend.decode_weight_bytes(),
+        q8m.backend.decode_weight_bytes(),
+    );
+    // 1 byte per weight plus a 4-byte scale per 32: 1.125 / 4 of f32, a little more for
+    // the f32 biases and LayerNorm parameters.
+    assert!(b / a > 0.28 && b / a < 0.29, "q8 {b} bytes vs f32 {a}");
+}
+
+#[test]
+fn q8_decode_with_the_cache_equals_recompute() {
+    let fx = fixture("gpt2-shakespeare");
+    let mut model = load_q8(&fx.model_dir);
+    let ids = &fx.cases[0].ids;
+    let full = block_on(model.backend.forward(ids, 0)).unwrap().to_vec();
+    let (head, tail) = ids.split_at(ids.len() / 2);
+    block_on(model.backend.forward(head, 0)).unwrap();
+    let mut last = Vec::new();
+    for (i, id) in tail.iter().enumerate() {
+        last = block_on(model.backend.forward(&[*id], head.len() + i))
+            .unwrap()
+            .to_vec();
+    }
+    assert_close(&last, &full, 1e-4, 1e-4, "q8 decode vs prefill");
+}
+
+#[test]
+fn q8_greedy_text_starts_like_transformers() {
+    // Rounding may change a near-tie late in a long continuation; the first tokens of the
+    // fixtures' greedy continuations must survive it.
+    let fx = fixture("gpt2-shakespeare");
+    let mut model = load_q8(&fx.model_dir);
+    for case in &fx.cases {
+        let params = gpt2_web::GenerateParams {
+            max_tokens: 8,
+            ignore_eos: true,
+            ..Default::default()
+        };
+        let (r, _) = run_ids(&mut model, &case.ids, params);
+        assert_eq!(r.tokens[..], case.greedy_ids[..8], "{:?}", case.prompt);
+    }
+}

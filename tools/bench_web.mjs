@@ -1,0 +1,202 @@
+// The side-by-side browser benchmark behind `./build.sh bench`: our engine through its public JS
+// API (gpt2.js) in headless Chromium, for each weight format and thread count, and with --peer
+// transformers.js (onnxruntime-web) on the same weights exported to ONNX, in the same browser, with
+// the same prompt — one table with ratios.
+//
+//   node tools/bench_web.mjs --model DIR [--onnx DIR] [--peer] [--runs 5] [--tokens 128]
+//                            [--threads 1,2] [--json FILE]
+//
+// Each configuration runs on a fresh page (its own worker and wasm instance): load, one warm-up
+// generation, then `--runs` timed ones, greedy with a forced length. Times are taken in the page,
+// the same way for both engines: TTFT from the generate call to the first token, ms/token =
+// (total - TTFT) / (new tokens - 1), medians over the runs. Two threads run on a cross-origin
+// isolated origin (COOP/COEP), the only place a page may share wasm memory between threads.
+// Nothing leaves 127.0.0.1: any other request is aborted and fails the run.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ROOT, launch, startServer } from '../tests/e2e/harness.mjs';
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : dflt;
+};
+const MODEL = path.resolve(opt('--model', ''));
+const ONNX = opt('--onnx', null);
+const PEER = args.includes('--peer');
+const RUNS = Number(opt('--runs', '5'));
+const TOKENS = Number(opt('--tokens', '128'));
+const THREADS = opt('--threads', '1,2').split(',').map(Number);
+const JSON_OUT = opt('--json', null);
+if (!fs.existsSync(path.join(MODEL, 'model.safetensors'))) {
+  console.error(`bench: no model.safetensors in "${MODEL}" (give --model DIR)`);
+  process.exit(2);
+}
+if (PEER && !(ONNX && fs.existsSync(path.join(ONNX, 'onnx/model.onnx')))) {
+  console.error(`bench: --peer needs --onnx DIR with onnx/model.onnx (tools/peer/export_onnx.py makes it)`);
+  process.exit(2);
+}
+
+// A 64-token passage (checked against the tokenizer below).
+const PROMPT =
+  'It was the best of times, it was the worst of times, it was the age of wisdom, it was the age ' +
+  'of foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season ' +
+  'of Light, it was the season of Darkness, it was the winter of';
+
+// The page root: www/ (the engine), the model, and for --peer tools/peer (transformers.js and
+// onnxruntime-web from node_modules) and the ONNX export, all as symlinks.
+const root = fs.mkdtempSync(path.join(os.tmpdir(), 'gpt2-bench-'));
+for (const f of fs.readdirSync(path.join(ROOT, 'www'))) {
+  if (f !== 'models') fs.symlinkSync(path.join(ROOT, 'www', f), path.join(root, f));
+}
+fs.mkdirSync(path.join(root, 'models'));
+fs.symlinkSync(MODEL, path.join(root, 'models/bench'));
+if (PEER) {
+  fs.symlinkSync(path.join(ROOT, 'tools/peer'), path.join(root, 'peer'));
+  fs.mkdirSync(path.join(root, 'peer-models'));
+  fs.symlinkSync(path.resolve(ONNX), path.join(root, 'peer-models/bench'));
+}
+fs.writeFileSync(path.join(root, 'bench.html'), '<!doctype html><meta charset="utf-8"><title>bench</title>\n');
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** Runs in the page: our engine through gpt2.js. */
+async function ours({ dtype, threads, prompt, tokens, runs }) {
+  const { Gpt2 } = await import('/gpt2.js');
+  const t0 = performance.now();
+  const model = await Gpt2.load({ model: 'models/bench/', backend: 'cpu', dtype, threads });
+  const loadMs = performance.now() - t0;
+  const promptTokens = (await model.tokenize(prompt)).length;
+  const one = async (n) => {
+    let first = 0;
+    let count = 0;
+    const start = performance.now();
+    const r = await model.generate(prompt, {
+      maxTokens: n, temperature: 0, ignoreEos: true,
+      onToken: () => { if (count++ === 0) first = performance.now(); },
+    });
+    const total = performance.now() - start;
+    const ttft = first - start;
+    return { ttftMs: ttft, tpotMs: (total - ttft) / (count - 1), totalMs: total, newTokens: count, ids: r.tokens };
+  };
+  await one(8); // warm-up
+  const out = [];
+  for (let i = 0; i < runs; i++) out.push(await one(tokens));
+  const info = { loadMs, promptTokens, threads: model.threads ?? 1, dtype: model.dtype, runs: out.map(({ ids, ...r }) => r), ids: out.at(-1).ids };
+  model.dispose();
+  return info;
+}
+
+/** Runs in the page: transformers.js through tools/peer/peer.js. */
+async function peer({ dtype, threads, prompt, tokens, runs }) {
+  const { peerBench } = await import('/peer/peer.js');
+  const r = await peerBench({ modelId: 'bench', dtype, threads, prompt, maxNewTokens: tokens, runs });
+  return { loadMs: r.loadMs, promptTokens: r.promptTokens, threads: r.threads, runs: r.runs, ids: r.tokenIds, versions: r.versions };
+}
+
+const plain = await startServer({ root });
+const isolated = await startServer({ root, args: ['--isolated'] });
+const browser = await launch();
+const rows = [];
+try {
+  const configs = [];
+  for (const threads of THREADS) {
+    for (const dtype of ['q8', 'f32']) configs.push({ engine: 'gpt2-web', dtype, threads });
+    if (PEER) for (const dtype of ['q8', 'fp32']) configs.push({ engine: 'transformers.js', dtype, threads });
+  }
+  for (const c of configs) {
+    const origin = c.threads > 1 ? isolated.origin : plain.origin;
+    const context = await browser.newContext();
+    const outside = [];
+    await context.route('**/*', (route) => {
+      const u = new URL(route.request().url());
+      if (u.hostname === '127.0.0.1' || ['data:', 'blob:'].includes(u.protocol)) return route.continue();
+      outside.push(u.href);
+      return route.abort();
+    });
+    const page = await context.newPage();
+    const logs = [];
+    page.on('console', (m) => logs.push(m.text()));
+    page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
+    await page.goto(`${origin}/bench.html`);
+    process.stderr.write(`bench: ${c.engine} ${c.dtype} ${c.threads} thread(s) … `);
+    let r;
+    try {
+      const fn = c.engine === 'gpt2-web' ? ours : peer;
+      r = await page.evaluate(fn, { dtype: c.dtype, threads: c.threads, prompt: PROMPT, tokens: TOKENS, runs: RUNS });
+    } catch (e) {
+      throw new Error(`${c.engine} ${c.dtype} ${c.threads}t failed: ${e.message}\n${logs.join('\n')}`);
+    } finally {
+      await context.close();
+    }
+    if (outside.length) throw new Error(`${c.engine} asked for ${outside.join(', ')}: the benchmark must be offline`);
+    if (r.promptTokens !== 64) throw new Error(`${c.engine}: the prompt is ${r.promptTokens} tokens, not 64`);
+    if (r.runs.some((x) => x.newTokens !== TOKENS)) throw new Error(`${c.engine}: a run did not give ${TOKENS} tokens`);
+    const row = {
+      ...c,
+      threadsUsed: r.threads ?? c.threads,
+      loadMs: r.loadMs,
+      ttftMs: median(r.runs.map((x) => x.ttftMs)),
+      tpotMs: median(r.runs.map((x) => x.tpotMs)),
+      totalMs: median(r.runs.map((x) => x.totalMs)),
+      ids: r.ids,
+    };
+    rows.push(row);
+    process.stderr.write(`TTFT ${row.ttftMs.toFixed(0)} ms, ${row.tpotMs.toFixed(1)} ms/token\n`);
+  }
+} finally {
+  await browser.close();
+  await plain.close();
+  await isolated.close();
+  fs.rmSync(root, { recursive: true, force: true });
+}
+
+// The table: every row against transformers.js' best figure at the same thread count.
+const best = (threads, key) => {
+  const peers = rows.filter((r) => r.engine === 'transformers.js' && r.threads === threads);
+  return peers.length ? Math.min(...peers.map((r) => r[key])) : null;
+};
+const fmt = (v, d = 1) => (v === null ? '—' : v.toFixed(d));
+const ratio = (v, b) => (b === null ? '—' : `${(v / b).toFixed(2)}×`);
+const lines = [
+  `GPT-2-124M shape (seeded random weights), ${64}-token prompt, ${TOKENS} new tokens, greedy; ` +
+  `median of ${RUNS} runs; headless ${await chromiumVersion()}; ${os.cpus().length} × ${os.cpus()[0].model.trim()}`,
+  '',
+  '| engine | weights | threads | load s | TTFT ms | ms/token | TTFT ÷ t.js best | ms/token ÷ t.js best |',
+  '|---|---|---|---|---|---|---|---|',
+];
+for (const r of rows) {
+  lines.push(`| ${r.engine} | ${r.dtype} | ${r.threadsUsed} | ${fmt(r.loadMs / 1000, 2)} | ${fmt(r.ttftMs, 0)} | ` +
+    `${fmt(r.tpotMs, 1)} | ${ratio(r.ttftMs, best(r.threads, 'ttftMs'))} | ${ratio(r.tpotMs, best(r.threads, 'tpotMs'))} |`);
+}
+if (PEER) {
+  lines.push('', 'Targets (ours ÷ transformers.js best at the same thread count):');
+  for (const threads of THREADS) {
+    const mine = rows.filter((r) => r.engine === 'gpt2-web' && r.threads === threads);
+    if (!mine.length) continue;
+    const tp = Math.min(...mine.map((r) => r.tpotMs)) / best(threads, 'tpotMs');
+    lines.push(`- ${threads} thread(s): ms/token ${tp.toFixed(2)}× (target ≤ 0.50) ${tp <= 0.5 ? 'met' : 'NOT met'}`);
+    if (threads === 1) {
+      const tt = Math.min(...mine.map((r) => r.ttftMs)) / best(threads, 'ttftMs');
+      lines.push(`- 1 thread: TTFT ${tt.toFixed(2)}× (target ≤ 0.50) ${tt <= 0.5 ? 'met' : 'NOT met'}`);
+    }
+  }
+  // Same weights, same greedy decoding: the f32 engines should agree on the tokens.
+  const a = rows.find((r) => r.engine === 'gpt2-web' && r.dtype === 'f32');
+  const b = rows.find((r) => r.engine === 'transformers.js' && r.dtype === 'fp32');
+  if (a?.ids && b?.ids) {
+    let same = 0;
+    while (same < Math.min(a.ids.length, b.ids.length) && a.ids[same] === b.ids[same]) same++;
+    lines.push(`- f32 greedy tokens identical to transformers.js fp32 for the first ${same} of ${TOKENS}`);
+  }
+}
+console.log(lines.join('\n'));
+if (JSON_OUT) fs.writeFileSync(JSON_OUT, JSON.stringify(rows.map(({ ids, ...r }) => r), null, 2));
+
+async function chromiumVersion() {
+  const b = await launch();
+  const v = b.version();
+  await b.close();
+  return `Chromium ${v}`;
+}
