@@ -157,11 +157,7 @@ pub fn run(
     let tpot = runs.iter().max_by_key(|r| r.n).map_or(0.0, |r| r.tpot_ms);
     Ok(BenchReport {
         backend: model.backend.name().to_string(),
-        dtype: match &model.backend {
-            crate::Backend::Cpu(b) => b.dtype().name(),
-            crate::Backend::Gpu(_) => "f32",
-        }
-        .to_string(),
+        dtype: model.backend.dtype_name().to_string(),
         adapter: model.backend.gpu_adapter().map(str::to_string),
         gpu_dispatches_per_token: dispatches,
         n_params: model.config.n_params(),

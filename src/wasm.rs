@@ -4,7 +4,7 @@
 //! The worker drives generation one step at a time (`start`, then `step` until it returns
 //! `undefined`), so it can post each token the moment it exists and notice an abort between steps.
 
-use crate::backend::{self as gpt2_backend, cpu::CpuDtype, BackendChoice};
+use crate::backend::{cpu::CpuDtype, BackendChoice};
 use crate::generate::{Clock, GenerateParams, Generation};
 use crate::model::Model;
 use crate::sampling::SamplingParams;
@@ -267,11 +267,7 @@ impl Engine {
     pub fn dtype(&self) -> Result<String, JsError> {
         let s = self.state.borrow();
         let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
-        Ok(match &st.model.backend {
-            gpt2_backend::Backend::Cpu(b) => b.dtype().name(),
-            gpt2_backend::Backend::Gpu(_) => "f32",
-        }
-        .to_string())
+        Ok(st.model.backend.dtype_name().to_string())
     }
 
     /// Why the model runs on the CPU when WebGPU was wanted or lost (`undefined` otherwise).

@@ -63,6 +63,14 @@ impl Backend {
         }
     }
 
+    /// The weight format in use: the CPU backend's ("q8" or "f32"); the GPU runs f32.
+    pub fn dtype_name(&self) -> &'static str {
+        match self {
+            Backend::Cpu(b) => b.dtype().name(),
+            Backend::Gpu(_) => "f32",
+        }
+    }
+
     /// The model's hyper-parameters.
     pub fn config(&self) -> &Config {
         match self {

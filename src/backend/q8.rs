@@ -78,10 +78,6 @@ impl Q8Matrix {
         }
     }
 
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
     pub fn cols(&self) -> usize {
         self.cols
     }
