@@ -4,7 +4,7 @@
 //! 8-bit (`q8`: q8_0 blocks quantized at load time, with SIMD kernels). Everything else is
 //! plain Rust over buffers that belong to the backend and only grow, so after the prompt a
 //! decode step allocates nothing, copies no weights and writes its key and value into a KV
-//! cache allocated once at load, (n_layer, n_ctx, C) for keys and for values.
+//! cache allocated once at load, (n_layer, n_head, n_ctx, head_size) for keys and for values.
 
 use super::q8::{Q8Act, Q8Matrix};
 use crate::config::{Activation, Config};
@@ -163,10 +163,9 @@ pub struct CpuBackend {
     wpe: Vec<f32>, // (n_ctx, C)
     h: Vec<Block>,
     ln_f: LayerNorm,
-    k_cache: Vec<Vec<f32>>, // n_layer × (n_ctx, C)
-    v_cache: Vec<Vec<f32>>, // n_layer × (n_ctx, C)
+    k_cache: Vec<Vec<f32>>, // n_layer × (n_head, n_ctx, head_size)
+    v_cache: Vec<Vec<f32>>, // n_layer × (n_head, n_ctx, head_size)
     logits: Vec<f32>,       // (V,)
-    scores: Vec<f32>,       // (n_ctx,) attention scratch
     s: Scratch,
 }
 
@@ -211,7 +210,6 @@ impl CpuBackend {
             k_cache: (0..config.n_layer).map(|_| vec![0.0; cache]).collect(),
             v_cache: (0..config.n_layer).map(|_| vec![0.0; cache]).collect(),
             logits: vec![0.0; config.vocab_size],
-            scores: vec![0.0; config.n_positions],
             s: Scratch::default(),
         })
     }
@@ -246,6 +244,16 @@ impl CpuBackend {
 
     /// Logits of the last of `ids` at positions `pos..` (checked by the caller).
     pub fn forward(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
+        // With a thread pool, the whole forward runs on one of its threads: one hop into the
+        // pool per call, and the matrix products and heads inside split with no further hops.
+        #[cfg(feature = "threads")]
+        if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
+            return rayon::scope(move |_| self.forward_in_place(ids, pos));
+        }
+        self.forward_in_place(ids, pos)
+    }
+
+    fn forward_in_place(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
         let (t, c) = (ids.len(), self.config.n_embd);
         let hid = self.config.n_inner;
         let eps = self.config.layer_norm_epsilon;
@@ -292,15 +300,23 @@ impl CpuBackend {
     }
 
     /// Causal self-attention of the T new positions over the cache, writing their k and v first.
+    /// The cache is (n_head, n_ctx, head_size) per layer, so each head reads one contiguous run.
     fn attention(&mut self, layer: usize, qkv: &[f32], pos: usize, out: &mut [f32]) {
         let c = self.config.n_embd;
-        let (nh, hs) = (self.config.n_head, self.config.head_size());
+        let (nh, hs, n_ctx) = (
+            self.config.n_head,
+            self.config.head_size(),
+            self.config.n_positions,
+        );
         let t = qkv.len() / (3 * c);
         let (kc, vc) = (&mut self.k_cache[layer], &mut self.v_cache[layer]);
         for i in 0..t {
             let row = &qkv[i * 3 * c..(i + 1) * 3 * c];
-            kc[(pos + i) * c..(pos + i + 1) * c].copy_from_slice(&row[c..2 * c]);
-            vc[(pos + i) * c..(pos + i + 1) * c].copy_from_slice(&row[2 * c..]);
+            for head in 0..nh {
+                let at = (head * n_ctx + pos + i) * hs;
+                kc[at..at + hs].copy_from_slice(&row[c + head * hs..][..hs]);
+                vc[at..at + hs].copy_from_slice(&row[2 * c + head * hs..][..hs]);
+            }
         }
         let mut scale = if self.config.scale_attn_weights {
             1.0 / (hs as f32).sqrt()
@@ -310,36 +326,91 @@ impl CpuBackend {
         if self.config.scale_attn_by_inverse_layer_idx {
             scale /= (layer + 1) as f32;
         }
-        out.fill(0.0);
-        let scores = &mut self.scores;
-        for i in 0..t {
+        let (kc, vc) = (&self.k_cache[layer][..], &self.v_cache[layer][..]);
+        // One (query row, head) pair: out[j] with j = row · n_head + head.
+        let attend = |j: usize, o: &mut [f32]| {
+            let (i, head) = (j / nh, j % nh);
             let n = pos + i + 1; // positions this query sees
-            for head in 0..nh {
-                let q = &qkv[i * 3 * c + head * hs..][..hs];
+            let q = &qkv[i * 3 * c + head * hs..][..hs];
+            let k = &kc[head * n_ctx * hs..][..n * hs];
+            let v = &vc[head * n_ctx * hs..][..n * hs];
+            SCORES.with_borrow_mut(|scores| {
+                if scores.len() < n_ctx {
+                    scores.resize(n_ctx, 0.0); // once per thread
+                }
+                let scores = &mut scores[..n];
                 let mut max = f32::NEG_INFINITY;
-                for (p, s) in scores[..n].iter_mut().enumerate() {
-                    let k = &kc[p * c + head * hs..][..hs];
+                for (s, k) in scores.iter_mut().zip(k.chunks_exact(hs)) {
                     *s = dot(q, k) * scale;
                     max = max.max(*s);
                 }
-                let mut sum = 0.0f32;
-                for s in &mut scores[..n] {
-                    *s = (*s - max).exp();
-                    sum += *s;
+                for s in scores.iter_mut() {
+                    *s = super::vmath::exp(*s - max);
                 }
-                let o = &mut out[i * c + head * hs..][..hs];
-                for (p, s) in scores[..n].iter().enumerate() {
-                    let w = s / sum;
-                    let v = &vc[p * c + head * hs..][..hs];
-                    for (o, v) in o.iter_mut().zip(v) {
-                        *o += w * v;
-                    }
-                }
-            }
+                let inv = 1.0 / sum(scores);
+                weighted_sum(scores, v, inv, o);
+            })
+        };
+        #[cfg(feature = "threads")]
+        if rayon::current_num_threads() > 1 {
+            use rayon::prelude::*;
+            out.par_chunks_mut(hs)
+                .enumerate()
+                .for_each(|(j, o)| attend(j, o));
+            return;
+        }
+        for (j, o) in out.chunks_exact_mut(hs).enumerate() {
+            attend(j, o);
         }
     }
 }
 
+thread_local! {
+    /// Attention scores of one query row over the positions it sees (n_ctx), per thread.
+    static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// out = inv · Σ_p w[p] · v[p] over the rows of v (n, out.len()). Sixteen outputs at a time
+/// stay in registers while the rows stream past.
+fn weighted_sum(w: &[f32], v: &[f32], inv: f32, out: &mut [f32]) {
+    let hs = out.len();
+    let mut c0 = 0;
+    while c0 + 16 <= hs {
+        let mut acc = [0f32; 16];
+        for (&w, row) in w.iter().zip(v.chunks_exact(hs)) {
+            let r = &row[c0..c0 + 16];
+            for k in 0..16 {
+                acc[k] += w * r[k];
+            }
+        }
+        for (o, a) in out[c0..c0 + 16].iter_mut().zip(acc) {
+            *o = a * inv;
+        }
+        c0 += 16;
+    }
+    for (j, o) in out.iter_mut().enumerate().skip(c0) {
+        *o = inv
+            * w.iter()
+                .zip(v.chunks_exact(hs))
+                .map(|(w, r)| w * r[j])
+                .sum::<f32>();
+    }
+}
+
+/// Σ v, in eight partial sums (so it vectorises).
+fn sum(v: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let c = v.chunks_exact(8);
+    let tail: f32 = c.remainder().iter().sum();
+    for c in c {
+        for k in 0..8 {
+            acc[k] += c[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+#[inline]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     // Eight partial sums let the compiler vectorise without -ffast-math.
     let mut acc = [0.0f32; 8];
@@ -372,11 +443,8 @@ fn layer_norm_forward(x: &[f32], ln: &LayerNorm, eps: f32, y: &mut [f32]) {
 }
 
 fn gelu(x: &mut [f32], activation: Activation) {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     match activation {
-        Activation::GeluTanh => x.iter_mut().for_each(|v| {
-            *v = 0.5 * *v * (1.0 + (SQRT_2_OVER_PI * *v * (1.0 + 0.044715 * *v * *v)).tanh())
-        }),
+        Activation::GeluTanh => super::vmath::gelu_tanh(x),
         Activation::GeluErf => x.iter_mut().for_each(|v| {
             *v = 0.5 * *v * (1.0 + candle_core::cpu::erf::erf_f32(*v / std::f32::consts::SQRT_2))
         }),

@@ -9,6 +9,7 @@
 pub mod cpu;
 pub mod gpu;
 pub mod q8;
+mod vmath;
 
 use crate::config::Config;
 use crate::error::{Error, Result};

@@ -25,6 +25,8 @@ pub const QK: usize = 32;
 const RG: usize = 4;
 /// The weights' offset: stored byte = rounded weight + 64.
 const OFFSET: i32 = 64;
+/// How far ahead of the weights being read a kernel asks for the next ones, in bytes.
+pub(crate) const PREFETCH: usize = 2048;
 
 /// A weight matrix (out, in) in the interleaved q8_0 layout above.
 pub struct Q8Matrix {
@@ -48,7 +50,10 @@ impl Q8Matrix {
     ) -> Q8Matrix {
         let blocks = cols.div_ceil(QK);
         let groups = rows.div_ceil(RG);
-        let mut qs = crate::mem::zeroed_huge::<i8>(groups * blocks * RG * QK);
+        let mut qs = crate::mem::zeroed_huge::<i8>(
+            (groups * blocks * RG * QK).next_multiple_of(2 << 20) + (2 << 20),
+        );
+        qs.truncate(groups * blocks * RG * QK);
         let mut scales = vec![0f32; groups * blocks * RG];
         let mut vals = [0f32; QK];
         for b in 0..blocks {
@@ -166,13 +171,21 @@ impl Q8Matrix {
     }
 }
 
-/// Rounds 32 values to -levels..=levels with one scale; returns the scale.
+/// Rounds 32 values to -levels..=levels with one scale; returns the scale. Branch-free over
+/// fixed-size arrays, so it compiles to SIMD (it runs once per block of every activation row).
+#[inline(always)]
 fn quantize_block(v: &[f32; QK], levels: f32, q: &mut [i8]) -> f32 {
-    let amax = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let mut m = [0f32; 8];
+    for c in v.chunks_exact(8) {
+        for k in 0..8 {
+            m[k] = m[k].max(c[k].abs());
+        }
+    }
+    let amax = m.iter().fold(0f32, |a, &b| a.max(b));
     let scale = amax / levels;
     let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
-    for (q, x) in q.iter_mut().zip(v) {
-        *q = (x * inv).round_ties_even() as i8;
+    for (q, x) in q[..QK].iter_mut().zip(v) {
+        *q = super::vmath::round(x * inv) as i8;
     }
     scale
 }
@@ -366,7 +379,7 @@ mod simd128 {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{QK, RG};
+    use super::{PREFETCH, QK, RG};
     use std::arch::x86_64::*;
 
     /// # Safety
@@ -387,6 +400,9 @@ mod avx2 {
         for (b, (&sx, &off)) in xs.iter().zip(xo).enumerate() {
             // SAFETY (whole body): every offset stays inside the block b of the slices.
             unsafe {
+                let ahead = wp.wrapping_add(b * RG * QK + PREFETCH);
+                _mm_prefetch::<_MM_HINT_T0>(ahead);
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64));
                 let xv = _mm256_loadu_si256(xp.add(b * QK) as *const __m256i);
                 let corr = _mm256_setr_epi32(off, 0, 0, 0, 0, 0, 0, 0);
                 for (l, acc) in acc.iter_mut().enumerate() {

@@ -1,0 +1,91 @@
+//! Branch-free f32 math that the compiler turns into SIMD loops (wasm simd128, x86 SSE/AVX):
+//! `exp` by range reduction and a polynomial, GELU and rounding built on it. libm's `expf`,
+//! `tanhf` and `rintf` are calls, one value at a time, and were a fifth of a prompt's time.
+
+/// e^x within 2 ulp for x in [-87.3, 88.7]; clamped to that range outside it. No `mul_add`:
+/// without hardware FMA (baseline x86-64, wasm) it is a libm call.
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    // ln 2 split in two so that n · LN2_HI is exact for |n| < 2^9 (Cephes' expf).
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    const MAGIC: f32 = 12_582_912.0; // 1.5 × 2^23: adding it rounds to an integer
+    let x = x.clamp(-87.3, 88.7);
+    let t = x * LOG2E + MAGIC;
+    let n = t - MAGIC; // round(x · log2 e), in -126..=128
+    let r = (x - n * LN2_HI) - n * LN2_LO; // |r| ≤ ln2 / 2
+    let p = 1.987_569_1e-4_f32;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 0.166_666_66;
+    let p = p * r + 0.5;
+    let e = p * r * r + r + 1.0;
+    // 2^n from the exponent bits; t's low mantissa bits hold n (two's complement).
+    let n = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
+    let scale = f32::from_bits(((n + 127) as u32) << 23);
+    e * scale
+}
+
+/// Rounds to the nearest integer, ties to even, for |x| < 2^22 (the default FP rounding mode).
+#[inline(always)]
+pub fn round(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 × 2^23
+    (x + MAGIC) - MAGIC
+}
+
+/// GELU with the tanh approximation: 0.5·x·(1 + tanh(u)) = x · sigmoid(2u) = x / (1 + e^(−2u)).
+pub fn gelu_tanh(x: &mut [f32]) {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    for v in x {
+        let u = SQRT_2_OVER_PI * *v * (1.0 + 0.044715 * *v * *v);
+        *v /= 1.0 + exp(-2.0 * u);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_matches_libm_within_2_ulp() {
+        let mut worst = 0f32;
+        let mut x = -87.0f32;
+        while x < 88.0 {
+            let (got, want) = (exp(x), x.exp());
+            worst = worst.max((got - want).abs() / (want * f32::EPSILON));
+            x += 0.0137;
+        }
+        assert!(worst <= 2.0, "worst error {worst} ulp");
+        assert!(exp(-200.0) < 1e-37 && exp(200.0) > 1e38);
+    }
+
+    #[test]
+    fn gelu_matches_the_tanh_formula() {
+        let xs: Vec<f32> = (-800..800).map(|i| i as f32 * 0.01).collect();
+        let mut got = xs.clone();
+        gelu_tanh(&mut got);
+        for (x, g) in xs.iter().zip(&got) {
+            let want = 0.5 * x * (1.0 + (0.797_884_6 * x * (1.0 + 0.044715 * x * x)).tanh());
+            assert!(
+                (g - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "gelu({x}) = {g}, want {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn round_is_ties_to_even() {
+        for (x, want) in [
+            (0.5, 0.0),
+            (1.5, 2.0),
+            (2.5, 2.0),
+            (-0.5, -0.0),
+            (-1.5, -2.0),
+            (126.7, 127.0),
+        ] {
+            assert_eq!(round(x), want, "round({x})");
+        }
+    }
+}
