@@ -23,6 +23,8 @@
 pub const QK: usize = 32;
 /// Output rows per group.
 const RG: usize = 4;
+/// Activation rows per tile of a prompt's product.
+const TILE: usize = 4;
 /// The weights' offset: stored byte = rounded weight + 64.
 const OFFSET: i32 = 64;
 /// How far ahead of the weights being read a kernel asks for the next ones, in bytes.
@@ -151,21 +153,31 @@ impl Q8Matrix {
     ) {
         let kernel = Kernel::get();
         let nb = self.blocks;
-        let mut out = [0f32; RG];
+        let mut outs = [[0f32; RG]; TILE];
         for g in gs.clone() {
             let w = &self.qs[g * nb * RG * QK..][..nb * RG * QK];
             let ws = &self.scales[g * nb * RG..][..nb * RG];
             let r0 = g * RG;
             let n = RG.min(self.rows - r0);
-            for i in is.clone() {
-                let x = &act.qs[i * nb * QK..][..nb * QK];
-                let xs = &act.scales[i * nb..][..nb];
-                let xo = &act.offsets[i * nb..][..nb];
-                kernel.dot4(w, ws, x, xs, xo, &mut out);
-                let at = (i - is.start) * self.rows + r0 - gs.start * RG;
-                for (l, yv) in y[at..at + n].iter_mut().enumerate() {
-                    *yv = out[l] + bias.map_or(0.0, |b| b[r0 + l]);
+            let mut i = is.start;
+            while i < is.end {
+                // Four prompt rows at a time share each load of the group's weights.
+                let tile = if is.end - i >= TILE { TILE } else { 1 };
+                let x = &act.qs[i * nb * QK..][..tile * nb * QK];
+                let xs = &act.scales[i * nb..][..tile * nb];
+                let xo = &act.offsets[i * nb..][..tile * nb];
+                if tile == TILE {
+                    kernel.dot4x4(w, ws, x, xs, xo, &mut outs);
+                } else {
+                    kernel.dot4(w, ws, x, xs, xo, &mut outs[0]);
                 }
+                for (k, out) in outs[..tile].iter().enumerate() {
+                    let at = (i + k - is.start) * self.rows + r0 - gs.start * RG;
+                    for (l, yv) in y[at..at + n].iter_mut().enumerate() {
+                        *yv = out[l] + bias.map_or(0.0, |b| b[r0 + l]);
+                    }
+                }
+                i += tile;
             }
         }
     }
@@ -269,6 +281,41 @@ impl Kernel {
     }
 }
 
+impl Kernel {
+    /// `dot4` for `TILE` activation rows at once (x, xs, xo hold the rows one after another);
+    /// each row's result is exactly what `dot4` gives it.
+    #[inline]
+    fn dot4x4(
+        self,
+        w: &[i8],
+        ws: &[f32],
+        x: &[i8],
+        xs: &[f32],
+        xo: &[i32],
+        out: &mut [[f32; RG]; TILE],
+    ) {
+        let nb = xs.len() / TILE;
+        assert!(w.len() == nb * RG * QK && ws.len() == nb * RG && x.len() == TILE * nb * QK);
+        assert!(xs.len() == TILE * nb && xo.len() == TILE * nb);
+        match self {
+            // SAFETY: the lengths are checked above: one group of `nb` blocks, `TILE`
+            // activation rows of `nb` blocks.
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Kernel::Simd128 => unsafe { simd128::dot4x4(w, ws, x, xs, xo, out) },
+            _ => {
+                for (k, out) in out.iter_mut().enumerate() {
+                    let (x, xs, xo) = (
+                        &x[k * nb * QK..][..nb * QK],
+                        &xs[k * nb..][..nb],
+                        &xo[k * nb..][..nb],
+                    );
+                    self.dot4(w, ws, x, xs, xo, out);
+                }
+            }
+        }
+    }
+}
+
 /// The reference: integer block dots, then the two scales, in f32.
 pub(crate) fn dot4_portable(
     w: &[i8],
@@ -291,7 +338,7 @@ pub(crate) fn dot4_portable(
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128 {
-    use super::{QK, RG};
+    use super::{QK, RG, TILE};
     use core::arch::wasm32::*;
 
     /// Lane l of the result is the sum of the four lanes of `a[l]`.
@@ -314,30 +361,62 @@ mod simd128 {
     /// Σ over 32 bytes of w (unsigned 7-bit) · x (signed), as four partial sums.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
-    unsafe fn block_dot(wb: *const v128, x0: v128, x1: v128) -> v128 {
-        // SAFETY: the caller passes a pointer to 32 readable bytes.
-        unsafe {
-            let d = i32x4_relaxed_dot_i8x16_i7x16_add(x0, v128_load(wb), i32x4_splat(0));
-            i32x4_relaxed_dot_i8x16_i7x16_add(x1, v128_load(wb.add(1)), d)
-        }
+    fn block_dot(w0: v128, w1: v128, x0: v128, x1: v128) -> v128 {
+        let d = i32x4_relaxed_dot_i8x16_i7x16_add(x0, w0, i32x4_splat(0));
+        i32x4_relaxed_dot_i8x16_i7x16_add(x1, w1, d)
     }
 
     /// Σ over 32 bytes of w (unsigned 7-bit) · x (signed), as four partial sums.
     #[cfg(not(target_feature = "relaxed-simd"))]
     #[inline(always)]
-    unsafe fn block_dot(wb: *const v128, x0: v128, x1: v128) -> v128 {
-        // SAFETY: the caller passes a pointer to 32 readable bytes.
+    fn block_dot(w0: v128, w1: v128, x0: v128, x1: v128) -> v128 {
+        let p0 = i32x4_add(
+            i32x4_dot_i16x8(u16x8_extend_low_u8x16(w0), i16x8_extend_low_i8x16(x0)),
+            i32x4_dot_i16x8(u16x8_extend_high_u8x16(w0), i16x8_extend_high_i8x16(x0)),
+        );
+        let p1 = i32x4_add(
+            i32x4_dot_i16x8(u16x8_extend_low_u8x16(w1), i16x8_extend_low_i8x16(x1)),
+            i32x4_dot_i16x8(u16x8_extend_high_u8x16(w1), i16x8_extend_high_i8x16(x1)),
+        );
+        i32x4_add(p0, p1)
+    }
+
+    /// One block of one activation row against a group's four rows: `acc` += the four
+    /// outputs' share, (dot − offset) · weight scale · activation scale.
+    #[inline(always)]
+    fn block_step(
+        w: &[v128; 8],
+        s: v128,
+        x0: v128,
+        x1: v128,
+        sx: f32,
+        off: i32,
+        acc: v128,
+    ) -> v128 {
+        let d = [
+            block_dot(w[0], w[1], x0, x1),
+            block_dot(w[2], w[3], x0, x1),
+            block_dot(w[4], w[5], x0, x1),
+            block_dot(w[6], w[7], x0, x1),
+        ];
+        let d = i32x4_sub(hsum4(d), i32x4_splat(off));
+        f32x4_add(
+            acc,
+            f32x4_mul(f32x4_convert_i32x4(d), f32x4_mul(s, f32x4_splat(sx))),
+        )
+    }
+
+    /// The group's weights and scales of block `b`.
+    ///
+    /// # Safety
+    /// `wp` and `wsp` point at a group of more than `b` blocks.
+    #[inline(always)]
+    unsafe fn load_block(wp: *const i8, wsp: *const f32, b: usize) -> ([v128; 8], v128) {
+        // SAFETY: block b's 128 weight bytes and 4 scales lie inside the group.
         unsafe {
-            let (w0, w1) = (v128_load(wb), v128_load(wb.add(1)));
-            let p0 = i32x4_add(
-                i32x4_dot_i16x8(u16x8_extend_low_u8x16(w0), i16x8_extend_low_i8x16(x0)),
-                i32x4_dot_i16x8(u16x8_extend_high_u8x16(w0), i16x8_extend_high_i8x16(x0)),
-            );
-            let p1 = i32x4_add(
-                i32x4_dot_i16x8(u16x8_extend_low_u8x16(w1), i16x8_extend_low_i8x16(x1)),
-                i32x4_dot_i16x8(u16x8_extend_high_u8x16(w1), i16x8_extend_high_i8x16(x1)),
-            );
-            i32x4_add(p0, p1)
+            let wb = wp.add(b * RG * QK) as *const v128;
+            let w = core::array::from_fn(|k| v128_load(wb.add(k)));
+            (w, v128_load(wsp.add(b * RG) as *const v128))
         }
     }
 
@@ -353,27 +432,53 @@ mod simd128 {
         xo: &[i32],
         out: &mut [f32; RG],
     ) {
-        let (wp, wsp, xp) = (w.as_ptr(), ws.as_ptr(), x.as_ptr());
+        let xp = x.as_ptr();
         let mut acc = f32x4_splat(0.0);
         for (b, (&sx, &off)) in xs.iter().zip(xo).enumerate() {
-            // SAFETY (whole body): every offset stays inside the block b of the slices.
+            // SAFETY: block b of the group and of the activation row are in bounds.
             unsafe {
+                let (wv, s) = load_block(w.as_ptr(), ws.as_ptr(), b);
                 let xb = xp.add(b * QK) as *const v128;
-                let (x0, x1) = (v128_load(xb), v128_load(xb.add(1)));
-                let wb = wp.add(b * RG * QK) as *const v128;
-                let d = [
-                    block_dot(wb, x0, x1),
-                    block_dot(wb.add(2), x0, x1),
-                    block_dot(wb.add(4), x0, x1),
-                    block_dot(wb.add(6), x0, x1),
-                ];
-                let d = i32x4_sub(hsum4(d), i32x4_splat(off));
-                let s = f32x4_mul(v128_load(wsp.add(b * RG) as *const v128), f32x4_splat(sx));
-                acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(d), s));
+                acc = block_step(&wv, s, v128_load(xb), v128_load(xb.add(1)), sx, off, acc);
             }
         }
         // SAFETY: `out` is four f32, the size of a v128.
         unsafe { v128_store(out.as_mut_ptr() as *mut v128, acc) };
+    }
+
+    /// `dot4` for `TILE` activation rows, which share each load of the weights; each row's
+    /// arithmetic is `dot4`'s, so the results are the same bit for bit.
+    ///
+    /// # Safety
+    /// `w` holds `nb` blocks of four rows and `ws` their scales, `x` `TILE` rows of `nb`
+    /// blocks, `xs` and `xo` `TILE` rows of `nb`, where `nb = xs.len() / TILE`.
+    #[inline]
+    pub unsafe fn dot4x4(
+        w: &[i8],
+        ws: &[f32],
+        x: &[i8],
+        xs: &[f32],
+        xo: &[i32],
+        out: &mut [[f32; RG]; TILE],
+    ) {
+        let nb = xs.len() / TILE;
+        let xp = x.as_ptr();
+        let mut acc = [f32x4_splat(0.0); TILE];
+        for b in 0..nb {
+            // SAFETY: block b of the group and of each activation row are in bounds.
+            unsafe {
+                let (wv, s) = load_block(w.as_ptr(), ws.as_ptr(), b);
+                for (k, acc) in acc.iter_mut().enumerate() {
+                    let xb = xp.add((k * nb + b) * QK) as *const v128;
+                    let (sx, off) = (xs[k * nb + b], xo[k * nb + b]);
+                    *acc = block_step(&wv, s, v128_load(xb), v128_load(xb.add(1)), sx, off, *acc);
+                }
+            }
+        }
+        for (o, a) in out.iter_mut().zip(acc) {
+            // SAFETY: each output is four f32, the size of a v128.
+            unsafe { v128_store(o.as_mut_ptr() as *mut v128, a) };
+        }
     }
 }
 
