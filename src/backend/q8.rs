@@ -202,6 +202,55 @@ fn quantize_block(v: &[f32; QK], levels: f32, q: &mut [i8]) -> f32 {
     scale
 }
 
+/// One block of an activation row to -127..=127: its scale and the sum of its values. In wasm
+/// with SIMD, four lanes at a time (the compiler does not vectorise the rounding conversion);
+/// the same numbers as `quantize_block`, whose rounding is also ties to even.
+#[inline(always)]
+fn quantize_act_block(v: &[f32; QK], q: &mut [i8; QK]) -> (f32, i32) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    // SAFETY: 32 f32 in, 32 bytes out: eight and two whole v128.
+    unsafe {
+        use core::arch::wasm32::*;
+        let p = v.as_ptr() as *const v128;
+        let x: [v128; 8] = core::array::from_fn(|k| v128_load(p.add(k)));
+        let mut m = f32x4_abs(x[0]);
+        for x in &x[1..] {
+            m = f32x4_pmax(m, f32x4_abs(*x));
+        }
+        m = f32x4_pmax(m, i32x4_shuffle::<2, 3, 0, 1>(m, m));
+        m = f32x4_pmax(m, i32x4_shuffle::<1, 0, 3, 2>(m, m));
+        let scale = f32x4_extract_lane::<0>(m) / 127.0;
+        let inv = f32x4_splat(if scale > 0.0 { 1.0 / scale } else { 0.0 });
+        let r: [v128; 8] =
+            core::array::from_fn(|k| i32x4_trunc_sat_f32x4(f32x4_nearest(f32x4_mul(x[k], inv))));
+        let h = [
+            i16x8_narrow_i32x4(r[0], r[1]),
+            i16x8_narrow_i32x4(r[2], r[3]),
+            i16x8_narrow_i32x4(r[4], r[5]),
+            i16x8_narrow_i32x4(r[6], r[7]),
+        ];
+        let b = [
+            i8x16_narrow_i16x8(h[0], h[1]),
+            i8x16_narrow_i16x8(h[2], h[3]),
+        ];
+        let qp = q.as_mut_ptr() as *mut v128;
+        v128_store(qp, b[0]);
+        v128_store(qp.add(1), b[1]);
+        let s = i32x4_add(
+            i32x4_extadd_pairwise_i16x8(i16x8_add(h[0], h[1])),
+            i32x4_extadd_pairwise_i16x8(i16x8_add(h[2], h[3])),
+        );
+        let s = i32x4_add(s, i32x4_shuffle::<2, 3, 0, 1>(s, s));
+        let s = i32x4_add(s, i32x4_shuffle::<1, 0, 3, 2>(s, s));
+        (scale, i32x4_extract_lane::<0>(s))
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        let scale = quantize_block(v, 127.0, q);
+        (scale, q.iter().map(|&v| v as i32).sum())
+    }
+}
+
 /// Quantized activations: `rows` rows of `blocks` blocks, reused between calls (it only grows).
 #[derive(Default)]
 pub struct Q8Act {
@@ -231,9 +280,9 @@ impl Q8Act {
                 vals[..part.len()].copy_from_slice(part);
                 vals[part.len()..].fill(0.0);
                 let at = i * blocks + b;
-                let q = &mut self.qs[at * QK..][..QK];
-                self.scales[at] = quantize_block(&vals, 127.0, q);
-                self.offsets[at] = OFFSET * q.iter().map(|&v| v as i32).sum::<i32>();
+                let q: &mut [i8; QK] = (&mut self.qs[at * QK..][..QK]).try_into().unwrap();
+                let (scale, sum) = quantize_act_block(&vals, q);
+                (self.scales[at], self.offsets[at]) = (scale, OFFSET * sum);
             }
         }
     }
