@@ -2,6 +2,7 @@
 //! total ≈ TTFT + TPOT·n through it, prefill speed on a long prompt, and the memory-bandwidth
 //! bound (weight bytes read per decode step ÷ measured single-thread read bandwidth) beside the measured TPOT.
 
+use crate::backend::cpu::Profile;
 use crate::error::Result;
 use crate::generate::{GenerateParams, Generation, GenerationResult, SystemClock};
 use crate::model::Model;
@@ -40,6 +41,8 @@ pub struct BenchReport {
     pub prefill_tokens_per_sec: f64,
     /// Measured TPOT of the longest run ÷ the bandwidth bound.
     pub tpot_over_bound: f64,
+    /// Where one more run of the longest length spent its time, on the CPU.
+    pub profile: Option<Profile>,
 }
 
 /// Least-squares line y ≈ a + b·x and its R².
@@ -157,6 +160,11 @@ pub fn run(
         });
     }
     let dispatches = model.backend.gpu_dispatches(); // the last forward was a decode step
+                                                     // One more run of the longest length with the CPU's phase timers on (outside the timings).
+    model.backend.set_profiling(true);
+    run_once(model, &prompt, lengths.iter().copied().max().unwrap_or(1))?;
+    let profile = model.backend.profile();
+    model.backend.set_profiling(false);
     let xs: Vec<f64> = runs.iter().map(|r| r.n as f64).collect();
     let ys: Vec<f64> = runs.iter().map(|r| r.total_ms).collect();
     let (a, b, r2) = fit_line(&xs, &ys);
@@ -190,6 +198,7 @@ pub fn run(
         prefill_ms,
         prefill_tokens_per_sec: long as f64 * 1e3 / prefill_ms,
         tpot_over_bound: tpot / bound_ms,
+        profile,
     })
 }
 
@@ -234,6 +243,29 @@ impl BenchReport {
             self.bound_ms_per_token * self.tpot_over_bound,
             self.tpot_over_bound
         );
+        if let Some(p) = &self.profile {
+            let (pre, dec) = (&p.prefill, &p.decode);
+            let per_token = dec.tokens.max(1) as f64;
+            s += &format!(
+                "\nprofile of one run ({} prompt tokens, {} decode steps):\n{:>12} {:>16} {:>18}\n",
+                pre.tokens, dec.calls, "phase", "prompt ms", "decode ms/token"
+            );
+            let rows = pre.named().into_iter().zip(dec.named());
+            for ((name, a), (_, b)) in rows {
+                s += &format!(
+                    "{name:>12} {a:>9.1} ({:>3.0}%) {:>11.3} ({:>3.0}%)\n",
+                    100.0 * a / pre.total_ms.max(1e-9),
+                    b / per_token,
+                    100.0 * b / dec.total_ms.max(1e-9)
+                );
+            }
+            s += &format!(
+                "{:>12} {:>9.1}        {:>11.3}\n",
+                "total",
+                pre.total_ms,
+                dec.total_ms / per_token
+            );
+        }
         s
     }
 }

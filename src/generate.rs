@@ -107,6 +107,24 @@ pub trait Clock {
     fn now_ms(&self) -> f64;
 }
 
+/// Milliseconds on a monotonic clock with an arbitrary origin: `Instant` natively,
+/// `performance.now()` in the browser (also in workers, where the thread pool runs).
+pub fn monotonic_ms() -> f64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        crate::wasm::performance_now()
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        START
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_secs_f64()
+            * 1e3
+    }
+}
+
 /// `std::time::Instant` (not available in the browser).
 pub struct SystemClock(std::time::Instant);
 

@@ -27,7 +27,7 @@ fn start() {
 #[wasm_bindgen]
 extern "C" {
     #[wasm_bindgen(js_namespace = performance, js_name = now)]
-    fn performance_now() -> f64;
+    pub(crate) fn performance_now() -> f64;
 }
 
 struct PerformanceClock;

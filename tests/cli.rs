@@ -116,6 +116,11 @@ fn bench_prints_the_fit_and_the_bandwidth_bound() {
             r[key]
         );
     }
+    // The profiled run is the longest length: one prompt forward, then 7 steps.
+    let p = &r["profile"];
+    assert_eq!(p["prefill"]["calls"], 1, "{p}");
+    assert_eq!(p["decode"]["calls"], 7, "{p}");
+    assert!(p["decode"]["matmul_ms"].as_f64().is_some_and(|v| v > 0.0));
 }
 
 #[test]

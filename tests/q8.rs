@@ -92,3 +92,34 @@ fn q8_greedy_text_starts_like_transformers() {
         assert_eq!(r.tokens[..], case.greedy_ids[..8], "{:?}", case.prompt);
     }
 }
+
+#[test]
+fn the_cpu_profile_splits_prompt_and_steps_and_its_phases_add_up() {
+    let fx = fixture("gpt2-shakespeare");
+    for dtype in [CpuDtype::Q8, CpuDtype::F32] {
+        let mut model = Model::load_dir(&root().join(&fx.model_dir), BackendChoice::Cpu, dtype)
+            .unwrap_or_else(|e| panic!("{}: {e}", fx.model_dir));
+        let ids = &fx.cases[0].ids;
+        assert!(ids.len() > 1, "the fixture's first case is a prompt");
+        block_on(model.backend.forward(ids, 0)).unwrap(); // before profiling: not counted
+        assert!(model.backend.profile().is_none());
+        model.backend.set_profiling(true);
+        block_on(model.backend.forward(ids, 0)).unwrap();
+        for pos in ids.len()..ids.len() + 3 {
+            block_on(model.backend.forward(&[ids[0]], pos)).unwrap();
+        }
+        let p = model.backend.profile().expect("profiling is on");
+        assert_eq!((p.prefill.calls, p.prefill.tokens), (1, ids.len()));
+        assert_eq!((p.decode.calls, p.decode.tokens), (3, 3));
+        for phases in [p.prefill, p.decode] {
+            let named = phases.named();
+            let sum: f64 = named.iter().map(|(_, ms)| ms).sum();
+            assert!(named.iter().all(|(_, ms)| *ms >= 0.0), "{named:?}");
+            assert!((sum - phases.total_ms).abs() <= 1e-6 * phases.total_ms.max(1.0));
+            assert!(phases.matmul_ms > 0.0 && phases.total_ms > 0.0, "{named:?}");
+            assert_eq!(phases.quantize_ms > 0.0, dtype == CpuDtype::Q8, "{dtype:?}");
+        }
+        model.backend.set_profiling(false);
+        assert!(model.backend.profile().is_none());
+    }
+}

@@ -11,6 +11,7 @@ use crate::config::{Activation, Config};
 use crate::error::{Error, Result};
 use crate::weights::{self, Gpt2Weights, TensorRef};
 use candle_core::{Device, Tensor};
+use serde::Serialize;
 
 /// How the CPU backend stores the weight matrices.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -79,11 +80,20 @@ impl Matrix {
 
     /// y (t, out) = x (t, in) · Wᵀ (+ b). One row of f32 takes the GEMV, which streams each
     /// weight row once; more rows take candle's matmul (the prompt only, which may allocate).
-    fn forward(&self, x: &[f32], b: Option<&[f32]>, act: &mut Q8Act, y: &mut [f32]) -> Result<()> {
+    fn forward(
+        &self,
+        x: &[f32],
+        b: Option<&[f32]>,
+        act: &mut Q8Act,
+        y: &mut [f32],
+        (watch, quantize, matmul): (&mut Stopwatch, &mut f64, &mut f64),
+    ) -> Result<()> {
         match self {
             Matrix::Q8(m) => {
                 act.quantize(x, m.cols());
+                *quantize += watch.lap();
                 m.matmul(act, b, y);
+                *matmul += watch.lap();
             }
             Matrix::F32(w) => {
                 let (n_out, n_in) = w.dims2()?;
@@ -100,6 +110,7 @@ impl Matrix {
                         }
                     }
                 }
+                *matmul += watch.lap();
             }
         }
         Ok(())
@@ -155,6 +166,95 @@ fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
     &mut v[..n]
 }
 
+/// Where CPU forwards spent their time, summed over calls: the prompt's (more than one token)
+/// and the decode steps' (one token each) apart. The phases are laps of one stopwatch, so they
+/// add up to `total_ms`.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Profile {
+    pub prefill: Phases,
+    pub decode: Phases,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Phases {
+    pub calls: usize,
+    pub tokens: usize,
+    pub total_ms: f64,
+    /// The 8-bit matrix products of the layers (the f32 ones for `f32` weights).
+    pub matmul_ms: f64,
+    /// Activations to 8 bits before each product (`q8` only).
+    pub quantize_ms: f64,
+    pub attention_ms: f64,
+    pub gelu_ms: f64,
+    /// The LayerNorms, with the residual adds and the embedding lookup before them.
+    pub layer_norm_ms: f64,
+    /// The tied output projection over the vocabulary, quantization included.
+    pub lm_head_ms: f64,
+}
+
+impl Phases {
+    fn add(&mut self, o: &Phases) {
+        self.calls += o.calls;
+        self.tokens += o.tokens;
+        self.total_ms += o.total_ms;
+        self.matmul_ms += o.matmul_ms;
+        self.quantize_ms += o.quantize_ms;
+        self.attention_ms += o.attention_ms;
+        self.gelu_ms += o.gelu_ms;
+        self.layer_norm_ms += o.layer_norm_ms;
+        self.lm_head_ms += o.lm_head_ms;
+    }
+
+    /// The phases by name, with their milliseconds.
+    pub fn named(&self) -> [(&'static str, f64); 6] {
+        [
+            ("matmul", self.matmul_ms),
+            ("quantize", self.quantize_ms),
+            ("attention", self.attention_ms),
+            ("gelu", self.gelu_ms),
+            ("layer_norm", self.layer_norm_ms),
+            ("lm_head", self.lm_head_ms),
+        ]
+    }
+}
+
+/// Laps between phases; when off, it reads no clock.
+struct Stopwatch {
+    on: bool,
+    start: f64,
+    last: f64,
+}
+
+impl Stopwatch {
+    fn new(on: bool) -> Stopwatch {
+        let now = if on {
+            crate::generate::monotonic_ms()
+        } else {
+            0.0
+        };
+        Stopwatch {
+            on,
+            start: now,
+            last: now,
+        }
+    }
+
+    /// Milliseconds since the last lap (0 when off).
+    fn lap(&mut self) -> f64 {
+        if !self.on {
+            return 0.0;
+        }
+        let now = crate::generate::monotonic_ms();
+        let d = now - self.last;
+        self.last = now;
+        d
+    }
+
+    fn total(&self) -> f64 {
+        self.last - self.start
+    }
+}
+
 /// The CPU backend: the weights in the chosen format and a preallocated KV cache.
 pub struct CpuBackend {
     config: Config,
@@ -166,6 +266,7 @@ pub struct CpuBackend {
     k_cache: Vec<Vec<f32>>, // n_layer × (n_head, n_ctx, head_size)
     v_cache: Vec<Vec<f32>>, // n_layer × (n_head, n_ctx, head_size)
     logits: Vec<f32>,       // (V,)
+    profile: Option<Profile>,
     s: Scratch,
 }
 
@@ -210,6 +311,7 @@ impl CpuBackend {
             k_cache: (0..config.n_layer).map(|_| vec![0.0; cache]).collect(),
             v_cache: (0..config.n_layer).map(|_| vec![0.0; cache]).collect(),
             logits: vec![0.0; config.vocab_size],
+            profile: None,
             s: Scratch::default(),
         })
     }
@@ -258,6 +360,8 @@ impl CpuBackend {
         let hid = self.config.n_inner;
         let eps = self.config.layer_norm_epsilon;
         let mut s = std::mem::take(&mut self.s);
+        let mut w = Stopwatch::new(self.profile.is_some());
+        let mut p = Phases::default();
         let x = grow(&mut s.x, t * c);
         for (i, (&id, row)) in ids.iter().zip(x.chunks_exact_mut(c)).enumerate() {
             self.wte.row(id as usize, row)?;
@@ -268,35 +372,70 @@ impl CpuBackend {
             let b = &self.h[layer];
             let h = grow(&mut s.h, t * c);
             layer_norm_forward(x, &b.ln_1, eps, h);
+            p.layer_norm_ms += w.lap();
             let qkv = grow(&mut s.qkv, t * 3 * c);
+            let split = (&mut w, &mut p.quantize_ms, &mut p.matmul_ms);
             b.c_attn
                 .weight
-                .forward(h, Some(&b.c_attn.bias), &mut s.act, qkv)?;
+                .forward(h, Some(&b.c_attn.bias), &mut s.act, qkv, split)?;
             let a = grow(&mut s.a, t * c);
             self.attention(layer, qkv, pos, a);
+            p.attention_ms += w.lap();
             let b = &self.h[layer];
             let h = grow(&mut s.h, t * c);
+            let split = (&mut w, &mut p.quantize_ms, &mut p.matmul_ms);
             b.attn_c_proj
                 .weight
-                .forward(a, Some(&b.attn_c_proj.bias), &mut s.act, h)?;
+                .forward(a, Some(&b.attn_c_proj.bias), &mut s.act, h, split)?;
             x.iter_mut().zip(h.iter()).for_each(|(x, h)| *x += h);
             layer_norm_forward(x, &b.ln_2, eps, h);
+            p.layer_norm_ms += w.lap();
             let m = grow(&mut s.m, t * hid);
+            let split = (&mut w, &mut p.quantize_ms, &mut p.matmul_ms);
             b.c_fc
                 .weight
-                .forward(h, Some(&b.c_fc.bias), &mut s.act, m)?;
+                .forward(h, Some(&b.c_fc.bias), &mut s.act, m, split)?;
             gelu(m, self.config.activation);
+            p.gelu_ms += w.lap();
+            let split = (&mut w, &mut p.quantize_ms, &mut p.matmul_ms);
             b.mlp_c_proj
                 .weight
-                .forward(m, Some(&b.mlp_c_proj.bias), &mut s.act, h)?;
+                .forward(m, Some(&b.mlp_c_proj.bias), &mut s.act, h, split)?;
             x.iter_mut().zip(h.iter()).for_each(|(x, h)| *x += h);
         }
         let h = grow(&mut s.h, c);
         layer_norm_forward(&x[(t - 1) * c..t * c], &self.ln_f, eps, h);
-        let result = self.wte.forward(h, None, &mut s.act, &mut self.logits);
+        p.layer_norm_ms += w.lap();
+        let mut lm_head = 0.0;
+        let split = (&mut w, &mut lm_head, &mut p.lm_head_ms);
+        let result = self
+            .wte
+            .forward(h, None, &mut s.act, &mut self.logits, split);
+        p.lm_head_ms += lm_head;
         self.s = s;
         result?;
+        if let Some(profile) = &mut self.profile {
+            p.calls = 1;
+            p.tokens = t;
+            p.total_ms = w.total();
+            let into = if t > 1 {
+                &mut profile.prefill
+            } else {
+                &mut profile.decode
+            };
+            into.add(&p);
+        }
         Ok(&self.logits)
+    }
+
+    /// Starts (or stops) timing each phase of each forward; starting clears the sums.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.profile = on.then(Profile::default);
+    }
+
+    /// The sums since profiling started, if it is on.
+    pub fn profile(&self) -> Option<Profile> {
+        self.profile
     }
 
     /// Causal self-attention of the T new positions over the cache, writing their k and v first.

@@ -97,6 +97,22 @@ impl Backend {
         }
     }
 
+    /// Starts timing each phase of each CPU forward (clearing earlier sums), or stops; the GPU
+    /// has no phase timers (its work is queued, not run, when the calls return).
+    pub fn set_profiling(&mut self, on: bool) {
+        if let Backend::Cpu(b) = self {
+            b.set_profiling(on);
+        }
+    }
+
+    /// The CPU phase sums since profiling started (`None` when off, and on the GPU).
+    pub fn profile(&self) -> Option<cpu::Profile> {
+        match self {
+            Backend::Cpu(b) => b.profile(),
+            Backend::Gpu(_) => None,
+        }
+    }
+
     /// The GPU adapter in words (`None` on the CPU).
     pub fn gpu_adapter(&self) -> Option<&str> {
         match self {
