@@ -67,6 +67,7 @@ struct Options {
     stop: Vec<String>,
     top_logprobs: f64,
     ignore_eos: bool,
+    profile: bool,
 }
 
 impl Default for Options {
@@ -82,6 +83,7 @@ impl Default for Options {
             stop: Vec::new(),
             top_logprobs: 0.0,
             ignore_eos: false,
+            profile: false,
         }
     }
 }
@@ -157,6 +159,36 @@ struct ResultJs {
     tokens: Vec<u32>,
     stop_reason: &'static str,
     metrics: MetricsJs,
+    /// With `profile: true` on the CPU: where the prompt's forward and the steps' spent their time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<ProfileJs>,
+}
+
+#[derive(Serialize)]
+struct ProfileJs {
+    prompt: PhasesJs,
+    decode: PhasesJs,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PhasesJs {
+    calls: usize,
+    tokens: usize,
+    total_ms: f64,
+    /// Milliseconds by phase: matmul, quantize, attention, gelu, layer_norm, lm_head.
+    phases: std::collections::BTreeMap<&'static str, f64>,
+}
+
+impl From<&crate::backend::cpu::Phases> for PhasesJs {
+    fn from(p: &crate::backend::cpu::Phases) -> Self {
+        PhasesJs {
+            calls: p.calls,
+            tokens: p.tokens,
+            total_ms: p.total_ms,
+            phases: p.named().into_iter().collect(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -328,6 +360,7 @@ impl Engine {
         let params = opts.params()?;
         let mut s = self.state.borrow_mut();
         let st = s.as_mut().ok_or_else(|| JsError::new(BUSY))?;
+        st.model.backend.set_profiling(opts.profile);
         st.generation = Some(
             Generation::new(&st.model, prompt, params, Box::new(PerformanceClock))
                 .map_err(js_err)?,
@@ -407,6 +440,10 @@ impl Engine {
                 prefill_tokens_per_sec: m.prefill_tokens_per_sec,
                 decode_tokens_per_sec: m.decode_tokens_per_sec,
             },
+            profile: st.model.backend.profile().map(|p| ProfileJs {
+                prompt: (&p.prefill).into(),
+                decode: (&p.decode).into(),
+            }),
         })
     }
 }

@@ -83,7 +83,9 @@ async function ours({ dtype, threads, prompt, tokens, runs }) {
   await one(8); // warm-up
   const out = [];
   for (let i = 0; i < runs; i++) out.push(await one(tokens));
-  const info = { loadMs, promptTokens, threads: model.threads ?? 1, dtype: model.dtype, runs: out.map(({ ids, ...r }) => r), ids: out.at(-1).ids };
+  // One more run with the phase timers on, outside the timed ones.
+  const { profile } = await model.generate(prompt, { maxTokens: tokens, temperature: 0, ignoreEos: true, profile: true });
+  const info = { loadMs, promptTokens, threads: model.threads ?? 1, dtype: model.dtype, runs: out.map(({ ids, ...r }) => r), ids: out.at(-1).ids, profile };
   model.dispose();
   return info;
 }
@@ -141,6 +143,7 @@ try {
       tpotMs: median(r.runs.map((x) => x.tpotMs)),
       totalMs: median(r.runs.map((x) => x.totalMs)),
       ids: r.ids,
+      profile: r.profile,
     };
     rows.push(row);
     process.stderr.write(`TTFT ${row.ttftMs.toFixed(0)} ms, ${row.tpotMs.toFixed(1)} ms/token\n`);
@@ -189,6 +192,18 @@ if (PEER) {
     let same = 0;
     while (same < Math.min(a.ids.length, b.ids.length) && a.ids[same] === b.ids[same]) same++;
     lines.push(`- f32 greedy tokens identical to transformers.js fp32 for the first ${same} of ${TOKENS}`);
+  }
+}
+// Where our engine's time goes in the page: the prompt's forward and a decode step, by phase.
+const profiled = rows.filter((r) => r.profile);
+if (profiled.length) {
+  const names = Object.keys(profiled[0].profile.prompt.phases);
+  lines.push('', 'Where gpt2-web spends it (one more run with `profile: true`; prompt forward ms / decode ms per token):', '',
+    `| weights | threads | ${names.join(' | ')} | total |`, `|---|---|${names.map(() => '---|').join('')}---|`);
+  for (const r of profiled) {
+    const { prompt: p, decode: d } = r.profile;
+    const cell = (k) => `${fmt(p.phases[k], 1)} / ${fmt(d.phases[k] / d.tokens, 2)}`;
+    lines.push(`| ${r.dtype} | ${r.threadsUsed} | ${names.map(cell).join(' | ')} | ${fmt(p.totalMs, 1)} / ${fmt(d.totalMs / d.tokens, 2)} |`);
   }
 }
 console.log(lines.join('\n'));

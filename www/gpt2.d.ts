@@ -134,6 +134,16 @@ export interface GenerateOptions {
   topLogprobs?: number;
   /** Do not stop at end-of-text (for fixed-length measurements). Default false. */
   ignoreEos?: boolean;
+  /** Time each phase of each CPU forward pass and return the sums as `result.profile` (the GPU has none). Default false. */
+  profile?: boolean;
+}
+
+/** Where the CPU's forward passes spent their time, in milliseconds. The phases add up to totalMs. */
+export interface Phases {
+  calls: number;
+  tokens: number;
+  totalMs: number;
+  phases: { matmul: number; quantize: number; attention: number; gelu: number; layer_norm: number; lm_head: number };
 }
 
 /** Why generation ended. */
@@ -166,6 +176,8 @@ export interface GenerateResult {
   tokens: number[];
   stopReason: StopReason;
   metrics: Metrics;
+  /** With `profile: true` on the CPU: the prompt's forward pass and the decode steps' (one each), apart. */
+  profile?: { prompt: Phases; decode: Phases };
 }
 
 /** A GPT-2 model running in a Web Worker. */

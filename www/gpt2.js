@@ -24,7 +24,7 @@ const FILE_KEYS = { config: 'config.json', weights: 'model.safetensors', tokeniz
 const OPTION_TYPES = {
   maxTokens: 'number', temperature: 'number', topK: 'number', topP: 'number', minP: 'number',
   repetitionPenalty: 'number', seed: 'number', stop: 'string[]', topLogprobs: 'number',
-  ignoreEos: 'boolean',
+  ignoreEos: 'boolean', profile: 'boolean',
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // The three wasm builds and the CPU weight formats, through the JS API: which build the worker
 // picks (relaxed SIMD in Chromium; the threaded one only on a cross-origin isolated page), that
-// every build and both dtypes give the native CLI's greedy tokens, and the option checks.
+// every build and both dtypes give the native CLI's greedy tokens, the CPU profile, and the option
+// checks.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { launch, startServer, withPage, nativeGenerate, MODEL_URL, PROMPT } from './harness.mjs';
@@ -35,13 +36,30 @@ async function run(origin, opts) {
     got = await page.evaluate(async ({ folder, prompt, n, opts }) => {
       const { Gpt2 } = await import('/gpt2.js');
       const model = await Gpt2.load({ model: folder, backend: 'cpu', ...opts });
-      const r = await model.generate(prompt, { maxTokens: n, temperature: 0 });
+      const r = await model.generate(prompt, { maxTokens: n, temperature: 0, profile: true });
+      const unprofiled = await model.generate(prompt, { maxTokens: 2 });
       const info = { isolated: self.crossOriginIsolated, threads: model.threads, build: model.build, dtype: model.dtype };
+      const promptTokens = (await model.tokenize(prompt)).length;
       model.dispose();
-      return { ...info, tokens: r.tokens, text: r.text };
+      return { ...info, tokens: r.tokens, text: r.text, profile: r.profile, promptTokens, unprofiled: 'profile' in unprofiled };
+
     }, { folder: `/${MODEL_URL}`, prompt: PROMPT, n: N, opts });
   });
   return got;
+}
+
+/** `profile: true` gave the prompt's forward and the steps' apart, with phases that add up. */
+function checkProfile(got, dtype) {
+  const { prompt, decode } = got.profile ?? assert.fail('profile: true gave no profile');
+  assert.equal(got.unprofiled, false, 'a generation without profile: true has no profile');
+  assert.deepEqual([prompt.calls, prompt.tokens], [1, got.promptTokens]);
+  assert.deepEqual([decode.calls, decode.tokens], [N - 1, N - 1]);
+  for (const p of [prompt, decode]) {
+    const sum = Object.values(p.phases).reduce((a, b) => a + b, 0);
+    assert.ok(Math.abs(sum - p.totalMs) <= 1e-6 * Math.max(1, p.totalMs), `phases ${sum} vs total ${p.totalMs}`);
+    assert.ok(p.phases.matmul > 0, JSON.stringify(p));
+    assert.equal(p.phases.quantize > 0, dtype === 'q8', JSON.stringify(p));
+  }
 }
 
 test('one thread: relaxed-SIMD build in Chromium, q8 and f32 both equal the CLI', T, async () => {
@@ -54,6 +72,7 @@ test('one thread: relaxed-SIMD build in Chromium, q8 and f32 both equal the CLI'
     assert.equal(got.dtype, dtype);
     assert.deepEqual(got.tokens, native.tokens, `${dtype}: greedy tokens differ from the CLI`);
     assert.equal(got.text, native.text);
+    checkProfile(got, dtype);
   }
 });
 
@@ -65,6 +84,7 @@ test('cross-origin isolated page: two threads, the threaded build, the same toke
   assert.equal(got.build, 'pkg-threads');
   assert.equal(got.dtype, 'q8', 'q8 is the default');
   assert.deepEqual(got.tokens, native.tokens);
+  checkProfile(got, 'q8'); // timed on the pool's threads
   const single = await run(isolated.origin, { threads: 1 });
   assert.equal(single.threads, 1);
   assert.equal(single.build, 'pkg-relaxed');
