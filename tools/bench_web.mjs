@@ -197,7 +197,7 @@ if (PEER) {
 // Where our engine's time goes in the page: the prompt's forward and a decode step, by phase.
 const profiled = rows.filter((r) => r.profile);
 if (profiled.length) {
-  const names = Object.keys(profiled[0].profile.prompt.phases);
+  const names = ['matmul', 'quantize', 'attention', 'gelu', 'layer_norm', 'lm_head'];
   lines.push('', 'Where gpt2-web spends it (one more run with `profile: true`; prompt forward ms / decode ms per token):', '',
     `| weights | threads | ${names.join(' | ')} | total |`, `|---|---|${names.map(() => '---|').join('')}---|`);
   for (const r of profiled) {

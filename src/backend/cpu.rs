@@ -369,6 +369,10 @@ impl CpuBackend {
             row.iter_mut().zip(p).for_each(|(x, p)| *x += p);
         }
         for layer in 0..self.h.len() {
+            // The forward returns the last position's logits, so after the last layer's keys and
+            // values are cached, only the last row goes on: a prompt skips most of that layer.
+            let q0 = if layer + 1 == self.h.len() { t - 1 } else { 0 };
+            let tq = t - q0;
             let b = &self.h[layer];
             let h = grow(&mut s.h, t * c);
             layer_norm_forward(x, &b.ln_1, eps, h);
@@ -378,11 +382,12 @@ impl CpuBackend {
             b.c_attn
                 .weight
                 .forward(h, Some(&b.c_attn.bias), &mut s.act, qkv, split)?;
-            let a = grow(&mut s.a, t * c);
-            self.attention(layer, qkv, pos, a);
+            let a = grow(&mut s.a, tq * c);
+            self.attention(layer, qkv, pos, q0, a);
             p.attention_ms += w.lap();
+            let x = &mut x[q0 * c..];
             let b = &self.h[layer];
-            let h = grow(&mut s.h, t * c);
+            let h = grow(&mut s.h, tq * c);
             let split = (&mut w, &mut p.quantize_ms, &mut p.matmul_ms);
             b.attn_c_proj
                 .weight
@@ -390,7 +395,7 @@ impl CpuBackend {
             x.iter_mut().zip(h.iter()).for_each(|(x, h)| *x += h);
             layer_norm_forward(x, &b.ln_2, eps, h);
             p.layer_norm_ms += w.lap();
-            let m = grow(&mut s.m, t * hid);
+            let m = grow(&mut s.m, tq * hid);
             let split = (&mut w, &mut p.quantize_ms, &mut p.matmul_ms);
             b.c_fc
                 .weight
@@ -438,9 +443,10 @@ impl CpuBackend {
         self.profile
     }
 
-    /// Causal self-attention of the T new positions over the cache, writing their k and v first.
-    /// The cache is (n_head, n_ctx, head_size) per layer, so each head reads one contiguous run.
-    fn attention(&mut self, layer: usize, qkv: &[f32], pos: usize, out: &mut [f32]) {
+    /// Causal self-attention of the T new positions over the cache, writing their k and v first;
+    /// `out` gets the rows of queries `q0..T`. The cache is (n_head, n_ctx, head_size) per
+    /// layer, so each head reads one contiguous run.
+    fn attention(&mut self, layer: usize, qkv: &[f32], pos: usize, q0: usize, out: &mut [f32]) {
         let c = self.config.n_embd;
         let (nh, hs, n_ctx) = (
             self.config.n_head,
@@ -468,7 +474,7 @@ impl CpuBackend {
         let (kc, vc) = (&self.k_cache[layer][..], &self.v_cache[layer][..]);
         // One (query row, head) pair: out[j] with j = row · n_head + head.
         let attend = |j: usize, o: &mut [f32]| {
-            let (i, head) = (j / nh, j % nh);
+            let (i, head) = (q0 + j / nh, j % nh);
             let n = pos + i + 1; // positions this query sees
             let q = &qkv[i * 3 * c + head * hs..][..hs];
             let k = &kc[head * n_ctx * hs..][..n * hs];
