@@ -11,6 +11,7 @@ pub fn exp(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
     const MAGIC: f32 = 12_582_912.0; // 1.5 × 2^23: adding it rounds to an integer
+
     // Compare-and-select rather than `clamp`: wasm's f32x4.min/max are not IEEE minNum/maxNum,
     // so `clamp` vectorises to a longer sequence; this is f32x4.pmax/pmin.
     let x = if x < -87.3 { -87.3 } else { x };
