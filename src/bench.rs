@@ -79,10 +79,10 @@ pub fn read_bandwidth() -> f64 {
         let mut acc = [0u64; 8];
         let buf = std::hint::black_box(&buf);
         for (i, c) in buf.chunks_exact(8).enumerate() {
-            prefetch(
-                buf.as_ptr()
-                    .wrapping_add(i * 8 + crate::backend::q8::PREFETCH / 8),
-            );
+            let ahead = buf
+                .as_ptr()
+                .wrapping_add(i * 8 + crate::backend::q8::PREFETCH / 8);
+            crate::mem::prefetch(ahead);
             for k in 0..8 {
                 acc[k] = acc[k].wrapping_add(c[k]);
             }
@@ -91,18 +91,6 @@ pub fn read_bandwidth() -> f64 {
         best = best.min(t.elapsed().as_secs_f64());
     }
     n as f64 / best
-}
-
-/// Asks for the cache line at `p` ahead of use, as the q8 kernels do (it never faults).
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it reads nothing and cannot fault on any address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

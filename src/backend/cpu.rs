@@ -80,20 +80,21 @@ impl Matrix {
 
     /// y (t, out) = x (t, in) · Wᵀ (+ b). One row of f32 takes the GEMV, which streams each
     /// weight row once; more rows take candle's matmul (the prompt only, which may allocate).
+    /// Returns the stopwatch's laps: (quantizing the activations, the product).
     fn forward(
         &self,
         x: &[f32],
         b: Option<&[f32]>,
         act: &mut Q8Act,
         y: &mut [f32],
-        (watch, quantize, matmul): (&mut Stopwatch, &mut f64, &mut f64),
-    ) -> Result<()> {
+        watch: &mut Stopwatch,
+    ) -> Result<(f64, f64)> {
         match self {
             Matrix::Q8(m) => {
                 act.quantize(x, m.cols());
-                *quantize += watch.lap();
+                let quantize = watch.lap();
                 m.matmul(act, b, y);
-                *matmul += watch.lap();
+                Ok((quantize, watch.lap()))
             }
             Matrix::F32(w) => {
                 let (n_out, n_in) = w.dims2()?;
@@ -110,10 +111,9 @@ impl Matrix {
                         }
                     }
                 }
-                *matmul += watch.lap();
+                Ok((0.0, watch.lap()))
             }
         }
-        Ok(())
     }
 
     /// Row `r` as f32 (the embedding lookup).
@@ -193,6 +193,12 @@ pub struct Phases {
 }
 
 impl Phases {
+    /// A layer's matrix product: its (quantize, matmul) laps.
+    fn product(&mut self, (quantize, matmul): (f64, f64)) {
+        self.quantize_ms += quantize;
+        self.matmul_ms += matmul;
+    }
+
     fn add(&mut self, o: &Phases) {
         self.calls += o.calls;
         self.tokens += o.tokens;
@@ -378,47 +384,52 @@ impl CpuBackend {
             layer_norm_forward(x, &b.ln_1, eps, h);
             p.layer_norm_ms += w.lap();
             let qkv = grow(&mut s.qkv, t * 3 * c);
-            let split = (&mut w, &mut p.quantize_ms, &mut p.matmul_ms);
-            b.c_attn
+            let laps = b
+                .c_attn
                 .weight
-                .forward(h, Some(&b.c_attn.bias), &mut s.act, qkv, split)?;
+                .forward(h, Some(&b.c_attn.bias), &mut s.act, qkv, &mut w)?;
+            p.product(laps);
             let a = grow(&mut s.a, tq * c);
             self.attention(layer, qkv, pos, q0, a);
             p.attention_ms += w.lap();
             let x = &mut x[q0 * c..];
             let b = &self.h[layer];
             let h = grow(&mut s.h, tq * c);
-            let split = (&mut w, &mut p.quantize_ms, &mut p.matmul_ms);
-            b.attn_c_proj
-                .weight
-                .forward(a, Some(&b.attn_c_proj.bias), &mut s.act, h, split)?;
+            let laps = b.attn_c_proj.weight.forward(
+                a,
+                Some(&b.attn_c_proj.bias),
+                &mut s.act,
+                h,
+                &mut w,
+            )?;
+            p.product(laps);
             x.iter_mut().zip(h.iter()).for_each(|(x, h)| *x += h);
             layer_norm_forward(x, &b.ln_2, eps, h);
             p.layer_norm_ms += w.lap();
             let m = grow(&mut s.m, tq * hid);
-            let split = (&mut w, &mut p.quantize_ms, &mut p.matmul_ms);
-            b.c_fc
+            let laps = b
+                .c_fc
                 .weight
-                .forward(h, Some(&b.c_fc.bias), &mut s.act, m, split)?;
+                .forward(h, Some(&b.c_fc.bias), &mut s.act, m, &mut w)?;
+            p.product(laps);
             gelu(m, self.config.activation);
             p.gelu_ms += w.lap();
-            let split = (&mut w, &mut p.quantize_ms, &mut p.matmul_ms);
-            b.mlp_c_proj
-                .weight
-                .forward(m, Some(&b.mlp_c_proj.bias), &mut s.act, h, split)?;
+            let laps =
+                b.mlp_c_proj
+                    .weight
+                    .forward(m, Some(&b.mlp_c_proj.bias), &mut s.act, h, &mut w)?;
+            p.product(laps);
             x.iter_mut().zip(h.iter()).for_each(|(x, h)| *x += h);
         }
         let h = grow(&mut s.h, c);
         layer_norm_forward(&x[(t - 1) * c..t * c], &self.ln_f, eps, h);
         p.layer_norm_ms += w.lap();
-        let mut lm_head = 0.0;
-        let split = (&mut w, &mut lm_head, &mut p.lm_head_ms);
         let result = self
             .wte
-            .forward(h, None, &mut s.act, &mut self.logits, split);
-        p.lm_head_ms += lm_head;
+            .forward(h, None, &mut s.act, &mut self.logits, &mut w);
         self.s = s;
-        result?;
+        let (quantize, product) = result?;
+        p.lm_head_ms += quantize + product;
         if let Some(profile) = &mut self.profile {
             p.calls = 1;
             p.tokens = t;

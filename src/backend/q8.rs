@@ -328,9 +328,7 @@ impl Kernel {
             Kernel::Simd128 => unsafe { simd128::dot4(w, ws, x, xs, xo, out) },
         }
     }
-}
 
-impl Kernel {
     /// `dot4` for `TILE` activation rows at once (x, xs, xo hold the rows one after another);
     /// each row's result is exactly what `dot4` gives it.
     #[inline]
@@ -555,8 +553,8 @@ mod avx2 {
             // SAFETY (whole body): every offset stays inside the block b of the slices.
             unsafe {
                 let ahead = wp.wrapping_add(b * RG * QK + PREFETCH);
-                _mm_prefetch::<_MM_HINT_T0>(ahead);
-                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64));
+                crate::mem::prefetch(ahead);
+                crate::mem::prefetch(ahead.wrapping_add(64));
                 let xv = _mm256_loadu_si256(xp.add(b * QK) as *const __m256i);
                 let corr = _mm256_setr_epi32(off, 0, 0, 0, 0, 0, 0, 0);
                 for (l, acc) in acc.iter_mut().enumerate() {

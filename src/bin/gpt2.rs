@@ -303,7 +303,6 @@ fn cmd_eval(argv: &[String]) -> CliResult<()> {
             model.config.n_positions
         )));
     }
-    model.check_prompt(&ids[..ids.len().min(window)])?;
     let windows = ids.len() / window;
     if windows == 0 {
         return Err(usage(format!(
@@ -311,9 +310,11 @@ fn cmd_eval(argv: &[String]) -> CliResult<()> {
             ids.len()
         )));
     }
-    let (mut nll, mut n) = (0f64, 0usize);
     for w in ids.chunks_exact(window) {
         model.check_prompt(w)?;
+    }
+    let (mut nll, mut n) = (0f64, 0usize);
+    for w in ids.chunks_exact(window) {
         for (pos, pair) in w.windows(2).enumerate() {
             let logits = pollster::block_on(model.backend.forward(&pair[..1], pos))?;
             let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));

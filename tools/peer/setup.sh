@@ -6,9 +6,7 @@
 #  - tools/peer/node_modules from package-lock.json (@huggingface/transformers, pinned exactly).
 #    Install scripts are skipped: only the browser bundle and onnxruntime-web's wasm files are used,
 #    and onnxruntime-node's script would try to download binaries.
-# Then:
-#   "$VENV/bin/python" tools/peer/export_onnx.py --model /root/ckpt/gpt2-124m --out /root/ckpt/gpt2-124m-onnx
-#   node tools/peer/try.mjs --model-dir /root/ckpt/gpt2-124m-onnx
+# `./build.sh bench --peer` runs it, then tools/peer/export_onnx.py and tools/bench_web.mjs --peer.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="${GPT2_PEER_VENV:-$HOME/.cache/gpt2-web/peer-venv}"
