@@ -8,6 +8,8 @@
 #                             the wasm build and the browser tests
 #   ./build.sh bundle         build, then write dist/gpt2-demo.html: the page, the engine and the
 #                             demo model in one file that works from disk (file://), no server
+#   ./build.sh package        build, then write dist/gpt2-web-VERSION.tgz: the npm package (API,
+#                             widget, worker, wasm builds; no model)
 #   ./build.sh bench [--peer] the speed benchmark: native, then headless Chromium (1 and 2 threads,
 #                             q8 and f32); --peer adds transformers.js on the same weights
 set -euo pipefail
@@ -53,7 +55,7 @@ apt_install() {
 }
 
 need_node_modules() {
-  if [ ! -d tests/e2e/node_modules/playwright-core ]; then
+  if [ ! -d tests/e2e/node_modules/playwright-core ] || [ ! -d tests/e2e/node_modules/vite ]; then
     say "installing the browser-test packages (npm)"
     (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
   fi
@@ -71,9 +73,23 @@ wasm_build() {
     CARGO_TARGET_DIR="$dir" cargo $toolchain build --lib --release --target "$WASM_TARGET" "$@"
   wasm-bindgen --target web --no-typescript --out-dir "www/$out" "$dir/$WASM_TARGET/release/gpt2_web.wasm"
   # wasm-bindgen-rayon's thread workers import their package as '../../..' (a bundler's package
-  # folder); a static server needs the file itself.
+  # folder); a static server needs the file itself. And they start as `new Worker(new URL(...))`,
+  # which browsers refuse when the page is of another origin than these files: from there, start
+  # each as a same-origin blob that imports the helper by its absolute URL (as gpt2.js does).
   for f in "www/$out"/snippets/wasm-bindgen-rayon-*/src/workerHelpers.js; do
-    [ -e "$f" ] && sed -i "s#import('../../..')#import('../../../gpt2_web.js')#" "$f"
+    [ -e "$f" ] || continue
+    grep -q 'function sameOrigin' "$f" && continue # patched already (wasm-bindgen left it as it was)
+    sed -i -e "s#import('../../..')#import('../../../gpt2_web.js')#" \
+      -e "s#new Worker(new URL('./workerHelpers.js', import.meta.url)#new Worker(sameOrigin(new URL('./workerHelpers.js', import.meta.url))#" "$f"
+    grep -q 'sameOrigin(new URL' "$f" || { echo "build.sh: $f no longer matches the patch" >&2; exit 1; }
+    cat >> "$f" <<'JS'
+
+// Added by gpt2-web's build.sh: a worker script of another origin runs from a same-origin blob.
+function sameOrigin(url) {
+  if (url.origin === self.location.origin) return url;
+  return URL.createObjectURL(new Blob([`import ${JSON.stringify(url.href)};\n`], { type: 'text/javascript' }));
+}
+JS
   done
   echo "www/$out/gpt2_web_bg.wasm: $(du -h "www/$out/gpt2_web_bg.wasm" | cut -f1)"
 }
@@ -173,6 +189,7 @@ case "$cmd" in
   serve) serve "$@" ;;
   test) run_tests ;;
   bundle) build; node tools/bundle.mjs "$@" ;;
+  package) build; node tools/package.mjs "$@" ;;
   bench) bench "$@" ;;
-  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | bench [--peer]]" >&2; exit 2 ;;
+  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | package | bench [--peer]]" >&2; exit 2 ;;
 esac

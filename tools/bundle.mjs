@@ -9,12 +9,13 @@
 //   - the model's config.json, model.safetensors and tokenizer.json, and the wasm, as base64 in
 //     <script type="application/octet-stream"> elements; a small script decodes the model into
 //     Files, which gpt2.js's Gpt2.load({ model: { config, weights, tokenizer } }) accepts;
-//   - worker.js as a CLASSIC worker from a blob: URL; it imports the wasm-bindgen glue
-//     (www/pkg/gpt2_web.js) from a data: URL and instantiates the wasm from a data: URL's bytes;
-//   - app.js as a module from a data: URL, its imports (gpt2.js, loop-view.js) rewritten to data: URLs;
+//   - worker.js, unchanged, as a CLASSIC worker from a blob: URL; gpt2.js tells it to import the
+//     wasm-bindgen glue (www/pkg/gpt2_web.js) and the wasm from data: URLs;
+//   - app.js as a module from a data: URL, its imports (gpt2.js, loop-view.js, ...) rewritten to
+//     data: URLs, with www/assets.js (where every file is) replaced as a whole by ASSETS below;
 //   - style.css inline.
-// The few source edits this needs are exact text replacements below; each must match exactly once,
-// so a change to those lines in www/ fails here with a sentence instead of making a broken file.
+// The page's own two tags (style sheet, app.js) are exact text replacements: each must match once,
+// so a change to those lines fails here with a sentence instead of making a broken file.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -58,26 +59,35 @@ function replaceOnce(text, name, from, to) {
 const b64 = (bytes) => Buffer.from(bytes).toString('base64');
 const jsDataUrl = (source) => `data:text/javascript;base64,${b64(Buffer.from(source, 'utf8'))}`;
 
-/** A page module as a data: URL, with its relative imports (`from './x.js'`) inlined the same way. */
-function moduleUrl(name, edits = {}, seen = []) {
+/**
+ * A page module as a data: URL, with its relative imports (`from './x.js'`) inlined the same way;
+ * `replaced` maps a module name to the source that stands in for it.
+ */
+function moduleUrl(name, replaced = {}, seen = []) {
   if (seen.includes(name)) throw new Error(`import cycle: ${[...seen, name].join(' → ')}`);
-  let source = read(path.join(WWW, name), 'utf8');
-  for (const [from, to] of edits[name] ?? []) source = replaceOnce(source, name, from, to);
+  let source = replaced[name] ?? read(path.join(WWW, name), 'utf8');
   // Static imports only (a line starting with `import`); comments that show imports stay as they are.
   source = source.replace(/^(import\b[^;]*?\bfrom\s+)(['"])\.\/([\w.-]+\.js)\2/gm,
-    (_, head, q, dep) => `${head}${q}${moduleUrl(dep, edits, [...seen, name])}${q}`);
+    (_, head, q, dep) => `${head}${q}${moduleUrl(dep, replaced, [...seen, name])}${q}`);
   if (/\bimport\.meta\b/.test(source)) throw new Error(`www/${name} uses import.meta, which has no base URL in the bundle`);
   return jsDataUrl(source);
 }
 
-/** worker.js as a classic script: the glue from self.gpt2Bundle.pkg, the wasm from self.gpt2Bundle.wasm. */
+/**
+ * What stands in for www/assets.js: the worker is a classic script from a blob: URL, the one build
+ * (pkg) comes from data: URLs, and the demo model is the Files the bootstrap made.
+ */
+const ASSETS = `
+const b = globalThis.gpt2Bundle;
+export const WORKER = new URL(b.worker);
+export const WORKER_OPTIONS = { name: 'gpt2-web' };
+export const BUILDS = { pkg: { js: b.pkg, wasm: b.wasm } };
+export const DEMO_MODEL = b.model;
+`;
+
+/** worker.js, which must run as a classic script (file:// forbids module workers from blob:). */
 function workerSource() {
-  let source = read(path.join(WWW, 'worker.js'), 'utf8');
-  source = replaceOnce(source, 'worker.js', 'new URL(`./${dir}/gpt2_web.js`, import.meta.url)', 'new URL(`bundled:${dir}/gpt2_web.js`)');
-  // The bundle carries one build, pkg/ (simd128, one thread: file:// is never cross-origin isolated).
-  source = replaceOnce(source, 'worker.js', 'const relaxed = hasRelaxedSimd();', 'const relaxed = false;');
-  source = replaceOnce(source, 'worker.js', 'await import(url.href)', 'await import(self.gpt2Bundle.pkg)');
-  source = replaceOnce(source, 'worker.js', 'await mod.default()', 'await mod.default({ module_or_path: fetch(self.gpt2Bundle.wasm) })');
+  const source = read(path.join(WWW, 'worker.js'), 'utf8');
   if (/\bimport\.meta\b|^\s*(import|export)\s/m.test(source)) {
     throw new Error('www/worker.js has module syntax (import.meta, import or export) that a classic worker cannot run');
   }
@@ -90,14 +100,11 @@ const BOOTSTRAP = `
   const base64 = (id) => document.getElementById(id).textContent;
   const bytes = (id) => (Uint8Array.fromBase64 ? Uint8Array.fromBase64(base64(id))
     : Uint8Array.from(atob(base64(id)), (c) => c.charCodeAt(0)));
-  const head = 'self.gpt2Bundle = ' + JSON.stringify({
-    pkg: 'data:text/javascript;base64,' + base64('gpt2-pkg'),
-    wasm: 'data:application/wasm;base64,' + base64('gpt2-wasm'),
-  }) + ';\\n';
-  const worker = URL.createObjectURL(new Blob([head, bytes('gpt2-worker')], { type: 'text/javascript' }));
   const file = (id, name) => new File([bytes(id)], name);
   window.gpt2Bundle = {
-    worker,
+    worker: URL.createObjectURL(new Blob([bytes('gpt2-worker')], { type: 'text/javascript' })),
+    pkg: 'data:text/javascript;base64,' + base64('gpt2-pkg'),
+    wasm: 'data:application/wasm;base64,' + base64('gpt2-wasm'),
     model: {
       config: file('gpt2-config', 'config.json'),
       weights: file('gpt2-weights', MODEL_NAME),
@@ -115,14 +122,7 @@ function main() {
   const wasm = read(path.join(WWW, 'pkg/gpt2_web_bg.wasm'));
   const pkg = read(path.join(WWW, 'pkg/gpt2_web.js'));
 
-  const edits = {
-    'gpt2.js': [
-      ["new URL('./worker.js', import.meta.url)", 'new URL(globalThis.gpt2Bundle.worker)'],
-      ["{ type: 'module', name: 'gpt2-web' }", "{ name: 'gpt2-web' }"], // classic: file:// forbids module workers from blob:
-    ],
-    'app.js': [["const DEMO = 'models/gpt2-shakespeare/';", 'const DEMO = globalThis.gpt2Bundle.model;']],
-  };
-  const app = moduleUrl('app.js', edits);
+  const app = moduleUrl('app.js', { 'assets.js': ASSETS });
 
   let html = read(path.join(WWW, 'index.html'), 'utf8');
   const css = read(path.join(WWW, 'style.css'), 'utf8');

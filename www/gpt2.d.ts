@@ -38,7 +38,9 @@ export interface LoadOptions {
    * The folder holds `config.json`, `model.safetensors` and `tokenizer.json`, e.g.
    * `'models/gpt2-shakespeare/'` or `'https://huggingface.co/openai-community/gpt2/resolve/main/'`.
    * Files from another origin are kept in the Cache API, so a second visit works offline.
-   * Or the files themselves. Default: `'models/gpt2-shakespeare/'`.
+   * Or the files themselves. Default: the demo model folder beside gpt2.js
+   * (`new URL('./models/gpt2-shakespeare/', import.meta.url)`), so it also resolves when gpt2.js is
+   * imported from another origin; the npm package has no demo model, so pass `model` there.
    */
   model?: string | URL | ModelFiles;
   /** Default 'auto'. */
@@ -227,6 +229,19 @@ export declare class Gpt2 {
    */
   generate(prompt: string, options?: GenerateOptions): Promise<GenerateResult>;
 
+  /**
+   * One generation as an async iterator of its token events (the same as onToken's):
+   *
+   *     const s = model.stream('ROMEO:', { maxTokens: 40 });
+   *     for await (const t of s) out.append(t.text);
+   *     const r = await s.result;
+   *
+   * Leaving the loop early (`break`, `return`, a throw) aborts the generation, and `result` then
+   * resolves with stopReason 'abort'. An error (bad options, a prompt too long) rejects both the
+   * loop's next step and `result`. Options as generate's, without onToken.
+   */
+  stream(prompt: string, options?: Omit<GenerateOptions, 'onToken'>): TokenStream;
+
   /** Token ids of `text` under this model's tokenizer. */
   tokenize(text: string): Promise<number[]>;
 
@@ -241,6 +256,12 @@ export declare class Gpt2 {
    * a running generation ends and rejects, queued ones reject.
    */
   dispose(): void;
+}
+
+/** What stream() returns: the token events, then the result. */
+export interface TokenStream extends AsyncIterableIterator<TokenEvent> {
+  /** The generation's result, once it has ended (stopReason 'abort' after a break). */
+  readonly result: Promise<GenerateResult>;
 }
 
 export default Gpt2;

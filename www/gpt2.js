@@ -15,10 +15,13 @@
 // shares one download and one model: each load returns its own handle, and the model is freed
 // when the last handle is disposed.
 
-const WORKER_URL = new URL('./worker.js', import.meta.url);
+import { WORKER, WORKER_OPTIONS, BUILDS, DEMO_MODEL } from './assets.js';
+
 const BACKENDS = ['auto', 'cpu', 'webgpu'];
 const DTYPES = ['q8', 'f32'];
 const FILE_KEYS = { config: 'config.json', weights: 'model.safetensors', tokenizer: 'tokenizer.json' };
+/** What a page embedding gpt2-web from another origin must allow; the README says it in full. */
+const EMBED_HELP = "see the README's \"Embedding\" section";
 
 /** What generate() accepts besides signal and onToken, with each value's JS type. */
 const OPTION_TYPES = {
@@ -30,15 +33,49 @@ const OPTION_TYPES = {
 // ---------------------------------------------------------------------------------------------
 // The shared worker and its requests.
 
-let shared = null; // { worker, pending: Map<id, handlers>, models: number, loads: Map<key, Load>, dead: string | null }
+let shared = null; // { worker, pending: Map<id, handlers>, models: number, loads: Map<key, Load>, dead, ready, blocked }
 let nextId = 1;
+
+/**
+ * Starts worker.js. Browsers start a worker only from a script of the page's own origin; when this
+ * module came from another origin (a CDN, a course's asset host), the worker is a same-origin blob
+ * whose one line imports worker.js by its absolute URL. That needs CORS on the asset host and
+ * `worker-src blob:` in a page's Content-Security-Policy, if it has one.
+ */
+function startWorker(conn) {
+  const here = typeof location === 'undefined' ? null : location.origin;
+  const direct = ['blob:', 'data:'].includes(WORKER.protocol) || WORKER.origin === here;
+  if (direct) return new Worker(WORKER, WORKER_OPTIONS);
+  conn.blob = URL.createObjectURL(new Blob([`import ${JSON.stringify(WORKER.href)};\n`], { type: 'text/javascript' }));
+  return new Worker(conn.blob, WORKER_OPTIONS);
+}
 
 function connection() {
   if (shared) return shared;
-  const worker = new Worker(WORKER_URL, { type: 'module', name: 'gpt2-web' });
   // models counts live handles; loads holds each folder URL's model: key → { key, promise, refs, listeners }.
-  const conn = { worker, pending: new Map(), models: 0, loads: new Map(), dead: null };
+  const conn = { worker: null, pending: new Map(), models: 0, loads: new Map(), dead: null, ready: false, blocked: [] };
+  // A Content-Security-Policy that blocks the worker says so only in this event: keep what it
+  // names, when it is about the worker (a blob:) or a file of ours.
+  conn.onViolation = (e) => {
+    if (e.blockedURI === 'blob' || e.blockedURI.startsWith('blob:') || e.blockedURI.startsWith(WORKER.origin)) {
+      conn.blocked.push(`${e.effectiveDirective} ${e.blockedURI}`);
+    }
+  };
+  globalThis.addEventListener?.('securitypolicyviolation', conn.onViolation);
+  try {
+    conn.worker = startWorker(conn);
+  } catch (e) {
+    // e.g. a CSP that forbids blob: workers throws here in some browsers
+    stop(conn, `the model's worker could not be started (${e.message}); ${EMBED_HELP}`);
+    return conn;
+  }
+  const worker = conn.worker;
   worker.onmessage = ({ data }) => {
+    if (data.type === 'ready') {
+      conn.ready = true;
+      if (conn.blob) URL.revokeObjectURL(conn.blob);
+      return;
+    }
     const h = conn.pending.get(data.id);
     if (!h) return; // settled already (e.g. the onToken callback threw)
     if (data.type === 'progress') h.progress?.(data);
@@ -53,28 +90,68 @@ function connection() {
   };
   worker.onerror = (e) => {
     e.preventDefault();
-    fail(conn, `the model's worker stopped: ${e.message || 'it could not be started'} (${WORKER_URL.href})`);
+    if (conn.ready) {
+      fail(conn, `the model's worker stopped: ${e.message || 'it crashed'}`);
+    } else if (!conn.diagnosing) {
+      conn.diagnosing = true;
+      whyNoStart(conn, e.message).then((why) => fail(conn, why));
+    }
   };
   worker.onmessageerror = () => fail(conn, "a message from the model's worker could not be read");
   shared = conn;
   return conn;
 }
 
+/**
+ * Why worker.js did not start, as a sentence with the way out. The error event itself says nothing
+ * (browsers hide the reasons of cross-origin failures), so the file is fetched again to find out.
+ */
+async function whyNoStart(conn, message) {
+  const url = WORKER.href;
+  const start = `the model's worker could not start from ${url}`;
+  await new Promise((resolve) => setTimeout(resolve, 50)); // a CSP violation event comes as a task of its own
+  if (conn.blocked.length > 0) {
+    return `${start}: the page's Content-Security-Policy blocked ${conn.blocked.join(', ')}; ` +
+      `worker-src needs blob: and the asset host (${EMBED_HELP})`;
+  }
+  let res;
+  try {
+    res = await fetch(url, { cache: 'no-store' });
+  } catch {
+    return `${start}: it could not be fetched from this page (${location.origin}): the host is unreachable, ` +
+      `or, from another origin, does not send Access-Control-Allow-Origin (${EMBED_HELP})`;
+  }
+  if (!res.ok) return `${start}: the server answered ${res.status} ${res.statusText}`.trim() + '; is gpt2-web installed there?';
+  const type = res.headers.get('Content-Type') || 'no Content-Type';
+  if (!/javascript|ecmascript/i.test(type)) return `${start}: the server sent it as ${type}, not text/javascript`;
+  if (conn.blob) {
+    // A worker's imports are checked against worker-src (in the worker, which reports nothing).
+    return `${start}: the file is there, so the page's Content-Security-Policy may not let the worker import it: ` +
+      `worker-src needs blob: and the asset host (${EMBED_HELP})`;
+  }
+  return `${start}${message ? ` (${message})` : ''}; the browser console may say more`;
+}
+
+/** The worker is gone: every pending request and later call rejects with `message`. */
 function fail(conn, message) {
-  conn.dead = message; // models on this worker are gone: their later calls reject with this
   for (const h of conn.pending.values()) h.reject(new Error(message));
   conn.pending.clear();
   conn.models = 0;
-  conn.worker.terminate();
+  stop(conn, message);
+}
+
+function stop(conn, message) {
+  conn.dead = message; // models on this worker are gone: their later calls reject with this
+  conn.worker?.terminate();
+  globalThis.removeEventListener?.('securitypolicyviolation', conn.onViolation);
+  if (conn.blob) URL.revokeObjectURL(conn.blob);
   if (shared === conn) shared = null;
 }
 
 /** No model and no request left: stop the worker so its memory (wasm never shrinks) is freed. */
 function idle(conn) {
   if (conn.models === 0 && conn.pending.size === 0) {
-    conn.dead = "the model's worker was stopped after its last model was disposed";
-    conn.worker.terminate();
-    if (shared === conn) shared = null;
+    stop(conn, "the model's worker was stopped after its last model was disposed");
   }
 }
 
@@ -188,7 +265,7 @@ export class Gpt2 {
   }
 
   /** Downloads (or reads) a model and builds it in the worker. See gpt2.d.ts. */
-  static async load({ model = 'models/gpt2-shakespeare/', backend = 'auto', dtype = 'q8', threads, onProgress, onBackendChange } = {}) {
+  static async load({ model = DEMO_MODEL, backend = 'auto', dtype = 'q8', threads, onProgress, onBackendChange } = {}) {
     if (!BACKENDS.includes(backend)) {
       throw new Error(`unknown backend "${backend}"; choose ${BACKENDS.join(', ')}`);
     }
@@ -214,7 +291,7 @@ export class Gpt2 {
       const progress = ({ file, loaded, total, cached }) => {
         for (const f of load.listeners) f({ file, loaded, total, cached });
       };
-      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads }, { progress });
+      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, builds: BUILDS }, { progress });
       load.promise = promise.then((info) => ({ id, info }));
       if (key !== null) conn.loads.set(key, load);
     }
@@ -229,7 +306,9 @@ export class Gpt2 {
       if (conn.loads.get(key) === load) conn.loads.delete(key); // a later load tries again
       conn.models--;
       idle(conn);
-      throw new Error(`could not load the model: ${e.message}`);
+      const demo = model === DEMO_MODEL && /config\.json.* 404/.test(e.message)
+        ? ' (the demo model is not beside gpt2.js, as in the npm package: pass Gpt2.load({ model: URL }))' : '';
+      throw new Error(`could not load the model: ${e.message}${demo}`);
     } finally {
       if (onProgress) load.listeners.delete(onProgress);
     }
@@ -311,6 +390,65 @@ export class Gpt2 {
     } finally {
       signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  /**
+   * One generation as an async iterator of its token events (the same events as onToken):
+   * `for await (const t of model.stream(prompt, options))`. Leaving the loop early (`break`,
+   * `return`, a throw) aborts the generation; `.result` resolves with the result either way
+   * (stopReason 'abort' after a break). Options as generate's, without onToken.
+   */
+  stream(prompt, options = {}) {
+    if (options === null || typeof options !== 'object') throw new Error('stream options must be an object');
+    if ('onToken' in options) throw new Error('stream() yields the tokens itself: leave out the onToken option');
+    const { signal, ...rest } = options;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new Error('the signal option must be an AbortSignal');
+    const controller = new AbortController();
+    const forward = () => controller.abort();
+    if (signal?.aborted) controller.abort();
+    signal?.addEventListener('abort', forward, { once: true });
+    const events = [];
+    let finished = false;
+    let wake = null;
+    const notify = () => {
+      wake?.();
+      wake = null;
+    };
+    const result = this.generate(prompt, {
+      ...rest,
+      signal: controller.signal,
+      onToken: (ev) => {
+        events.push(ev);
+        notify();
+      },
+    }).finally(() => {
+      finished = true;
+      signal?.removeEventListener('abort', forward);
+      notify();
+    });
+    result.catch(() => {}); // not unhandled: next() rethrows it, and `.result` still rejects for whoever awaits it
+    return {
+      result,
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+      async next() {
+        for (;;) {
+          if (events.length > 0) return { value: events.shift(), done: false };
+          if (finished) {
+            await result; // rethrows the generation's error
+            return { value: undefined, done: true };
+          }
+          await new Promise((resolve) => { wake = resolve; });
+        }
+      },
+      async return() {
+        controller.abort();
+        events.length = 0;
+        await result.catch(() => {});
+        return { value: undefined, done: true };
+      },
+    };
   }
 
   /** Token ids of `text` under this model's tokenizer. */

@@ -73,14 +73,19 @@ export function percent(p) {
   return v >= 10 ? `${v.toFixed(0)}%` : v >= 1 ? `${v.toFixed(1)}%` : `${v.toPrecision(1)}%`;
 }
 
+/**
+ * The view's styles, once per document or shadow root, as a constructed style sheet: a host page
+ * whose Content-Security-Policy forbids inline styles (no style-src 'unsafe-inline') still gets them.
+ */
+let loopSheet = null;
 function addStyles(parent) {
   const root = parent.getRootNode();
-  const host = root instanceof ShadowRoot ? root : document.head;
-  if ([...host.children].some((el) => el.matches('style[data-gpt2-loop]'))) return;
-  const style = document.createElement('style');
-  style.dataset.gpt2Loop = '';
-  style.textContent = LOOP_VIEW_CSS;
-  host.append(style);
+  const host = root instanceof ShadowRoot ? root : document;
+  if (!loopSheet) {
+    loopSheet = new CSSStyleSheet();
+    loopSheet.replaceSync(LOOP_VIEW_CSS);
+  }
+  if (!host.adoptedStyleSheets.includes(loopSheet)) host.adoptedStyleSheets = [...host.adoptedStyleSheets, loopSheet];
 }
 
 export class LoopView {

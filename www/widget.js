@@ -4,7 +4,8 @@
 //   <gpt2-generator prompt="ROMEO:" max-tokens="40" temperature="0.8" seed="1" readout></gpt2-generator>
 //
 // Attributes (all optional):
-//   model         model folder URL, relative to the page (default: the demo model beside this script)
+//   model         model folder URL, relative to the page (default: the demo model beside this script;
+//                 the npm package has none)
 //   backend       auto | cpu | webgpu (default auto)
 //   prompt        the starting text, editable by the reader (default "ROMEO:")
 //   max-tokens, temperature, top-k, top-p, min-p, seed   as in gpt2.js's generate() (max-tokens default 48;
@@ -14,8 +15,10 @@
 //   watch         "watch the loop": each step's 10 most likely candidates and the one picked
 //   top-logprobs  like watch, with that many candidates (1–100)
 //   autorun       generate once as soon as the model has loaded
-// Events (bubbling, composed): token (detail: the token event), done (detail: the result),
-// error (detail: { message }). Methods: generate() → Promise<result | null>, stop().
+// Events (bubbling, composed; prefixed so that none is mistaken for the window's own `error`):
+// gpt2-token (detail: the token event), gpt2-done (detail: the result), gpt2-error (detail:
+// { message }, a sentence; also when the model or the engine cannot load). Methods: generate() →
+// Promise<result | null>, stop(); property model (Promise<Gpt2>).
 //
 // Every widget of a page shares gpt2.js's one worker, and widgets naming the same model folder (and
 // backend) share one download and one model. Styles live in a shadow root: the page's CSS does not
@@ -23,15 +26,6 @@
 
 import { Gpt2 } from './gpt2.js';
 import { LoopView } from './loop-view.js';
-
-/** The demo model beside this script (null where the script has no URL to resolve against). */
-const DEMO_MODEL = (() => {
-  try {
-    return new URL('./models/gpt2-shakespeare/', import.meta.url).href;
-  } catch {
-    return null;
-  }
-})();
 
 const CSS = `
 :host {
@@ -102,6 +96,19 @@ const READOUT = [
 
 let widgets = 0; // for unique element ids inside each shadow root's labels
 
+/**
+ * The widgets' one style sheet, constructed rather than a <style> element: a host page whose
+ * Content-Security-Policy forbids inline styles (no style-src 'unsafe-inline') still styles it.
+ */
+let styles = null;
+function sheet() {
+  if (!styles) {
+    styles = new CSSStyleSheet();
+    styles.replaceSync(CSS);
+  }
+  return styles;
+}
+
 function fmtMs(ms) {
   if (!Number.isFinite(ms)) return '–';
   return ms < 10 ? `${ms.toFixed(2)} ms` : ms < 1000 ? `${ms.toFixed(1)} ms` : `${(ms / 1000).toFixed(2)} s`;
@@ -128,9 +135,15 @@ function afterPaint(fn) {
   });
 }
 
+/** Every attribute the element reads; `true` marks the ones that are on by being present. */
+export const ATTRIBUTES = {
+  model: false, backend: false, prompt: false, 'max-tokens': false, temperature: false, 'top-k': false,
+  'top-p': false, 'min-p': false, seed: false, stop: false, readout: true, watch: true, 'top-logprobs': false,
+  autorun: true,
+};
+
 export class Gpt2Generator extends HTMLElement {
-  static observedAttributes = ['model', 'backend', 'prompt', 'readout', 'watch', 'top-logprobs',
-    'max-tokens', 'temperature', 'top-k', 'top-p', 'min-p', 'seed', 'stop'];
+  static observedAttributes = Object.keys(ATTRIBUTES).filter((a) => a !== 'autorun');
 
   #ui;
   #model = null; // Promise<Gpt2> of the current model attributes
@@ -144,7 +157,8 @@ export class Gpt2Generator extends HTMLElement {
     super();
     const n = ++widgets;
     const root = this.attachShadow({ mode: 'open' });
-    root.innerHTML = `<style>${CSS}</style>
+    root.adoptedStyleSheets = [sheet()];
+    root.innerHTML = `
       <div class="box" part="box">
         <label for="prompt-${n}">Prompt</label>
         <textarea id="prompt-${n}" rows="2" spellcheck="false"></textarea>
@@ -283,21 +297,9 @@ export class Gpt2Generator extends HTMLElement {
 
   // -------------------------------------------------------------------------------------------
 
-  #modelUrl() {
-    const url = this.getAttribute('model') || DEMO_MODEL;
-    if (!url) throw new Error('set the model attribute to a model folder URL');
-    return url;
-  }
-
   /** Loads (or joins the page's load of) the model the attributes name; runs autorun once. */
   #ensureModel() {
-    let url;
-    try {
-      url = this.#modelUrl();
-    } catch (e) {
-      this.#fail(e.message);
-      return Promise.reject(e);
-    }
+    const url = this.getAttribute('model') || undefined; // undefined: gpt2.js's demo model
     const backend = this.getAttribute('backend') || 'auto';
     const key = `${backend} ${url}`;
     if (this.#model && this.#modelKey === key) return this.#model;
@@ -440,7 +442,7 @@ export class Gpt2Generator extends HTMLElement {
   }
 
   #emit(type, detail) {
-    this.dispatchEvent(new CustomEvent(type, { detail, bubbles: true, composed: true }));
+    this.dispatchEvent(new CustomEvent(`gpt2-${type}`, { detail, bubbles: true, composed: true }));
   }
 }
 

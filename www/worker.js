@@ -3,13 +3,15 @@
 //
 // Protocol. Every request from the page carries a fresh numeric `id`; every reply carries the id
 // of the request it answers:
-//   page → worker  { id, op: 'load', source: { urls } | { files }, backend, dtype, threads }
+//   page → worker  { id, op: 'load', source: { urls } | { files }, backend, dtype, threads,
+//                    builds: { [name]: { js, wasm } } }  (assets.js: absolute URLs of the wasm builds)
 //                  { id, op: 'generate', model, prompt, options }
 //                  { id, op: 'abort' }                (id = the generate request's id)
 //                  { id, op: 'tokenize', model, text }
 //                  { id, op: 'dispose', model }
 //                  { id, op: 'loseDevice', model }    (tests only: destroys the GPU device)
-//   worker → page  { id, type: 'progress', file, loaded, total, cached }   (load)
+//   worker → page  { type: 'ready' }                                       (once, when this script runs)
+//                  { id, type: 'progress', file, loaded, total, cached }   (load)
 //                  { id, type: 'token', token }                            (generate, once per token)
 //                  { id, type: 'backend', backend, reason }                (generate: the backend changed,
 //                                                                           e.g. the GPU was lost; before that token)
@@ -18,11 +20,16 @@
 // A loaded model is named by the id of its load request, so several models (and several page
 // widgets) can share this one worker.
 //
+// This file has no static imports and never looks at its own URL: gpt2.js passes every URL it
+// needs, resolved against gpt2.js's own URL. So it runs the same when started directly, from a
+// same-origin blob that imports it by absolute URL (a page of another origin), as a classic
+// worker (the offline bundle), or renamed by a bundler.
+//
 // Concurrency: the engine runs one generation at a time. Each model has a FIFO queue: a second
 // `generate` while one runs waits for it; an aborted queued request is answered at once. Models
 // in the same worker take turns token by token, since the loop yields after every step.
 
-/** @type {Promise<{ mod: typeof import('./pkg/gpt2_web.js'), threads: number, build: string }> | null} */
+/** @type {Promise<{ mod: object, threads: number, build: string }> | null} */
 let wasmReady = null;
 
 /** model id → { engine, queue: Job[], running: Job | null, stepping: Promise | null, disposed, crashed } */
@@ -36,6 +43,11 @@ const FILES = { config: 'config.json', weights: 'model.safetensors', tokenizer: 
 function reply(id, type, payload = {}) {
   self.postMessage({ id, type, ...payload });
 }
+
+// What a Content-Security-Policy blocked here (a blob worker runs under its page's policy): the
+// failing fetch or compile only says that it failed.
+const blocked = [];
+self.addEventListener('securitypolicyviolation', (e) => blocked.push(`${e.effectiveDirective} ${e.blockedURI || "'inline'"}`));
 
 self.onmessage = ({ data: msg }) => {
   switch (msg.op) {
@@ -95,50 +107,69 @@ function hasRelaxedSimd() {
 }
 
 /**
- * The wasm module, started once per worker by the first load. Three builds (./build.sh):
- * pkg-threads for more than one thread (wasm atomics, relaxed SIMD, rayon's pool of `threads` Web
- * Workers), pkg-relaxed where relaxed SIMD exists (its 8-bit dot product is ~2× faster), else pkg
- * (simd128). A build that is missing or cannot start falls back to the next.
+ * The wasm module, started once per worker by the first load. Three builds (./build.sh), whose
+ * URLs gpt2.js sends (`builds`): pkg-threads for more than one thread (wasm atomics, relaxed SIMD,
+ * rayon's pool of `threads` Web Workers), pkg-relaxed where relaxed SIMD exists (its 8-bit dot
+ * product is ~2× faster), else pkg (simd128). A build that is missing or cannot start falls back
+ * to the next.
  */
-function wasm(threads) {
+function wasm(threads, builds) {
   wasmReady ??= (async () => {
-    const start = async (dir) => {
-      const url = new URL(`./${dir}/gpt2_web.js`, import.meta.url);
-      try {
-        const mod = await import(url.href);
-        await mod.default();
-        return mod;
-      } catch (e) {
-        throw new Error(`could not start the WebAssembly module from ${url.href} (${e.message}); was ./build.sh run?`);
-      }
-    };
     const relaxed = hasRelaxedSimd();
     const tries = [];
-    if (threads > 1 && relaxed) tries.push(['pkg-threads', threads]);
-    if (relaxed) tries.push(['pkg-relaxed', 1]);
+    if (threads > 1 && relaxed && builds['pkg-threads']) tries.push(['pkg-threads', threads]);
+    if (relaxed && builds['pkg-relaxed']) tries.push(['pkg-relaxed', 1]);
     tries.push(['pkg', 1]);
-    for (const [dir, n] of tries) {
+    for (const [name, n] of tries) {
       try {
-        const mod = await start(dir);
+        const mod = await startBuild(builds[name]);
         if (n > 1) await mod.initThreadPool(n);
-        return { mod, threads: n, build: dir };
+        return { mod, threads: n, build: name };
       } catch (e) {
-        if (dir === 'pkg') {
+        if (name === 'pkg') {
           wasmReady = null; // let a later load try again
           throw e;
         }
-        console.warn(`gpt2-web: ${dir} did not start, trying the next build: ${e.message}`);
+        console.warn(`gpt2-web: ${name} did not start, trying the next build: ${e.message}`);
       }
     }
   })();
   return wasmReady;
 }
 
-async function load({ id, source, backend, dtype, threads }) {
+/** One build's glue module and wasm; a failure says which file and what the host must do. */
+async function startBuild({ js, wasm: wasmUrl }) {
+  let mod;
+  try {
+    mod = await import(js);
+  } catch (e) {
+    throw new Error(`could not load the engine's script ${js} (${e.message}): ${hostHint(js)}`);
+  }
+  try {
+    await mod.default({ module_or_path: wasmUrl });
+  } catch (e) {
+    const csp = /unsafe-eval|Content Security Policy/i.test(e.message)
+      ? "the page's Content-Security-Policy must allow 'wasm-unsafe-eval' in script-src" : hostHint(wasmUrl);
+    throw new Error(`could not start the WebAssembly engine ${wasmUrl} (${e.message}): ${csp}`);
+  }
+  return mod;
+}
+
+/** The likely way out when a file of the engine could not be fetched. */
+function hostHint(url) {
+  if (blocked.length > 0) return `the page's Content-Security-Policy blocked ${blocked.join(', ')}`;
+  if (new URL(url).origin !== self.location.origin) {
+    return 'from another origin, the host must send Access-Control-Allow-Origin, .js as text/javascript ' +
+      "and .wasm as application/wasm (see the README's \"Embedding\" section)";
+  }
+  return 'is the file there? ./build.sh builds it';
+}
+
+async function load({ id, source, backend, dtype, threads, builds }) {
   // Compile the wasm while the files download.
   const [{ mod, threads: running, build }, bytes] = await Promise.all([
-    wasm(threadsFor(threads)),
-    source.urls ? fetchModel(id, source.urls) : readFiles(id, source.files),
+    wasm(threadsFor(threads), builds),
+    source.urls ? fetchModel(id, source.urls, homeOrigins(builds)) : readFiles(id, source.files),
   ]);
   const engine = await mod.Engine.load(bytes.config, bytes.weights, bytes.tokenizer, backend, dtype)
     .catch((e) => {
@@ -172,10 +203,10 @@ async function adapterName(engine) {
 }
 
 /** config.json first (small: a wrong folder fails fast, naming config.json), then the rest together. */
-async function fetchModel(id, urls) {
+async function fetchModel(id, urls, home) {
   const cache = await openCache();
   const controller = new AbortController();
-  const get = (key) => download(id, FILES[key], urls[key], cache, controller.signal);
+  const get = (key) => download(id, FILES[key], urls[key], home.has(new URL(urls[key]).origin) ? null : cache, controller.signal);
   try {
     const config = await get('config');
     const [weights, tokenizer] = await Promise.all([get('weights'), get('tokenizer')]);
@@ -195,16 +226,23 @@ async function openCache() {
 }
 
 /**
- * One file's bytes, reporting progress. Files from another origin (e.g. Hugging Face) are kept in
- * the Cache API and read from it on the next visit, so a page that was opened once works offline.
- * Same-origin files always come from the server, so a retrained demo model is never stale.
+ * The origins whose files are never put in the Cache API: the page's and gpt2-web's own (where the
+ * engine came from, e.g. a course page's asset host), so a retrained demo model is never stale.
+ */
+function homeOrigins(builds) {
+  return new Set([self.location.origin, ...Object.values(builds).map((b) => new URL(b.js).origin)]);
+}
+
+/**
+ * One file's bytes, reporting progress. With a `cache`, the file (e.g. from Hugging Face) is kept
+ * in the Cache API and read from it on the next visit, so a page that was opened once works offline.
  */
 async function download(id, file, url, cache, signal) {
   const crossOrigin = new URL(url).origin !== self.location.origin;
   let res = null;
   let cached = false;
   let stored = Promise.resolve();
-  if (cache && crossOrigin) {
+  if (cache) {
     res = (await cache.match(url).catch(() => undefined)) ?? null;
     cached = res !== null;
   }
@@ -214,12 +252,13 @@ async function download(id, file, url, cache, signal) {
     } catch (e) {
       if (signal.aborted) throw e;
       throw new Error(`could not download ${url}: network error (${e.message})` +
-        (crossOrigin ? '; the server may be unreachable or may not allow cross-origin requests (CORS)' : ''));
+        (crossOrigin ? '; the server may be unreachable, or may not allow cross-origin requests ' +
+          '(it must send Access-Control-Allow-Origin)' : ''));
     }
     if (!res.ok) {
       throw new Error(`could not download ${url}: the server answered ${res.status} ${res.statusText}`.trim());
     }
-    if (cache && crossOrigin) {
+    if (cache) {
       // A tee of the body: the cache stores it while we read it, with no second copy kept.
       stored = cache.put(url, res.clone()).catch((e) => console.warn(`not cached: ${url}: ${e.message}`));
     }
@@ -426,3 +465,5 @@ function finishDispose(m) {
     console.warn(`freeing the model failed: ${describe(e)}`);
   }
 }
+
+self.postMessage({ type: 'ready' });

@@ -113,14 +113,17 @@ export async function openPage(browser, url) {
   return { context, page, requests, logs };
 }
 
-/** Fails unless every http(s)/ws request went to 127.0.0.1 (data: and blob: URLs stay in the page). */
+/**
+ * Fails unless every http(s)/ws request stayed on loopback, 127.0.0.0/8 (the tests' second origin
+ * is 127.0.0.2; data: and blob: URLs stay in the page).
+ */
 export function assertLocalOnly(requests) {
   const outside = requests.filter((u) => {
     const { protocol, hostname } = new URL(u);
     if (['data:', 'blob:', 'about:'].includes(protocol)) return false;
-    return hostname !== '127.0.0.1';
+    return !/^127\.\d+\.\d+\.\d+$/.test(hostname);
   });
-  if (outside.length > 0) throw new Error(`requests left 127.0.0.1: ${outside.join(', ')}`);
+  if (outside.length > 0) throw new Error(`requests left loopback: ${outside.join(', ')}`);
   if (requests.length === 0) throw new Error('no request was recorded: the request log is not working');
 }
 

@@ -34,13 +34,14 @@ function runWidget(page, sel) {
     const el = document.querySelector(sel);
     const events = { token: [], done: [], error: [] };
     const on = (type) => (e) => {
+      // gpt2-token, gpt2-done, gpt2-error: never mistaken for the window's own error event.
       // The events bubble out of the shadow root to the document.
       if (e.target === el) events[type].push(e.detail);
     };
     const handlers = Object.fromEntries(Object.keys(events).map((t) => [t, on(t)]));
-    for (const [t, h] of Object.entries(handlers)) document.addEventListener(t, h);
+    for (const [t, h] of Object.entries(handlers)) document.addEventListener(`gpt2-${t}`, h);
     const result = await el.generate();
-    for (const [t, h] of Object.entries(handlers)) document.removeEventListener(t, h);
+    for (const [t, h] of Object.entries(handlers)) document.removeEventListener(`gpt2-${t}`, h);
     const output = el.shadowRoot.querySelector('[data-output]').textContent;
     return { result, events, output };
   }, sel);
@@ -160,7 +161,7 @@ test('the widget keeps its styles in its shadow root and works from the keyboard
 
     // Tab reaches the prompt; Ctrl+Enter generates; the result arrives as a done event.
     await page.waitForFunction(() => !document.getElementById('k').shadowRoot.querySelector('[data-generate]').disabled, null, { timeout: 60_000 });
-    const done = page.evaluate(() => new Promise((resolve) => document.addEventListener('done', (e) => resolve(e.detail), { once: true })));
+    const done = page.evaluate(() => new Promise((resolve) => document.addEventListener('gpt2-done', (e) => resolve(e.detail), { once: true })));
     await page.keyboard.press('Tab');
     assert.equal(await page.evaluate(() => document.getElementById('k').shadowRoot.activeElement?.tagName), 'TEXTAREA');
     await page.keyboard.press('Control+Enter');
@@ -175,7 +176,7 @@ test('autorun generates once the model is loaded; a missing model fires an error
     await page.addInitScript(() => {
       window.seen = [];
       for (const type of ['token', 'done', 'error']) {
-        document.addEventListener(type, (e) => window.seen.push({ type, id: e.target.id, detail: type === 'token' ? null : e.detail }));
+        document.addEventListener(`gpt2-${type}`, (e) => window.seen.push({ type, id: e.target.id, detail: type === 'token' ? null : e.detail }));
       }
     });
     await widgetPage(page, [

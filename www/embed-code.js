@@ -1,0 +1,34 @@
+// The embed code for a widget with given attributes, in the two forms a course page can take:
+// a script tag plus <gpt2-generator> (pages that allow scripts), or an <iframe> of embed.html
+// (editors that strip scripts: most LMS). Used by the demo page's "Copy embed code".
+
+const escapeAttr = (s) => String(s).replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;')
+  .replace(/>/g, '&gt;').replace(/\n/g, '&#10;');
+
+/**
+ * The widget's `stop` attribute for a list of stop texts: one text with \n, \t and \\ escaped (the
+ * widget reads those back), or a JSON list.
+ */
+export function stopAttribute(stops) {
+  if (stops.length === 1 && !stops[0].trim().startsWith('[')) {
+    return stops[0].replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/\t/g, '\\t');
+  }
+  return JSON.stringify(stops);
+}
+
+/**
+ * `base`: the URL of the folder that holds widget.js and embed.html. `attributes`: [name, value]
+ * pairs in the widget's attribute names; `true` writes a boolean attribute, undefined leaves it out.
+ * Returns { script, iframe } as HTML to paste, and the iframe's `src`.
+ */
+export function embedSnippets(base, attributes) {
+  const set = attributes.filter(([, v]) => v !== undefined && v !== false);
+  const tag = set.map(([k, v]) => (v === true ? ` ${k}` : ` ${k}="${escapeAttr(v)}"`)).join('');
+  const script = `<script type="module" src="${escapeAttr(new URL('widget.js', base))}"></script>\n` +
+    `<gpt2-generator${tag}></gpt2-generator>`;
+  const query = new URLSearchParams(set.map(([k, v]) => [k, v === true ? '' : String(v)]));
+  const src = `${new URL('embed.html', base)}?${query.toString().replace(/=(&|$)/g, '$1')}`;
+  const iframe = `<iframe src="${escapeAttr(src)}" title="GPT-2, running in your browser" ` +
+    'style="width: 100%; height: 420px; border: 0" loading="lazy"></iframe>';
+  return { script, iframe, src };
+}
