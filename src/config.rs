@@ -5,8 +5,9 @@
 use crate::error::{Error, Result};
 use serde::Deserialize;
 
-/// Largest dimension accepted from a config file; guards against absurd allocations.
-const MAX_DIM: usize = 1 << 20;
+/// Largest dimension accepted from a config file (and token id from a tokenizer); guards against
+/// absurd allocations.
+pub const MAX_DIM: usize = 1 << 20;
 
 /// The activation used in the MLP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,6 +13,11 @@ use crate::model::Model;
 use crate::sampling::{Candidate, Sampler, SamplingParams};
 use crate::tokenizer::Detokenizer;
 
+/// The most stop texts one generation takes, and the longest (each is matched against the
+/// text's tail after every token).
+pub const MAX_STOPS: usize = 16;
+pub const MAX_STOP_BYTES: usize = 1000;
+
 /// What to generate.
 #[derive(Clone, Debug)]
 pub struct GenerateParams {
@@ -36,6 +41,31 @@ impl Default for GenerateParams {
             top_logprobs: 0,
             ignore_eos: false,
         }
+    }
+}
+
+impl GenerateParams {
+    /// Checks every setting before anything runs; an error names the parameter.
+    pub fn validate(&self) -> Result<()> {
+        if self.max_tokens == 0 {
+            return Err(Error::param("max_tokens", "must be at least 1"));
+        }
+        if self.stop.len() > MAX_STOPS {
+            return Err(Error::param(
+                "stop",
+                format!("{} stop texts; at most {MAX_STOPS}", self.stop.len()),
+            ));
+        }
+        if let Some(long) = self.stop.iter().find(|s| s.len() > MAX_STOP_BYTES) {
+            return Err(Error::param(
+                "stop",
+                format!(
+                    "a stop text of {} bytes; at most {MAX_STOP_BYTES}",
+                    long.len()
+                ),
+            ));
+        }
+        self.sampling.validate()
     }
 }
 
@@ -185,9 +215,7 @@ impl Generation {
         clock: Box<dyn Clock>,
         t0: f64,
     ) -> Result<Self> {
-        if params.max_tokens == 0 {
-            return Err(Error::param("max_tokens", "must be at least 1"));
-        }
+        params.validate()?;
         let sampler = Sampler::new(params.sampling.clone())?;
         let config = &model.config;
         if ids.is_empty() {

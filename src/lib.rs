@@ -8,11 +8,13 @@
 
 pub mod backend;
 pub mod bench;
+pub mod budget;
 pub mod config;
 pub mod error;
 pub mod generate;
 pub mod mem;
 pub mod model;
+pub mod platform;
 pub mod sampling;
 pub mod tokenizer;
 pub mod weights;

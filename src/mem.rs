@@ -3,11 +3,20 @@
 //! `madvise`-only), which takes TLB misses out of the stream: single-thread reads here go from
 //! ~11 to ~16 GB/s.
 
-/// `n` zeros, backed by huge pages where the OS grants them.
+/// `n` zeros, backed by huge pages where the OS grants them. On Linux the allocation is padded to
+/// whole 2 MiB pages (plus one, since it need not start on a page boundary) so that every byte
+/// of the data can lie on one; elsewhere (wasm, other systems) it is exactly `n`.
 pub fn zeroed_huge<T: Copy + Default>(n: usize) -> Vec<T> {
-    let mut v: Vec<T> = Vec::with_capacity(n);
     #[cfg(target_os = "linux")]
-    advise_huge(v.as_mut_ptr() as usize, n * std::mem::size_of::<T>());
+    let capacity = {
+        let (size, huge) = (std::mem::size_of::<T>().max(1), 2usize << 20);
+        (n * size).next_multiple_of(huge).saturating_add(huge) / size
+    };
+    #[cfg(not(target_os = "linux"))]
+    let capacity = n;
+    let mut v: Vec<T> = Vec::with_capacity(capacity);
+    #[cfg(target_os = "linux")]
+    advise_huge(v.as_mut_ptr() as usize, capacity * std::mem::size_of::<T>());
     v.resize(n, T::default()); // the first touch, after the advice
     v
 }

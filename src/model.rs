@@ -4,6 +4,7 @@
 use crate::backend::cpu::{CpuBackend, CpuDtype};
 use crate::backend::gpu::{GpuBackend, GpuOptions};
 use crate::backend::{Backend, BackendChoice};
+use crate::budget::Footprint;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::tokenizer::Tokenizer;
@@ -32,11 +33,26 @@ impl Model {
         cpu_dtype: CpuDtype,
     ) -> Result<Model> {
         let config = Config::from_json(config_json)?;
+        // Before anything is allocated: loading alone (the file, one tensor widened) must fit,
+        // and the CPU backend must fit before it is built.
+        let cpu = Footprint::cpu(&config, cpu_dtype, safetensors.len() as u64)?;
+        let limit = crate::platform::memory_limit();
+        Footprint {
+            weights: 0,
+            kv_cache: 0,
+            activations: 0,
+            ..cpu
+        }
+        .check(limit)?;
         let weights = Gpt2Weights::load(safetensors, &config)?;
         let tokenizer = Tokenizer::from_bytes(tokenizer_json)?;
+        let cpu_backend = |weights: &Gpt2Weights| -> Result<Backend> {
+            cpu.check(limit)?;
+            Ok(Backend::Cpu(CpuBackend::new(&config, weights, cpu_dtype)?))
+        };
         let mut gpu_unavailable = None;
         let backend = match choice {
-            BackendChoice::Cpu => Backend::Cpu(CpuBackend::new(&config, &weights, cpu_dtype)?),
+            BackendChoice::Cpu => cpu_backend(&weights)?,
             BackendChoice::Gpu => {
                 let gpu = GpuBackend::new(&config, &weights, &GpuOptions::default()).await?;
                 Backend::Gpu(gpu)
@@ -50,7 +66,7 @@ impl Model {
                     Ok(gpu) => Backend::Gpu(gpu),
                     Err(e) => {
                         gpu_unavailable = Some(e.to_string());
-                        Backend::Cpu(CpuBackend::new(&config, &weights, cpu_dtype)?)
+                        cpu_backend(&weights)?
                     }
                 }
             }
@@ -87,6 +103,8 @@ impl Model {
     /// the model was loaded from. The new KV cache is empty: the next forward must start at
     /// position 0 with every id so far.
     pub fn fall_back_to_cpu(&mut self, safetensors: &[u8], why: String) -> Result<()> {
+        Footprint::cpu(&self.config, self.cpu_dtype, safetensors.len() as u64)?
+            .check(crate::platform::memory_limit())?;
         let weights = Gpt2Weights::load(safetensors, &self.config)?;
         self.backend = Backend::Cpu(CpuBackend::new(&self.config, &weights, self.cpu_dtype)?);
         self.gpu_unavailable = Some(why);

@@ -10,7 +10,8 @@ use crate::error::{Error, Result};
 /// Sampling settings. The defaults are greedy decoding.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SamplingParams {
-    /// 0 means greedy (argmax); otherwise logits are divided by it.
+    /// 0 means greedy (argmax); otherwise logits are divided by it. Below `GREEDY_BELOW` it is
+    /// greedy too (dividing by 1e-39 would overflow the logits to infinity and the softmax to NaN).
     pub temperature: f32,
     /// Keep only the k most likely tokens; 0 turns it off.
     pub top_k: usize,
@@ -22,6 +23,16 @@ pub struct SamplingParams {
     pub repetition_penalty: f32,
     /// Seed of the random generator.
     pub seed: u64,
+}
+
+/// Temperatures below this pick the most likely token, exactly as 0 does.
+pub const GREEDY_BELOW: f32 = 1e-4;
+
+impl SamplingParams {
+    /// Whether these settings pick the most likely token every time.
+    pub fn is_greedy(&self) -> bool {
+        self.temperature < GREEDY_BELOW
+    }
 }
 
 impl Default for SamplingParams {
@@ -173,7 +184,7 @@ impl Sampler {
         top.clear();
         self.apply_repetition_penalty(logits, history);
         let p = self.params.clone();
-        if p.temperature == 0.0 {
+        if p.is_greedy() {
             let id = argmax(logits);
             if n_top > 0 {
                 self.gather(logits, 1.0, false);

@@ -21,7 +21,16 @@ impl Tokenizer {
         let inner = tokenizers::Tokenizer::from_bytes(bytes)
             .map_err(|e| Error::Tokenizer(format!("cannot parse: {e}")))?;
         let vocab = inner.get_vocab(true);
-        let n = vocab.values().map(|&id| id as usize + 1).max().unwrap_or(0);
+        // In u64: an id of u32::MAX plus one wraps a 32-bit usize (wasm32).
+        let n = vocab.values().map(|&id| id as u64 + 1).max().unwrap_or(0);
+        if n > crate::config::MAX_DIM as u64 {
+            return Err(Error::Tokenizer(format!(
+                "token id {} is larger than any GPT-2 vocabulary (at most {} ids)",
+                n - 1,
+                crate::config::MAX_DIM
+            )));
+        }
+        let n = n as usize;
         let byte_of = unicode_to_byte();
         let mut token_bytes = vec![Vec::new(); n];
         let added = inner.get_added_tokens_decoder();

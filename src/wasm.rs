@@ -99,6 +99,14 @@ fn whole(name: &'static str, v: f64, max: f64) -> Result<u64, JsError> {
 }
 
 impl Options {
+    fn from_js(options: JsValue) -> Result<Options, JsError> {
+        if options.is_undefined() || options.is_null() {
+            return Ok(Options::default());
+        }
+        serde_wasm_bindgen::from_value(options)
+            .map_err(|e| JsError::new(&format!("invalid options: {e}")))
+    }
+
     fn params(&self) -> Result<GenerateParams, JsError> {
         let params = GenerateParams {
             max_tokens: whole("maxTokens", self.max_tokens, 1e9)? as usize,
@@ -114,7 +122,7 @@ impl Options {
             top_logprobs: whole("topLogprobs", self.top_logprobs, 100.0)? as usize,
             ignore_eos: self.ignore_eos,
         };
-        params.sampling.validate().map_err(js_err)?;
+        params.validate().map_err(js_err)?;
         Ok(params)
     }
 }
@@ -234,6 +242,39 @@ impl State {
     }
 }
 
+/// What a model of this `config.json` with a weights file of `weightsBytes` will need in memory on
+/// the CPU at `dtype`, checked against what this build can address before anything is downloaded
+/// or allocated: `{ file, weights, kvCache, activations, conversion, peak, limit }` in bytes, or
+/// an error sentence that names the model's size and the limit.
+#[wasm_bindgen(js_name = checkMemory)]
+pub fn check_memory(config: &[u8], weights_bytes: f64, dtype: String) -> Result<JsValue, JsError> {
+    #[derive(Serialize)]
+    struct Plan {
+        #[serde(flatten)]
+        footprint: crate::budget::Footprint,
+        peak: u64,
+        limit: Option<u64>,
+    }
+    let config = crate::Config::from_json(config).map_err(js_err)?;
+    let dtype: CpuDtype = dtype.parse().map_err(js_err)?;
+    let footprint = crate::budget::Footprint::cpu(&config, dtype, weights_bytes.max(0.0) as u64)
+        .map_err(js_err)?;
+    let limit = crate::platform::memory_limit();
+    footprint.check(limit).map_err(js_err)?;
+    to_js(&Plan {
+        footprint,
+        peak: footprint.peak(),
+        limit: limit.map(|(bytes, _)| bytes),
+    })
+}
+
+/// Checks generation options (the JS API's names) without running anything, so a queued
+/// `generate` is refused when it is called, not when its turn comes.
+#[wasm_bindgen(js_name = checkOptions)]
+pub fn check_options(options: JsValue) -> Result<(), JsError> {
+    Options::from_js(options)?.params().map(|_| ())
+}
+
 /// A loaded model and at most one generation in progress.
 #[wasm_bindgen]
 pub struct Engine {
@@ -351,12 +392,7 @@ impl Engine {
 
     /// Starts a generation (replacing any previous one). `options` uses the JS API's names.
     pub fn start(&self, prompt: &str, options: JsValue) -> Result<(), JsError> {
-        let opts: Options = if options.is_undefined() || options.is_null() {
-            Options::default()
-        } else {
-            serde_wasm_bindgen::from_value(options)
-                .map_err(|e| JsError::new(&format!("invalid options: {e}")))?
-        };
+        let opts = Options::from_js(options)?;
         let params = opts.params()?;
         let mut s = self.state.borrow_mut();
         let st = s.as_mut().ok_or_else(|| JsError::new(BUSY))?;

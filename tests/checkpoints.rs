@@ -264,3 +264,31 @@ fn the_gpt2_family_configs_parse_with_their_parameter_counts() {
         assert_eq!(c.n_params(), params, "{name}");
     }
 }
+
+/// A config whose dimensions pass one by one but whose KV cache and weights multiply past any
+/// memory is refused before anything is allocated, with a sentence.
+#[test]
+fn a_config_too_big_for_memory_is_refused_before_allocating() {
+    let mut f = tiny_files();
+    f.config =
+        br#"{"n_layer":1000,"n_head":16,"n_embd":262144,"n_positions":1048576,"vocab_size":1999}"#
+            .to_vec();
+    let e = err(&f);
+    assert!(e.contains("past any memory") || e.contains("GiB"), "{e}");
+}
+
+/// A tokenizer.json with a vocabulary id of u32::MAX is an error that names it (on wasm32, id + 1
+/// used to wrap and index out of range).
+#[test]
+fn a_tokenizer_id_beyond_any_vocabulary_is_named() {
+    let mut f = tiny_files();
+    let text = String::from_utf8(f.tokenizer.clone()).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json["model"]["vocab"]["zzzz-huge"] = serde_json::json!(4294967295u64);
+    f.tokenizer = serde_json::to_vec(&json).unwrap();
+    let e = err(&f);
+    assert!(
+        e.starts_with("tokenizer.json") && e.contains("4294967295"),
+        "{e}"
+    );
+}

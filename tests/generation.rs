@@ -220,6 +220,55 @@ fn bad_parameters_are_errors_not_panics() {
         let e = generate(&mut m, "x", p, &mut |_| {}, &|| false).unwrap_err();
         assert!(matches!(e, Error::Param { .. }), "{e}");
     }
+    // Stop lists are capped, in count and in length, with a sentence that says so.
+    for (stop, want) in [
+        (vec!["x".to_string(); 17], "17 stop texts; at most 16"),
+        (
+            vec!["y".repeat(1001)],
+            "a stop text of 1001 bytes; at most 1000",
+        ),
+    ] {
+        let p = GenerateParams { stop, ..greedy(4) };
+        let e = generate(&mut m, "x", p, &mut |_| {}, &|| false).unwrap_err();
+        assert_eq!(e.to_string(), format!("invalid stop: {want}"));
+    }
+}
+
+/// A temperature too small to divide by (1e-39 overflows the logits to infinity) behaves as
+/// greedy: the same tokens as temperature 0, never NaN probabilities.
+#[test]
+fn a_tiny_temperature_is_greedy() {
+    let mut m = load(TINY);
+    let run = |m: &mut gpt2_web::Model, temperature: f32| {
+        let p = GenerateParams {
+            sampling: SamplingParams {
+                temperature,
+                seed: 3,
+                ..Default::default()
+            },
+            top_logprobs: 5,
+            ..greedy(12)
+        };
+        let mut probs = Vec::new();
+        let r = generate(
+            m,
+            "The",
+            p,
+            &mut |ev| probs.extend(ev.top.iter().map(|c| c.prob)),
+            &|| false,
+        )
+        .unwrap();
+        (r.tokens, probs)
+    };
+    let (want, _) = run(&mut m, 0.0);
+    for t in [1e-39, 1e-30, 1e-6] {
+        let (got, probs) = run(&mut m, t);
+        assert_eq!(got, want, "temperature {t}");
+        assert!(
+            probs.iter().all(|p| p.is_finite()),
+            "temperature {t}: {probs:?}"
+        );
+    }
 }
 
 #[test]

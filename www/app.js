@@ -5,7 +5,8 @@
 // ?backend=auto|cpu|webgpu picks the backend of that first load, ?dtype=q8|f32 its CPU weights.
 //
 // Hooks for the browser tests (tests/e2e/), on window:
-//   pageState    'loading' | 'ready' | 'busy' | 'error' (set after every load, generation and lab)
+//   pageState    'loading' | 'ready' | 'busy' | 'error' (set after every load, generation and lab), or
+//                'asking' (a ?model= of another origin waits for the Load button)
 //   gpt2Model    the loaded Gpt2 (or null)
 //   lastResult   the result of the last Generate click (null while it runs)
 //   tokenEvents  how many onToken calls that generation made
@@ -661,7 +662,21 @@ $('dtype-choice').value = dtype;
 if (params.has('model')) {
   $('source-url').checked = true;
   $('model-url').value = params.get('model');
-  loadModel(params.get('model'), backend, dtype);
+  let origin = null;
+  try {
+    origin = new URL(params.get('model'), location.href).origin;
+  } catch {
+    // not a URL: loading it says so
+  }
+  if (origin === location.origin) {
+    loadModel(params.get('model'), backend, dtype);
+  } else {
+    // A link must not make a visitor download hundreds of megabytes from a host it names: ask.
+    window.pageState = 'asking';
+    $('progress-text').textContent = 'Not loaded.';
+    $('model-info').textContent = `This link asks to load a model from ${origin ?? params.get('model')}. ` +
+      'Press Load model to download it.';
+  }
 } else {
   loadModel(DEMO, backend, dtype);
 }

@@ -91,7 +91,7 @@ function connection() {
   worker.onerror = (e) => {
     e.preventDefault();
     if (conn.ready) {
-      fail(conn, `the model's worker stopped: ${e.message || 'it crashed'}`);
+      fail(conn, `the model's worker stopped (${e.message || 'it crashed'}); load the model again`);
     } else if (!conn.diagnosing) {
       conn.diagnosing = true;
       whyNoStart(conn, e.message).then((why) => fail(conn, why));
@@ -466,6 +466,15 @@ export class Gpt2 {
   _loseDevice() {
     if (this.#disposed) return Promise.reject(new Error('this model has been disposed'));
     return request(this.#conn, { op: 'loseDevice', model: this.#id }).promise;
+  }
+
+  /**
+   * TEST HOOK, not part of the API (tests/e2e/api.test.mjs): makes the shared worker throw an
+   * uncaught error, as a crash or an out-of-memory would; every pending request then rejects and
+   * the next load starts a fresh worker.
+   */
+  _crashWorker() {
+    this.#conn.worker?.postMessage({ op: 'crash' });
   }
 
   /**

@@ -170,6 +170,7 @@ export class Gpt2Generator extends HTMLElement {
         <div class="output" data-output role="region" aria-live="off" aria-label="Generated text" tabindex="0"></div>
         <p class="status" data-status role="status"></p>
         <p class="error" data-error role="alert" hidden></p>
+        <button type="button" data-reload hidden>Load the model again</button>
         <dl class="readout" data-readout hidden>
           ${READOUT.map(([k, label, cls]) => `<div class="${cls}"><dt>${label}</dt><dd data-r="${k}">–</dd></div>`).join('')}
         </dl>
@@ -178,11 +179,19 @@ export class Gpt2Generator extends HTMLElement {
     const $ = (sel) => root.querySelector(sel);
     this.#ui = {
       prompt: $('textarea'), generate: $('[data-generate]'), stop: $('[data-stop]'), settings: $('[data-settings]'),
-      output: $('[data-output]'), status: $('[data-status]'), error: $('[data-error]'), readout: $('[data-readout]'),
+      output: $('[data-output]'), status: $('[data-status]'), error: $('[data-error]'), reload: $('[data-reload]'),
+      readout: $('[data-readout]'),
       loop: $('[data-loop]'), r: Object.fromEntries(READOUT.map(([k]) => [k, $(`[data-r="${k}"]`)])),
     };
     this.#ui.generate.addEventListener('click', () => this.generate());
     this.#ui.stop.addEventListener('click', () => this.stop());
+    // After the model (or its worker) died: a fresh load, in a fresh worker if need be.
+    this.#ui.reload.addEventListener('click', () => {
+      this.#ui.reload.hidden = true;
+      this.#ui.error.hidden = true;
+      this.#release();
+      this.#ensureModel();
+    });
     this.#ui.prompt.addEventListener('keydown', (e) => {
       if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
         e.preventDefault();
@@ -437,6 +446,7 @@ export class Gpt2Generator extends HTMLElement {
     const ui = this.#ui;
     ui.error.textContent = sentence(message);
     ui.error.hidden = false;
+    ui.reload.hidden = !/load (the model|it) again/.test(message);
     ui.status.textContent = '';
     this.#emit('error', { message });
   }

@@ -10,6 +10,7 @@
 //                  { id, op: 'tokenize', model, text }
 //                  { id, op: 'dispose', model }
 //                  { id, op: 'loseDevice', model }    (tests only: destroys the GPU device)
+//                  { op: 'crash' }                    (tests only: an uncaught error, as a crash)
 //   worker → page  { type: 'ready' }                                       (once, when this script runs)
 //                  { id, type: 'progress', file, loaded, total, cached }   (load)
 //                  { id, type: 'token', token }                            (generate, once per token)
@@ -31,6 +32,8 @@
 
 /** @type {Promise<{ mod: object, threads: number, build: string }> | null} */
 let wasmReady = null;
+/** The started wasm module (wasm-bindgen's exports), once wasmReady has resolved. */
+let engineModule = null;
 
 /** model id → { engine, queue: Job[], running: Job | null, stepping: Promise | null, disposed, crashed } */
 const models = new Map();
@@ -57,6 +60,7 @@ self.onmessage = ({ data: msg }) => {
     case 'tokenize': return respond(msg.id, () => tokenize(msg));
     case 'dispose': return respond(msg.id, () => dispose(msg));
     case 'loseDevice': return respond(msg.id, () => loseDevice(msg));
+    case 'crash': return setTimeout(() => { throw new Error('the worker crashed (a test)'); }); // tests only
     default: return reply(msg.id, 'error', { message: `unknown request "${msg.op}"` });
   }
 };
@@ -124,6 +128,7 @@ function wasm(threads, builds) {
       try {
         const mod = await startBuild(builds[name]);
         if (n > 1) await mod.initThreadPool(n);
+        engineModule = mod;
         return { mod, threads: n, build: name };
       } catch (e) {
         if (name === 'pkg') {
@@ -166,17 +171,23 @@ function hostHint(url) {
 }
 
 async function load({ id, source, backend, dtype, threads, builds }) {
-  // Compile the wasm while the files download.
-  const [{ mod, threads: running, build }, bytes] = await Promise.all([
-    wasm(threadsFor(threads), builds),
-    source.urls ? fetchModel(id, source.urls, homeOrigins(builds)) : readFiles(id, source.files),
+  // Compile the wasm while the files download; the model's memory is checked against this build
+  // (mod.checkMemory) from config.json and the weights' size, before the weights are read.
+  const ready = wasm(threadsFor(threads), builds);
+  const checkWeights = async (config, size) => (await ready).mod.checkMemory(config, size, dtype);
+  const [{ mod, threads: running, build }, files] = await Promise.all([
+    ready,
+    source.urls ? fetchModel(id, source.urls, homeOrigins(builds), checkWeights) : readFiles(id, source.files, checkWeights),
   ]);
-  const engine = await mod.Engine.load(bytes.config, bytes.weights, bytes.tokenizer, backend, dtype)
+  const { config, weights, tokenizer } = files.bytes;
+  const engine = await mod.Engine.load(config, weights, tokenizer, backend, dtype)
     .catch((e) => {
       // Only the JS API knows the option's name; every WebGPU failure at load has the same way out.
       if (backend === 'webgpu' && /^WebGPU: /.test(e.message)) throw new Error(`${e.message}; use backend 'auto' or 'cpu'`);
       throw e;
     });
+  // Kept for offline use only now that they made a model (a captive portal's page never is).
+  await Promise.all(files.stores.map((store) => store()));
   const m = { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null, backend: engine.backend };
   models.set(id, m);
   return {
@@ -202,15 +213,42 @@ async function adapterName(engine) {
   return name;
 }
 
-/** config.json first (small: a wrong folder fails fast, naming config.json), then the rest together. */
-async function fetchModel(id, urls, home) {
+/** The most bytes config.json and tokenizer.json may have (GPT-2's: 1 kB and 1.4 MB). */
+const CAPS = { config: 1 << 20, tokenizer: 64 << 20 };
+
+/** `size` bytes of `file`, refused above `cap` with a sentence. */
+function capped(file, cap) {
+  return (size) => {
+    if (size > cap) throw new Error(`${file} is ${mb(size)}, more than the ${mb(cap)} it may be; is it the right file?`);
+    return cap;
+  };
+}
+
+const mb = (n) => (n >= 1e6 ? `${(n / 1e6).toFixed(1)} MB` : `${Math.ceil(n / 1e3)} kB`);
+
+/**
+ * config.json first (small: a wrong folder fails fast, naming config.json), then the rest
+ * together, the weights only once the model they make is known to fit (`checkWeights`).
+ * Returns { bytes: { config, weights, tokenizer }, stores: [() => Promise] } where each store
+ * puts a file in the Cache API (called once the model has loaded).
+ */
+async function fetchModel(id, urls, home, checkWeights) {
   const cache = await openCache();
   const controller = new AbortController();
-  const get = (key) => download(id, FILES[key], urls[key], home.has(new URL(urls[key]).origin) ? null : cache, controller.signal);
+  const get = (key, limit) => download(id, FILES[key], urls[key], home.has(new URL(urls[key]).origin) ? null : cache,
+    controller.signal, limit);
   try {
-    const config = await get('config');
-    const [weights, tokenizer] = await Promise.all([get('weights'), get('tokenizer')]);
-    return { config, weights, tokenizer };
+    const config = await get('config', capped(FILES.config, CAPS.config));
+    await checkWeights(config.bytes, 0); // the KV cache and buffers alone may not fit: ask for nothing more
+    const [weights, tokenizer] = await Promise.all([
+      get('weights', async (size) => (await checkWeights(config.bytes, size)).limit ?? Infinity),
+      get('tokenizer', capped(FILES.tokenizer, CAPS.tokenizer)),
+    ]);
+    const all = { config, weights, tokenizer };
+    return {
+      bytes: Object.fromEntries(Object.entries(all).map(([k, f]) => [k, f.bytes])),
+      stores: Object.values(all).map((f) => f.store),
+    };
   } catch (e) {
     controller.abort(); // stop the other download
     throw e;
@@ -234,18 +272,16 @@ function homeOrigins(builds) {
 }
 
 /**
- * One file's bytes, reporting progress. With a `cache`, the file (e.g. from Hugging Face) is kept
- * in the Cache API and read from it on the next visit, so a page that was opened once works offline.
+ * One file: { bytes, store }, reporting progress. `limit(size)` sees the announced size (0 when
+ * unknown) before anything is allocated, throws when it is too much, and returns the most bytes
+ * the body may have. With a `cache`, the file (e.g. from Hugging Face) is read from the Cache API
+ * when it is there, and `store()` keeps it there, so a page that was opened once works offline.
  */
-async function download(id, file, url, cache, signal) {
+async function download(id, file, url, cache, signal, limit) {
   const crossOrigin = new URL(url).origin !== self.location.origin;
   let res = null;
-  let cached = false;
-  let stored = Promise.resolve();
-  if (cache) {
-    res = (await cache.match(url).catch(() => undefined)) ?? null;
-    cached = res !== null;
-  }
+  if (cache) res = (await cache.match(url).catch(() => undefined)) ?? null;
+  const cached = res !== null;
   if (!res) {
     try {
       res = await fetch(url, { signal });
@@ -258,26 +294,33 @@ async function download(id, file, url, cache, signal) {
     if (!res.ok) {
       throw new Error(`could not download ${url}: the server answered ${res.status} ${res.statusText}`.trim());
     }
-    if (cache) {
-      // A tee of the body: the cache stores it while we read it, with no second copy kept.
-      stored = cache.put(url, res.clone()).catch((e) => console.warn(`not cached: ${url}: ${e.message}`));
-    }
   }
+  const max = await limit(Number(res.headers.get('Content-Length')) || 0);
+  let bytes;
   try {
-    const bytes = await readBody(res, (loaded, total) => reply(id, 'progress', { file, loaded, total, cached }));
-    await stored; // "loaded" then also means "available offline"
-    return bytes;
+    bytes = await readBody(res, max, (loaded, total) => reply(id, 'progress', { file, loaded, total, cached }));
   } catch (e) {
     if (signal.aborted) throw e;
-    throw new Error(`could not download ${url}: the transfer failed after it began (${e.message})`);
+    throw new Error(`could not download ${url}: ${e.tooBig ? e.message : `the transfer failed after it began (${e.message})`}`);
   }
+  const type = res.headers.get('Content-Type') || 'application/octet-stream';
+  const store = cache && !cached
+    ? () => cache.put(url, new Response(bytes, { headers: { 'Content-Type': type } }))
+      .catch((e) => console.warn(`not cached: ${url}: ${e.message}`))
+    : async () => {};
+  return { bytes, store };
 }
 
-/** Streams a body into one buffer; progress at most every 50 ms, and once at the end. */
-async function readBody(res, progress) {
+/**
+ * Streams a body into one buffer of at most `max` bytes; progress at most every 50 ms, and once at
+ * the end.
+ */
+async function readBody(res, max, progress) {
   const length = Number(res.headers.get('Content-Length'));
+  const tooBig = (n) => Object.assign(new Error(`it is ${mb(n)} or more, more than this model may take (${mb(max)})`), { tooBig: true });
+  if (length > max) throw tooBig(length);
   // Content-Length counts encoded bytes (gzip); the buffer grows if the body turns out longer.
-  let buf = new Uint8Array(length > 0 ? length : 1 << 20);
+  let buf = new Uint8Array(length > 0 ? length : Math.min(1 << 20, max));
   let loaded = 0;
   let last = 0;
   progress(0, length || 0);
@@ -285,8 +328,12 @@ async function readBody(res, progress) {
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
+    if (loaded + value.length > max) {
+      reader.cancel().catch(() => {});
+      throw tooBig(loaded + value.length);
+    }
     if (loaded + value.length > buf.length) {
-      const grown = new Uint8Array(Math.max(buf.length * 2, loaded + value.length));
+      const grown = new Uint8Array(Math.min(max, Math.max(buf.length * 2, loaded + value.length)));
       grown.set(buf.subarray(0, loaded));
       buf = grown;
     }
@@ -302,18 +349,21 @@ async function readBody(res, progress) {
   return buf.length === loaded ? buf : buf.slice(0, loaded);
 }
 
-/** Local files: Blob/File, ArrayBuffer or typed array, already in memory or on disk. */
-async function readFiles(id, files) {
-  const out = {};
-  for (const key of Object.keys(FILES)) {
+/** Local files: Blob/File, ArrayBuffer or typed array; the weights read only once they fit. */
+async function readFiles(id, files, checkWeights) {
+  const size = (f) => (f instanceof Blob ? f.size : f.byteLength);
+  const bytes = {};
+  for (const key of ['config', 'tokenizer', 'weights']) {
     const f = files[key];
-    const bytes = f instanceof Blob ? new Uint8Array(await f.arrayBuffer())
+    if (key === 'weights') await checkWeights(bytes.config, size(f));
+    else capped(FILES[key], CAPS[key])(size(f));
+    const b = f instanceof Blob ? new Uint8Array(await f.arrayBuffer())
       : ArrayBuffer.isView(f) ? new Uint8Array(f.buffer, f.byteOffset, f.byteLength)
         : new Uint8Array(f);
-    reply(id, 'progress', { file: FILES[key], loaded: bytes.length, total: bytes.length, cached: false });
-    out[key] = bytes;
+    reply(id, 'progress', { file: FILES[key], loaded: b.length, total: b.length, cached: false });
+    bytes[key] = b;
   }
-  return out;
+  return { bytes, stores: [] };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -330,6 +380,12 @@ function enqueue(msg) {
   let m;
   try {
     m = model(msg.model);
+  } catch (e) {
+    return reply(msg.id, 'error', { message: describe(e) });
+  }
+  try {
+    // Refused now, not when a queued request's turn comes.
+    engineModule.checkOptions(msg.options);
   } catch (e) {
     return reply(msg.id, 'error', { message: describe(e) });
   }
@@ -430,15 +486,17 @@ function emptyResult(stopReason) {
 // The rest: tokenize between steps, dispose when the running step is done.
 
 async function tokenize({ model: id, text }) {
-  const m = model(id);
+  let m = model(id);
   while (m.stepping) await m.stepping.catch(() => {}); // the engine is taken while a step runs
+  m = model(id); // it may have been disposed (and freed) meanwhile
   return Array.from(m.engine.tokenize(text));
 }
 
 /** Tests only: destroys the model's GPU device between two steps, as a driver reset would. */
 async function loseDevice({ model: id }) {
-  const m = model(id);
+  let m = model(id);
   while (m.stepping) await m.stepping.catch(() => {}); // the engine is taken while a step runs
+  m = model(id);
   const onGpu = m.engine.backend === 'webgpu';
   m.engine.loseDevice();
   return onGpu;

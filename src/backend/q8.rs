@@ -52,10 +52,7 @@ impl Q8Matrix {
     ) -> Q8Matrix {
         let blocks = cols.div_ceil(QK);
         let groups = rows.div_ceil(RG);
-        let mut qs = crate::mem::zeroed_huge::<i8>(
-            (groups * blocks * RG * QK).next_multiple_of(2 << 20) + (2 << 20),
-        );
-        qs.truncate(groups * blocks * RG * QK);
+        let mut qs = crate::mem::zeroed_huge::<i8>(groups * blocks * RG * QK);
         let mut scales = vec![0f32; groups * blocks * RG];
         let mut vals = [0f32; QK];
         for b in 0..blocks {

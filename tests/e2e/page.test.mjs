@@ -160,6 +160,18 @@ test('a missing model given in the URL shows the error and leaves Generate disab
   });
 });
 
+test('a ?model= of another origin is not downloaded until the visitor presses Load model', T, async () => {
+  const foreign = 'http://127.0.0.2:9/some/model/';
+  await withPage(env.browser, `${env.server.origin}/?model=${encodeURIComponent(foreign)}`, async (page, { requests }) => {
+    await page.waitForFunction(() => window.pageState === 'asking', null, { timeout: 30_000 });
+    assert.match(await page.locator('#model-info').innerText(), /from http:\/\/127\.0\.0\.2:9\. Press Load model/);
+    assert.equal(await page.inputValue('#model-url'), foreign);
+    assert.ok(!(await page.locator('#load').isDisabled()));
+    await page.waitForTimeout(500);
+    assert.ok(!requests.some((u) => u.startsWith('http://127.0.0.2')), requests.join('\n'));
+  });
+});
+
 test('the labs fit total = a + b·n and compare greedy with sampling; a screenshot is written', T, async () => {
   await withPage(env.browser, pageUrl(), async (page) => {
     await waitLoaded(page);

@@ -102,7 +102,9 @@ impl GpuBackend {
             config.n_positions,
             config.vocab_size,
         );
-        let f = |n: usize| (n * 4) as u64;
+        // Widened before multiplying: on wasm32 a usize product could wrap. (Plan::new checked
+        // every size against the device's limits in u64 already.)
+        let f = |n: usize| n as u64 * 4;
         let bind = |kernel, label: &str, bufs: &[&wgpu::Buffer]| {
             kernels.bind_group(&ctx.device, kernel, label, bufs)
         };
@@ -410,27 +412,29 @@ impl Plan {
             config.vocab_size,
         );
         let limit = ctx.max_binding.min(ctx.max_buffer);
-        let too_big = |what: &str, bytes: usize| {
+        let too_big = |what: &str, bytes: u64| {
             Error::Gpu(format!(
                 "the model does not fit this GPU's limits: {what} needs {bytes} bytes in one \
                  buffer, the device allows {limit}"
             ))
         };
+        // Sizes in u64, so nothing wraps on wasm32 before it is compared.
+        let (cu, hu, nu) = (c as u64, hid as u64, n_ctx as u64);
         for (what, n) in [
-            ("wpe", n_ctx * c),
-            ("the MLP activations (n_ctx × n_inner)", n_ctx * hid),
-            ("qkv (n_ctx × 3·n_embd)", n_ctx * 3 * c),
-            ("mlp.c_fc", c * hid),
-            ("attn.c_attn", c * 3 * c),
-            ("the logits", v),
+            ("wpe", nu * cu),
+            ("the MLP activations (n_ctx × n_inner)", nu * hu),
+            ("qkv (n_ctx × 3·n_embd)", nu * 3 * cu),
+            ("mlp.c_fc", cu * hu),
+            ("attn.c_attn", cu * 3 * cu),
+            ("the logits", v as u64),
         ] {
-            if (n * 4) as u64 > limit {
+            if n * 4 > limit {
                 return Err(too_big(what, n * 4));
             }
         }
-        let wte_rows = (limit / (c as u64 * 4)) as usize;
+        let wte_rows = (limit / (cu * 4)) as usize;
         if wte_rows == 0 {
-            return Err(too_big("one row of wte", c * 4));
+            return Err(too_big("one row of wte", cu * 4));
         }
         let wte_rows = wte_rows.min(v);
         let most = ctx.max_workgroups as usize;
