@@ -10,6 +10,10 @@
 #                             demo model in one file that works from disk (file://), no server
 #   ./build.sh package        build, then write dist/gpt2-web-VERSION.tgz: the npm package (API,
 #                             widget, worker, wasm builds; no model)
+#   ./build.sh soak [N]       build, then N generations in a row in Chromium (default 1000): memory
+#                             must stay flat, no token event lost (./build.sh test runs 200)
+#   ./build.sh fuzz [SECONDS] the loaders' fuzz targets (tools/fuzz, cargo-fuzz on nightly), SECONDS
+#                             each (default 300); prints the executions and any crash input
 #   ./build.sh bench [--peer] the speed benchmark: native, then headless Chromium (1 and 2 threads,
 #                             q8 and f32); --peer adds transformers.js on the same weights
 set -euo pipefail
@@ -182,6 +186,32 @@ bench() {
   node tools/bench_web.mjs --model "$model" ${peer_args[@]+"${peer_args[@]}"} ${rest[@]+"${rest[@]}"}
 }
 
+# ./build.sh fuzz [SECONDS]: each fuzz target for SECONDS from its seeds (tools/fuzz/seeds/) and the
+# corpus it grew before (kept under the target folder). A crash leaves its input in
+# tools/fuzz/artifacts/; minimise it (cargo fuzz tmin) into tests/fixtures/fuzz/<target>/.
+fuzz() {
+  local seconds=${1:-300}
+  need_nightly
+  command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
+  local total=0
+  for target in load_model load_tokenizer; do
+    local corpus="$CARGO_TARGET_DIR/fuzz-corpus/$target"
+    mkdir -p "$corpus"
+    say "fuzzing $target for ${seconds}s"
+    CARGO_TARGET_DIR="$CARGO_TARGET_DIR/fuzz" cargo +nightly fuzz run --fuzz-dir tools/fuzz "$target" \
+      "$corpus" "tools/fuzz/seeds/$target" -- -max_total_time="$seconds" -rss_limit_mb=2048 \
+      -max_len=65536 -print_final_stats=1 2>&1 | tee "$CARGO_TARGET_DIR/fuzz-$target.log" | grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==|SUMMARY)' || true
+    local n
+    n=$(awk '/stat::number_of_executed_units/ { print $2 }' "$CARGO_TARGET_DIR/fuzz-$target.log")
+    total=$((total + ${n:-0}))
+    if grep -q 'SUMMARY\|deadly signal\|panicked' "$CARGO_TARGET_DIR/fuzz-$target.log"; then
+      echo "fuzz: $target crashed; the input is in tools/fuzz/artifacts/$target/" >&2
+      exit 1
+    fi
+  done
+  say "fuzz: $total executions, no crash"
+}
+
 cmd=${1:-build}
 shift || true
 case "$cmd" in
@@ -190,6 +220,12 @@ case "$cmd" in
   test) run_tests ;;
   bundle) build; node tools/bundle.mjs "$@" ;;
   package) build; node tools/package.mjs "$@" ;;
+  fuzz) fuzz "$@" ;;
+  soak)
+    apt_install chromium
+    need_node_modules
+    build
+    (cd tests/e2e && GPT2_SOAK=${1:-1000} node --test soak.test.mjs) ;;
   bench) bench "$@" ;;
-  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | package | bench [--peer]]" >&2; exit 2 ;;
+  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | package | soak [N] | fuzz [SECONDS] | bench [--peer]]" >&2; exit 2 ;;
 esac

@@ -11,6 +11,8 @@ pub mod bench;
 pub mod budget;
 pub mod config;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod generate;
 pub mod mem;
 pub mod model;

@@ -3,6 +3,20 @@
 //! `madvise`-only), which takes TLB misses out of the stream: single-thread reads here go from
 //! ~11 to ~16 GB/s.
 
+/// `n` zeros, or an error naming `what` when that memory cannot be had (the allocation is tried
+/// first, so wasm reports it instead of aborting the instance).
+pub fn try_zeroed<T: Copy + Default>(n: usize, what: &str) -> crate::Result<Vec<T>> {
+    let mut v: Vec<T> = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        crate::Error::Backend(format!(
+            "out of memory: {what} needs {} MB more",
+            (n as u64).saturating_mul(std::mem::size_of::<T>() as u64) / 1_000_000
+        ))
+    })?;
+    v.resize(n, T::default());
+    Ok(v)
+}
+
 /// `n` zeros, backed by huge pages where the OS grants them. On Linux the allocation is padded to
 /// whole 2 MiB pages (plus one, since it need not start on a page boundary) so that every byte
 /// of the data can lie on one; elsewhere (wasm, other systems) it is exactly `n`.

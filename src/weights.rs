@@ -47,22 +47,41 @@ impl TensorRef<'_> {
         self.len() == 0
     }
 
+    /// The values as f32 (f16 and bf16 are widened exactly), or an error when the memory for
+    /// them cannot be had.
+    pub fn try_to_f32(&self) -> Result<Vec<f32>> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(self.len()).map_err(|_| {
+            Error::Backend(format!(
+                "out of memory: a {:?} tensor of {} values widened to f32",
+                self.shape,
+                self.len()
+            ))
+        })?;
+        v.extend(self.f32_values());
+        Ok(v)
+    }
+
     /// The values as f32 (f16 and bf16 are widened exactly).
     pub fn to_f32(&self) -> Vec<f32> {
+        self.f32_values().collect()
+    }
+
+    fn f32_values(&self) -> Box<dyn Iterator<Item = f32> + '_> {
         let b = self.data;
         match self.dtype {
-            DiskDtype::F32 => b
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-            DiskDtype::F16 => b
-                .chunks_exact(2)
-                .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
-                .collect(),
-            DiskDtype::BF16 => b
-                .chunks_exact(2)
-                .map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
-                .collect(),
+            DiskDtype::F32 => Box::new(
+                b.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            ),
+            DiskDtype::F16 => Box::new(
+                b.chunks_exact(2)
+                    .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()),
+            ),
+            DiskDtype::BF16 => Box::new(
+                b.chunks_exact(2)
+                    .map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()),
+            ),
         }
     }
 }

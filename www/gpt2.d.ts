@@ -246,6 +246,12 @@ export declare class Gpt2 {
   tokenize(text: string): Promise<number[]>;
 
   /**
+   * The worker's WebAssembly memory in bytes, shared by every model of the page (weights, KV
+   * caches, buffers). It grows and never shrinks while the worker lives.
+   */
+  memory(): Promise<{ wasmBytes: number }>;
+
+  /**
    * TEST HOOK, not part of the API: destroys the GPU device between two steps, as a driver reset
    * would, to exercise the fallback to the CPU. Resolves to whether the model was on the GPU.
    */

@@ -451,6 +451,16 @@ export class Gpt2 {
     };
   }
 
+  /**
+   * Memory of the worker that all models of this page share: `{ wasmBytes }`, the size of its
+   * WebAssembly memory (weights, KV caches and buffers of every loaded model; it grows and never
+   * shrinks until the last model is disposed and the worker stops).
+   */
+  async memory() {
+    if (this.#disposed) throw new Error('this model has been disposed');
+    return request(this.#conn, { op: 'memory' }).promise;
+  }
+
   /** Token ids of `text` under this model's tokenizer. */
   async tokenize(text) {
     if (this.#disposed) throw new Error('this model has been disposed');

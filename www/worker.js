@@ -10,6 +10,7 @@
 //                  { id, op: 'tokenize', model, text }
 //                  { id, op: 'dispose', model }
 //                  { id, op: 'loseDevice', model }    (tests only: destroys the GPU device)
+//                  { id, op: 'memory' }               (the worker's wasm memory in bytes)
 //                  { op: 'crash' }                    (tests only: an uncaught error, as a crash)
 //   worker → page  { type: 'ready' }                                       (once, when this script runs)
 //                  { id, type: 'progress', file, loaded, total, cached }   (load)
@@ -34,6 +35,8 @@
 let wasmReady = null;
 /** The started wasm module (wasm-bindgen's exports), once wasmReady has resolved. */
 let engineModule = null;
+/** Its memory (WebAssembly.Memory): what every model of this worker holds; it never shrinks. */
+let wasmMemory = null;
 
 /** model id → { engine, queue: Job[], running: Job | null, stepping: Promise | null, disposed, crashed } */
 const models = new Map();
@@ -60,6 +63,7 @@ self.onmessage = ({ data: msg }) => {
     case 'tokenize': return respond(msg.id, () => tokenize(msg));
     case 'dispose': return respond(msg.id, () => dispose(msg));
     case 'loseDevice': return respond(msg.id, () => loseDevice(msg));
+    case 'memory': return respond(msg.id, () => ({ wasmBytes: wasmMemory?.buffer.byteLength ?? 0 }));
     case 'crash': return setTimeout(() => { throw new Error('the worker crashed (a test)'); }); // tests only
     default: return reply(msg.id, 'error', { message: `unknown request "${msg.op}"` });
   }
@@ -151,7 +155,7 @@ async function startBuild({ js, wasm: wasmUrl }) {
     throw new Error(`could not load the engine's script ${js} (${e.message}): ${hostHint(js)}`);
   }
   try {
-    await mod.default({ module_or_path: wasmUrl });
+    wasmMemory = (await mod.default({ module_or_path: wasmUrl })).memory;
   } catch (e) {
     const csp = /unsafe-eval|Content Security Policy/i.test(e.message)
       ? "the page's Content-Security-Policy must allow 'wasm-unsafe-eval' in script-src" : hostHint(wasmUrl);

@@ -56,7 +56,7 @@ enum Matrix {
 impl Matrix {
     /// From transformers' (in, out) layout (`conv1d`) or an (out, in) one (the embedding).
     fn new(t: &TensorRef, dtype: CpuDtype, conv1d: bool) -> Result<Matrix> {
-        let v = t.to_f32();
+        let v = t.try_to_f32()?;
         let [a, b] = t.shape;
         Ok(match (dtype, conv1d) {
             (CpuDtype::F32, false) => Matrix::F32(Tensor::from_vec(v, (a, b), &Device::Cpu)?),
@@ -314,8 +314,12 @@ impl CpuBackend {
             wpe: w.wpe.to_f32(),
             h,
             ln_f: layer_norm(&w.ln_f),
-            k_cache: (0..config.n_layer).map(|_| vec![0.0; cache]).collect(),
-            v_cache: (0..config.n_layer).map(|_| vec![0.0; cache]).collect(),
+            k_cache: (0..config.n_layer)
+                .map(|_| crate::mem::try_zeroed(cache, "the KV cache"))
+                .collect::<Result<_>>()?,
+            v_cache: (0..config.n_layer)
+                .map(|_| crate::mem::try_zeroed(cache, "the KV cache"))
+                .collect::<Result<_>>()?,
             logits: vec![0.0; config.vocab_size],
             profile: None,
             s: Scratch::default(),

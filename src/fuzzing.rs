@@ -1,0 +1,58 @@
+//! The bodies of the fuzz targets (`tools/fuzz`, cargo-fuzz), kept in the library so that
+//! `cargo test` replays the crash inputs they found (`tests/fixtures/fuzz/`, by
+//! `tests/fuzz_regressions.rs`) on stable Rust, without libFuzzer. Each function must return for
+//! any input: an error is a pass, a panic or an abort is a crash.
+
+use crate::budget::Footprint;
+use crate::{BackendChoice, Config, CpuDtype, Detokenizer, Model, Tokenizer};
+
+/// Models bigger than this are skipped: the budget refuses them (tested on its own), and the
+/// fuzzer is after crashes in parsing and building, not in allocating gigabytes.
+const MAX_PEAK: u64 = 64 << 20;
+
+/// A small byte-level BPE tokenizer.json for the model target (the same as its seed).
+pub const TOKENIZER_JSON: &[u8] = include_bytes!("../tools/fuzz/seeds/load_tokenizer/tiny.json");
+
+/// Input: the config's length as two little-endian bytes, config.json, then model.safetensors.
+/// Builds the model on the CPU with both weight formats and runs one forward pass.
+pub fn load_model(data: &[u8]) {
+    let Some((head, rest)) = data.split_first_chunk::<2>() else {
+        return;
+    };
+    let n = u16::from_le_bytes(*head) as usize;
+    let (Some(config), Some(weights)) = (rest.get(..n), rest.get(n..)) else {
+        return;
+    };
+    let Ok(parsed) = Config::from_json(config) else {
+        return;
+    };
+    for dtype in [CpuDtype::F32, CpuDtype::Q8] {
+        match Footprint::cpu(&parsed, dtype, weights.len() as u64) {
+            Ok(f) if f.peak() <= MAX_PEAK => {}
+            _ => return,
+        }
+        let built = Model::from_bytes(config, weights, TOKENIZER_JSON, BackendChoice::Cpu, dtype);
+        if let Ok(mut model) = pollster::block_on(built) {
+            let _ = pollster::block_on(model.backend.forward(&[0, 1], 0));
+            let _ = pollster::block_on(model.backend.forward(&[2], 2));
+        }
+    }
+}
+
+/// Input: tokenizer.json. Parses it, encodes and decodes a text with every kind of character,
+/// and streams the ids through the UTF-8-safe detokenizer.
+pub fn load_tokenizer(data: &[u8]) {
+    let Ok(tok) = Tokenizer::from_bytes(data) else {
+        return;
+    };
+    let text = "Hello, world! ROMEO:\n\tÀ ß 東京 🙂 <|endoftext|> \u{0} \u{7f}";
+    let Ok(ids) = tok.encode(text) else {
+        return;
+    };
+    let _ = tok.decode(&ids);
+    let mut detok = Detokenizer::default();
+    for &id in ids.iter().chain(&[0, u32::MAX, tok.vocab_size() as u32]) {
+        let _ = detok.push(tok.token_bytes(id));
+    }
+    let _ = detok.flush();
+}

@@ -1,0 +1,67 @@
+//! Replays the fuzzers' inputs on stable Rust: the seeds (tools/fuzz/seeds/) and every minimised
+//! crash input found by `./build.sh fuzz` (tests/fixtures/fuzz/<target>/). Each must return
+//! without a panic. The seeds must also be valid, so the fuzzers start from inputs that load.
+
+mod common;
+use common::*;
+use gpt2_web::{fuzzing, BackendChoice, CpuDtype, Model, Tokenizer};
+use std::path::Path;
+
+fn inputs(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<_> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_file() && e.file_name() != "README.md")
+        .map(|e| {
+            (
+                e.path().display().to_string(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_seeds_are_valid_inputs() {
+    let seeds = root().join("tools/fuzz/seeds");
+    let model = inputs(&seeds.join("load_model"));
+    assert!(!model.is_empty());
+    for (name, data) in model {
+        let n = u16::from_le_bytes([data[0], data[1]]) as usize;
+        let (config, weights) = data[2..].split_at(n);
+        let built = Model::from_bytes(
+            config,
+            weights,
+            fuzzing::TOKENIZER_JSON,
+            BackendChoice::Cpu,
+            CpuDtype::Q8,
+        );
+        assert!(pollster::block_on(built).is_ok(), "{name} does not load");
+    }
+    for (name, data) in inputs(&seeds.join("load_tokenizer")) {
+        let tok = Tokenizer::from_bytes(&data).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!tok.encode("the the!").unwrap().is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn every_fuzz_input_returns() {
+    let mut n = 0;
+    for base in [root().join("tools/fuzz/seeds"), fixtures().join("fuzz")] {
+        for (name, data) in inputs(&base.join("load_model")) {
+            eprintln!("load_model {name}");
+            fuzzing::load_model(&data);
+            n += 1;
+        }
+        for (name, data) in inputs(&base.join("load_tokenizer")) {
+            eprintln!("load_tokenizer {name}");
+            fuzzing::load_tokenizer(&data);
+            n += 1;
+        }
+    }
+    assert!(n >= 2, "no fuzz inputs found");
+}
