@@ -3,7 +3,7 @@
 //! bound (weight bytes read per decode step ÷ measured single-thread read bandwidth) beside the measured TPOT.
 
 use crate::backend::cpu::Profile;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::generate::{GenerateParams, Generation, GenerationResult, SystemClock};
 use crate::model::Model;
 use serde::Serialize;
@@ -130,6 +130,12 @@ pub fn run(
     reps: usize,
 ) -> Result<BenchReport> {
     let n_ctx = model.config.n_positions;
+    if n_ctx < 2 {
+        return Err(Error::Backend(format!(
+            "a benchmark needs a context of at least 2 positions (a prompt and one step); this \
+             model's n_positions is {n_ctx}"
+        )));
+    }
     let prompt_tokens = prompt_tokens.clamp(1, n_ctx - 1);
     let prompt = prompt_ids(model, prompt_tokens)?;
     let room = n_ctx - prompt_tokens + 1;

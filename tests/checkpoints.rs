@@ -292,3 +292,28 @@ fn a_tokenizer_id_beyond_any_vocabulary_is_named() {
         "{e}"
     );
 }
+
+/// A model with a context of one position loads, and the benchmark says it needs two instead of
+/// panicking on an empty range.
+#[test]
+fn a_one_position_context_is_refused_by_the_bench_with_a_sentence() {
+    let mut f = tiny_files();
+    let text = String::from_utf8(f.config.clone()).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json["n_positions"] = serde_json::json!(1);
+    f.config = serde_json::to_vec(&json).unwrap();
+    f.weights = rewrite(|name, d, shape, data| {
+        if name.ends_with("wpe.weight") {
+            let row = data.len() / shape[0];
+            vec![(name, d, vec![1, shape[1]], data[..row].to_vec())]
+        } else {
+            vec![(name, d, shape, data)]
+        }
+    });
+    let mut model = try_load(&f).unwrap();
+    let e = gpt2_web::bench::run(&mut model, &[4], 16, 1)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("at least 2 positions"), "{e}");
+}

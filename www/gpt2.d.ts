@@ -114,7 +114,7 @@ export interface TokenEvent {
 export interface GenerateOptions {
   /** Most tokens to generate (≥ 1). Default 64. */
   maxTokens?: number;
-  /** 0 = greedy (always the most likely token). Default 0. */
+  /** 0 = greedy (always the most likely token), as is anything below 1e-4; at most 100. Default 0. */
   temperature?: number;
   /** Keep only the k most likely tokens; 0 = off. Default 0. */
   topK?: number;
@@ -126,7 +126,10 @@ export interface GenerateOptions {
   repetitionPenalty?: number;
   /** Seed of the sampler's random numbers: the same seed and options give the same text. Default 0. */
   seed?: number;
-  /** Generation ends before any of these texts; the stop text itself is not returned. A single string is accepted. */
+  /**
+   * Generation ends before any of these texts; the stop text itself is not returned. A single
+   * string is accepted. At most 16 texts of at most 1000 bytes each.
+   */
   stop?: string[] | string;
   /** Resolves with stopReason 'abort' within one token of the signal firing. */
   signal?: AbortSignal;

@@ -194,7 +194,9 @@ fn quantize_block(v: &[f32; QK], levels: f32, q: &mut [i8]) -> f32 {
     let scale = amax / levels;
     let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
     for (q, x) in q[..QK].iter_mut().zip(v) {
-        *q = super::vmath::round(x * inv) as i8;
+        // Clamped: with a subnormal scale, 1/scale is infinite and x·inv would leave the range
+        // (a weight of 127 would then overflow its +64 offset; found by the fuzzer).
+        *q = super::vmath::round(x * inv).clamp(-levels, levels) as i8;
     }
     scale
 }
