@@ -12,8 +12,9 @@
 #                             widget, worker, wasm builds; no model)
 #   ./build.sh soak [N]       build, then N generations in a row in Chromium (default 1000): memory
 #                             must stay flat, no token event lost (./build.sh test runs 200)
-#   ./build.sh fuzz [SECONDS] the loaders' fuzz targets (tools/fuzz, cargo-fuzz on nightly), SECONDS
-#                             each (default 300); prints the executions and any crash input
+#   ./build.sh fuzz [SECONDS [TARGET...]]  the loaders' fuzz targets (tools/fuzz, cargo-fuzz on
+#                             nightly: load_model, load_tokenizer), SECONDS each (default 300);
+#                             prints the executions and any crash input
 #   ./build.sh bench [--peer] the speed benchmark: native, then headless Chromium (1 and 2 threads,
 #                             q8 and f32); --peer adds transformers.js on the same weights
 set -euo pipefail
@@ -191,10 +192,12 @@ bench() {
 # tools/fuzz/artifacts/; minimise it (cargo fuzz tmin) into tests/fixtures/fuzz/<target>/.
 fuzz() {
   local seconds=${1:-300}
+  local targets=("${@:2}")
+  [ ${#targets[@]} -gt 0 ] || targets=(load_model load_tokenizer)
   need_nightly
   command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
   local total=0
-  for target in load_model load_tokenizer; do
+  for target in "${targets[@]}"; do
     local corpus="$CARGO_TARGET_DIR/fuzz-corpus/$target"
     mkdir -p "$corpus"
     say "fuzzing $target for ${seconds}s"

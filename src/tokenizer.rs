@@ -18,6 +18,7 @@ pub struct Tokenizer {
 impl Tokenizer {
     /// Parses `tokenizer.json` bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        screen(bytes)?;
         let inner = tokenizers::Tokenizer::from_bytes(bytes)
             .map_err(|e| Error::Tokenizer(format!("cannot parse: {e}")))?;
         let vocab = inner.get_vocab(true);
@@ -81,6 +82,32 @@ impl Tokenizer {
     pub fn vocab_size(&self) -> usize {
         self.token_bytes.len()
     }
+}
+
+/// What the `tokenizers` crate would panic on rather than return an error for (a panic aborts
+/// the whole wasm instance): malformed JSON inside a component (its decoder deserialization
+/// `expect`s; found by the load_tokenizer fuzzer) and the SentencePiece `Precompiled` normalizer,
+/// whose char map is `expect`ed to parse. GPT-2 uses neither.
+fn screen(bytes: &[u8]) -> Result<()> {
+    let json: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| Error::Tokenizer(format!("not valid JSON: {e}")))?;
+    fn precompiled(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.get("type").and_then(|t| t.as_str()) == Some("Precompiled")
+                    || m.values().any(precompiled)
+            }
+            serde_json::Value::Array(a) => a.iter().any(precompiled),
+            _ => false,
+        }
+    }
+    if json.get("normalizer").is_some_and(precompiled) {
+        return Err(Error::Tokenizer(
+            "the Precompiled (SentencePiece) normalizer is not supported; GPT-2's tokenizer has none"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The inverse of GPT-2's `bytes_to_unicode`: printable Latin-1 bytes stand for themselves,

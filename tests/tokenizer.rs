@@ -51,3 +51,26 @@ fn corrupt_tokenizer_json_is_an_error() {
         .to_string();
     assert!(e.starts_with("tokenizer.json"), "{e}");
 }
+
+/// What the tokenizers crate panics on (a panic aborts the wasm instance) is refused first:
+/// malformed JSON, and the SentencePiece Precompiled normalizer with a char map that does not parse.
+#[test]
+fn inputs_the_tokenizers_crate_panics_on_are_errors() {
+    let seed = std::fs::read(root().join("tools/fuzz/seeds/load_tokenizer/tiny.json")).unwrap();
+    let mut json: serde_json::Value = serde_json::from_slice(&seed).unwrap();
+    json["normalizer"] = serde_json::json!({"type": "Sequence", "normalizers": [
+        {"type": "Precompiled", "precompiled_charsmap": "bm90IGEgY2hhciBtYXA="}
+    ]});
+    let e = Tokenizer::from_bytes(&serde_json::to_vec(&json).unwrap())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("Precompiled"), "{e}");
+    let mut broken = String::from_utf8(seed).unwrap();
+    broken = broken.replace("\"decoder\": {", "\"decoder\": {3: 4, ");
+    let e = Tokenizer::from_bytes(broken.as_bytes())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.starts_with("tokenizer.json: not valid JSON"), "{e}");
+}
