@@ -107,6 +107,43 @@ fn screen(bytes: &[u8]) -> Result<()> {
                 .into(),
         ));
     }
+    screen_merges(&json["model"])
+}
+
+/// A BPE merge `a b` is built by concatenating `a` and `b` without the continuing-subword prefix
+/// into a buffer as long as the longest token; the crate indexes that buffer unchecked, so a merge
+/// whose `b` is shorter than the prefix, or whose result is longer than any token, panics (found
+/// by the load_tokenizer fuzzer). Such a merge cannot name a token anyway: refuse it.
+fn screen_merges(model: &serde_json::Value) -> Result<()> {
+    let (Some(vocab), Some(merges)) = (
+        model.get("vocab").and_then(|v| v.as_object()),
+        model.get("merges").and_then(|m| m.as_array()),
+    ) else {
+        return Ok(()); // not BPE, or malformed: the crate returns its own error
+    };
+    let prefix = model
+        .get("continuing_subword_prefix")
+        .and_then(|p| p.as_str())
+        .map_or(0, str::len);
+    let longest = vocab.keys().map(String::len).max().unwrap_or(0);
+    for merge in merges {
+        let pair = match merge {
+            serde_json::Value::String(s) => s.split_once(' '),
+            serde_json::Value::Array(a) => match (a.first(), a.get(1)) {
+                (Some(serde_json::Value::String(x)), Some(serde_json::Value::String(y))) => {
+                    Some((x.as_str(), y.as_str()))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some((a, b)) = pair else { continue };
+        if b.len() < prefix || a.len() + b.len() - prefix > longest {
+            return Err(Error::Tokenizer(format!(
+                "the merge {merge} cannot make a token of the vocabulary"
+            )));
+        }
+    }
     Ok(())
 }
 
