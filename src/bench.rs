@@ -4,7 +4,7 @@
 
 use crate::backend::cpu::Profile;
 use crate::error::{Error, Result};
-use crate::generate::{GenerateParams, Generation, GenerationResult, SystemClock};
+use crate::generate::{GenerateParams, Generation, GenerationResult};
 use crate::model::Model;
 use serde::Serialize;
 
@@ -114,12 +114,7 @@ fn run_once(model: &mut Model, prompt: &[u32], max_tokens: usize) -> Result<Gene
         ignore_eos: true,
         ..Default::default()
     };
-    let clock = Box::new(SystemClock::default());
-    Generation::from_ids(model, prompt.to_vec(), params, clock, 0.0)?.run(
-        model,
-        &mut |_| {},
-        &|| false,
-    )
+    Generation::from_ids(model, prompt.to_vec(), params)?.run(model, &mut |_| {}, &|| false)
 }
 
 /// Runs the lab: each of `lengths` `reps` times (greedy, forced length) after a warm-up.

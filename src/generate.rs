@@ -10,6 +10,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::Model;
+use crate::platform::now_ms;
 use crate::sampling::{Candidate, Sampler, SamplingParams};
 use crate::tokenizer::Detokenizer;
 
@@ -132,50 +133,11 @@ pub struct GenerationResult {
     pub metrics: Metrics,
 }
 
-/// A monotonic clock in milliseconds; natively `Instant`, in the browser `performance.now()`.
-pub trait Clock {
-    fn now_ms(&self) -> f64;
-}
-
-/// Milliseconds on a monotonic clock with an arbitrary origin: `Instant` natively,
-/// `performance.now()` in the browser (also in workers, where the thread pool runs).
-pub fn monotonic_ms() -> f64 {
-    #[cfg(target_arch = "wasm32")]
-    {
-        crate::wasm::performance_now()
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-        START
-            .get_or_init(std::time::Instant::now)
-            .elapsed()
-            .as_secs_f64()
-            * 1e3
-    }
-}
-
-/// `std::time::Instant` (not available in the browser).
-pub struct SystemClock(std::time::Instant);
-
-impl Default for SystemClock {
-    fn default() -> Self {
-        SystemClock(std::time::Instant::now())
-    }
-}
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> f64 {
-        self.0.elapsed().as_secs_f64() * 1e3
-    }
-}
-
 /// The loop's state between steps.
 pub struct Generation {
     params: GenerateParams,
     sampler: Sampler,
     detok: Detokenizer,
-    clock: Box<dyn Clock>,
     /// Prompt then generated ids.
     ids: Vec<u32>,
     n_prompt: usize,
@@ -195,26 +157,20 @@ pub struct Generation {
 
 impl Generation {
     /// Tokenizes the prompt and checks it and the parameters. An empty prompt starts from
-    /// end-of-text, as GPT-2 was trained to.
-    pub fn new(
-        model: &Model,
-        prompt: &str,
-        params: GenerateParams,
-        clock: Box<dyn Clock>,
-    ) -> Result<Self> {
-        let t0 = clock.now_ms();
+    /// end-of-text, as GPT-2 was trained to. Times count from this call.
+    pub fn new(model: &Model, prompt: &str, params: GenerateParams) -> Result<Self> {
+        let t0 = now_ms();
         let ids = model.tokenizer.encode(prompt)?;
-        Self::from_ids(model, ids, params, clock, t0)
+        Self::start(model, ids, params, t0)
     }
 
-    /// Like `new` with the prompt already tokenized; `t0` is when the request started.
-    pub fn from_ids(
-        model: &Model,
-        mut ids: Vec<u32>,
-        params: GenerateParams,
-        clock: Box<dyn Clock>,
-        t0: f64,
-    ) -> Result<Self> {
+    /// Like `new` with the prompt already tokenized.
+    pub fn from_ids(model: &Model, ids: Vec<u32>, params: GenerateParams) -> Result<Self> {
+        Self::start(model, ids, params, now_ms())
+    }
+
+    /// `t0`: when the request started (`platform::now_ms`).
+    fn start(model: &Model, mut ids: Vec<u32>, params: GenerateParams, t0: f64) -> Result<Self> {
         params.validate()?;
         let sampler = Sampler::new(params.sampling.clone())?;
         let config = &model.config;
@@ -229,7 +185,6 @@ impl Generation {
             params,
             sampler,
             detok: Detokenizer::default(),
-            clock,
             ids,
             n_prompt,
             fed: 0,
@@ -270,7 +225,7 @@ impl Generation {
 
     fn finish(&mut self, reason: StopReason) {
         self.done = Some(reason);
-        self.end_ms = self.clock.now_ms();
+        self.end_ms = now_ms();
     }
 
     /// One turn of the loop: forward, sample, append. `None` once generation has ended.
@@ -278,13 +233,13 @@ impl Generation {
         if self.done.is_some() {
             return Ok(None);
         }
-        let before = self.clock.now_ms();
+        let before = now_ms();
         let logits = model
             .backend
             .forward(&self.ids[self.fed..], self.fed)
             .await?;
         if self.token_times.is_empty() {
-            self.prefill_ms = self.clock.now_ms() - before;
+            self.prefill_ms = now_ms() - before;
         }
         self.fed = self.ids.len();
         self.logits.clear();
@@ -296,7 +251,7 @@ impl Generation {
             &mut self.top,
         );
         self.ids.push(id);
-        let now = self.clock.now_ms();
+        let now = now_ms();
         self.token_times.push(now);
 
         let n_out = self.ids.len() - self.n_prompt;
@@ -377,7 +332,7 @@ impl Generation {
         let end = if self.done.is_some() {
             self.end_ms
         } else {
-            self.clock.now_ms()
+            now_ms()
         };
         let times = &self.token_times;
         let mut gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
@@ -428,7 +383,7 @@ pub fn generate(
     on_token: &mut dyn FnMut(&TokenEvent),
     cancelled: &dyn Fn() -> bool,
 ) -> Result<GenerationResult> {
-    let mut g = Generation::new(model, prompt, params, Box::new(SystemClock::default()))?;
+    let mut g = Generation::new(model, prompt, params)?;
     g.run(model, on_token, cancelled)
 }
 

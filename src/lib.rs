@@ -29,8 +29,7 @@ pub use backend::{Backend, BackendChoice};
 pub use config::Config;
 pub use error::{Error, Result};
 pub use generate::{
-    generate, Clock, GenerateParams, Generation, GenerationResult, Metrics, StopReason,
-    SystemClock, TokenEvent,
+    generate, GenerateParams, Generation, GenerationResult, Metrics, StopReason, TokenEvent,
 };
 pub use model::Model;
 pub use sampling::{Candidate, SamplingParams};

@@ -1,5 +1,28 @@
 //! What differs between the browser and a native build, other than the JS bindings (`wasm.rs`) and
-//! the GPU context: how much memory this build can use.
+//! the GPU context: the clock, and how much memory this build can use.
+
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = performance, js_name = now)]
+    fn performance_now() -> f64;
+}
+
+/// Milliseconds on a monotonic clock with an arbitrary origin: `performance.now()` in the browser
+/// (also in workers, where the thread pool runs), `Instant` natively.
+pub fn now_ms() -> f64 {
+    #[cfg(target_arch = "wasm32")]
+    return performance_now();
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        START
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_secs_f64()
+            * 1e3
+    }
+}
 
 /// The memory this build can use, in bytes, with the limit in words: what a wasm32 build can
 /// address, or natively the machine's physical memory (where the OS says; `None` elsewhere).

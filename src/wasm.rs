@@ -5,7 +5,7 @@
 //! `undefined`), so it can post each token the moment it exists and notice an abort between steps.
 
 use crate::backend::{cpu::CpuDtype, BackendChoice};
-use crate::generate::{Clock, GenerateParams, Generation};
+use crate::generate::{GenerateParams, Generation};
 use crate::model::Model;
 use crate::sampling::SamplingParams;
 use serde::{Deserialize, Serialize};
@@ -22,20 +22,6 @@ pub use wasm_bindgen_rayon::init_thread_pool;
 #[wasm_bindgen(start)]
 fn start() {
     console_error_panic_hook::set_once();
-}
-
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(js_namespace = performance, js_name = now)]
-    pub(crate) fn performance_now() -> f64;
-}
-
-struct PerformanceClock;
-
-impl Clock for PerformanceClock {
-    fn now_ms(&self) -> f64 {
-        performance_now()
-    }
 }
 
 fn js_err(e: crate::Error) -> JsError {
@@ -397,10 +383,7 @@ impl Engine {
         let mut s = self.state.borrow_mut();
         let st = s.as_mut().ok_or_else(|| JsError::new(BUSY))?;
         st.model.backend.set_profiling(opts.profile);
-        st.generation = Some(
-            Generation::new(&st.model, prompt, params, Box::new(PerformanceClock))
-                .map_err(js_err)?,
-        );
+        st.generation = Some(Generation::new(&st.model, prompt, params).map_err(js_err)?);
         Ok(())
     }
 

@@ -282,8 +282,7 @@ fn a_generation_survives_losing_the_kv_cache() {
         ignore_eos: true,
         ..greedy(24)
     };
-    let clock = Box::new(gpt2_web::SystemClock::default());
-    let mut g = gpt2_web::Generation::from_ids(&m, case.ids.clone(), params, clock, 0.0).unwrap();
+    let mut g = gpt2_web::Generation::from_ids(&m, case.ids.clone(), params).unwrap();
     for _ in 0..10 {
         pollster::block_on(g.step(&mut m)).unwrap();
     }

@@ -233,11 +233,7 @@ struct Stopwatch {
 
 impl Stopwatch {
     fn new(on: bool) -> Stopwatch {
-        let now = if on {
-            crate::generate::monotonic_ms()
-        } else {
-            0.0
-        };
+        let now = if on { crate::platform::now_ms() } else { 0.0 };
         Stopwatch {
             on,
             start: now,
@@ -250,7 +246,7 @@ impl Stopwatch {
         if !self.on {
             return 0.0;
         }
-        let now = crate::generate::monotonic_ms();
+        let now = crate::platform::now_ms();
         let d = now - self.last;
         self.last = now;
         d

@@ -103,9 +103,7 @@ pub fn run_ids(
     ids: &[u32],
     params: GenerateParams,
 ) -> (GenerationResult, Vec<TokenEvent>) {
-    let clock = Box::new(gpt2_web::SystemClock::default());
-    let mut g =
-        gpt2_web::Generation::from_ids(model, ids.to_vec(), params, clock, 0.0).expect("start");
+    let mut g = gpt2_web::Generation::from_ids(model, ids.to_vec(), params).expect("start");
     let mut events = Vec::new();
     let r = g
         .run(model, &mut |e| events.push(e.clone()), &|| false)
