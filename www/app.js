@@ -21,6 +21,7 @@ import { Gpt2 } from './gpt2.js';
 import { LoopView } from './loop-view.js';
 import { DEMO_MODEL as DEMO } from './assets.js';
 import { embedSnippets, stopAttribute } from './embed-code.js';
+import { fmtMs, sentence, unescape, afterPaint } from './text.js';
 const $ = (id) => document.getElementById(id);
 
 let model = null;
@@ -36,17 +37,7 @@ Object.assign(window, {
 // ---------------------------------------------------------------------------------------------
 // Small helpers.
 
-function fmtMs(ms) {
-  if (!Number.isFinite(ms)) return '–';
-  return ms < 10 ? `${ms.toFixed(2)} ms` : ms < 1000 ? `${ms.toFixed(1)} ms` : `${(ms / 1000).toFixed(2)} s`;
-}
 const fmtMB = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
-
-/** An error message as a sentence: capital first letter, full stop at the end. */
-function sentence(text) {
-  const s = String(text).trim();
-  return s.charAt(0).toUpperCase() + s.slice(1) + (/[.!?]$/.test(s) ? '' : '.');
-}
 
 /** Why the model runs where it runs, when that is not what was asked for ('' hides it). */
 function showBackendNote(text) {
@@ -73,15 +64,6 @@ function setBusy(busy) {
   window.pageState = busy ? 'busy' : ready ? 'ready' : 'error';
 }
 
-/** Runs `fn` once the browser has painted what the DOM holds now. */
-function afterPaint(fn) {
-  requestAnimationFrame(() => {
-    // rAF runs just before the frame is painted; a message posted from it arrives just after.
-    const ch = new MessageChannel();
-    ch.port1.onmessage = () => fn();
-    ch.port2.postMessage(null);
-  });
-}
 
 function numberField(id, label) {
   const v = $(id).valueAsNumber;
@@ -100,7 +82,7 @@ function listField(id, label) {
 /** One stop sequence per line; \n, \t and \\ are escapes. Lines are not trimmed: spaces count. */
 function stopSequences() {
   return $('stop-seqs').value.split('\n').filter((s) => s !== '')
-    .map((s) => s.replace(/\\(n|t|\\)/g, (_, c) => ({ n: '\n', t: '\t', '\\': '\\' })[c]));
+    .map(unescape);
 }
 
 function formOptions() {

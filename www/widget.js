@@ -26,6 +26,7 @@
 
 import { Gpt2 } from './gpt2.js';
 import { LoopView } from './loop-view.js';
+import { fmtMs, sentence, unescape, afterPaint } from './text.js';
 
 const CSS = `
 :host {
@@ -109,31 +110,12 @@ function sheet() {
   return styles;
 }
 
-function fmtMs(ms) {
-  if (!Number.isFinite(ms)) return '–';
-  return ms < 10 ? `${ms.toFixed(2)} ms` : ms < 1000 ? `${ms.toFixed(1)} ms` : `${(ms / 1000).toFixed(2)} s`;
-}
 
-/** An error message as a sentence: capital first letter, full stop at the end. */
-function sentence(text) {
-  const s = String(text).trim();
-  return s.charAt(0).toUpperCase() + s.slice(1) + (/[.!?]$/.test(s) ? '' : '.');
-}
 
-/** \n, \t and \\ escapes, so an attribute can hold a newline. */
-const unescape = (s) => s.replace(/\\(n|t|\\)/g, (_, c) => ({ n: '\n', t: '\t', '\\': '\\' })[c]);
 
 /** A quoted text with newlines shown, for the settings line. */
 const shown = (s) => JSON.stringify(s);
 
-/** Runs `fn` once the browser has painted what the DOM holds now. */
-function afterPaint(fn) {
-  requestAnimationFrame(() => {
-    const ch = new MessageChannel();
-    ch.port1.onmessage = () => fn();
-    ch.port2.postMessage(null);
-  });
-}
 
 /** Every attribute the element reads; `true` marks the ones that are on by being present. */
 export const ATTRIBUTES = {

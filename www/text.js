@@ -1,0 +1,27 @@
+// Small helpers the page (app.js) and the widget (widget.js) share: how times, errors and
+// escaped texts are shown, and waiting for a paint.
+
+/** Milliseconds for a reader: 4.21 ms, 42.1 ms, 4.21 s; '–' for none. */
+export function fmtMs(ms) {
+  if (!Number.isFinite(ms)) return '–';
+  return ms < 10 ? `${ms.toFixed(2)} ms` : ms < 1000 ? `${ms.toFixed(1)} ms` : `${(ms / 1000).toFixed(2)} s`;
+}
+
+/** An error message as a sentence: capital first letter, full stop at the end. */
+export function sentence(text) {
+  const s = String(text).trim();
+  return s.charAt(0).toUpperCase() + s.slice(1) + (/[.!?]$/.test(s) ? '' : '.');
+}
+
+/** \n, \t and \\ escapes, so a one-line field or an attribute can hold a newline. */
+export const unescape = (s) => s.replace(/\\(n|t|\\)/g, (_, c) => ({ n: '\n', t: '\t', '\\': '\\' })[c]);
+
+/** Runs `fn` once the browser has painted what the DOM holds now. */
+export function afterPaint(fn) {
+  requestAnimationFrame(() => {
+    // rAF runs just before the frame is painted; a message posted from it arrives just after.
+    const ch = new MessageChannel();
+    ch.port1.onmessage = () => fn();
+    ch.port2.postMessage(null);
+  });
+}
