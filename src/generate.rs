@@ -77,7 +77,8 @@ pub enum StopReason {
     Stop,
     MaxTokens,
     Context,
-    Cancelled,
+    /// The caller aborted (the JS API's AbortSignal, `Generation::cancel`, the CLI's Ctrl+C).
+    Abort,
 }
 
 impl StopReason {
@@ -87,7 +88,7 @@ impl StopReason {
             StopReason::Stop => "stop",
             StopReason::MaxTokens => "max_tokens",
             StopReason::Context => "context",
-            StopReason::Cancelled => "cancelled",
+            StopReason::Abort => "abort",
         }
     }
 }
@@ -208,7 +209,7 @@ impl Generation {
     /// Asks the loop to end before its next forward pass.
     pub fn cancel(&mut self) {
         if self.done.is_none() {
-            self.finish(StopReason::Cancelled);
+            self.finish(StopReason::Abort);
         }
     }
 
@@ -368,7 +369,7 @@ impl Generation {
         GenerationResult {
             text: self.text[..self.emitted].to_string(),
             tokens,
-            stop_reason: self.done.unwrap_or(StopReason::Cancelled),
+            stop_reason: self.done.unwrap_or(StopReason::Abort),
             metrics,
         }
     }

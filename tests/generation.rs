@@ -157,7 +157,7 @@ fn cancel_stops_within_one_token() {
         &|| count.get() >= 3,
     )
     .unwrap();
-    assert_eq!(r.stop_reason, StopReason::Cancelled);
+    assert_eq!(r.stop_reason, StopReason::Abort);
     assert_eq!(r.tokens.len(), 3);
 }
 

@@ -446,9 +446,7 @@ async function run(m, job) {
     await nextTask(); // lets an 'abort' message in
   }
   if (m.disposed) throw new Error('the model was disposed during generation');
-  const result = engine.result();
-  if (result.stopReason === 'cancelled') result.stopReason = 'abort';
-  return { ...result, backend: engine.backend };
+  return { ...engine.result(), backend: engine.backend };
 }
 
 // Yield to the event loop without setTimeout's clamping: a message to ourselves is a new task,
