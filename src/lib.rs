@@ -3,8 +3,9 @@
 //! The generation loop (`generate`) tokenizes the prompt, runs the whole prompt through a
 //! backend once (prefill), then repeats predict → sample → append with one token per forward
 //! pass against a KV cache, streaming each token as it exists. Backends (`backend`) only turn
-//! ids into logits: candle-core on the CPU, wgpu on the GPU. Weights load from a Hugging Face
-//! GPT-2 folder (`config.json`, `model.safetensors`, `tokenizer.json`) or the same bytes in memory.
+//! ids into logits: our own q8 and f32 kernels on the CPU (wasm SIMD, AVX2; f32 matrices are
+//! held in candle-core tensors), wgpu on the GPU. Weights load from a Hugging Face GPT-2 folder
+//! (`config.json`, `model.safetensors`, `tokenizer.json`) or the same bytes in memory.
 
 pub mod backend;
 pub mod bench;
