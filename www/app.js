@@ -20,7 +20,7 @@
 import { Gpt2 } from './gpt2.js';
 import { LoopView } from './loop-view.js';
 import { DEMO_MODEL as DEMO } from './assets.js';
-import { embedSnippets, stopAttribute } from './embed-code.js';
+import { wireEmbedPanel, stopAttribute } from './embed-code.js';
 import { fmtMs, sentence, unescape, afterPaint } from './text.js';
 const $ = (id) => document.getElementById(id);
 
@@ -544,14 +544,14 @@ function runComparison() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Embed code: the current prompt and settings as a widget (script tag or iframe).
+// Embed code: the current prompt and settings as widget attributes (embed-code.js shows them).
 
-function showEmbedCode() {
+function embedSettings() {
   const source = document.querySelector('input[name="source"]:checked').value;
   const url = $('model-url').value.trim();
   const o = formOptions();
   const sampled = o.temperature > 0;
-  const { script, iframe } = embedSnippets(new URL('./', location.href), [
+  const attributes = [
     ['model', source === 'url' && url ? new URL(url, location.href).href : undefined],
     ['backend', $('backend-choice').value === 'auto' ? undefined : $('backend-choice').value],
     ['prompt', $('prompt').value],
@@ -564,37 +564,16 @@ function showEmbedCode() {
     ['stop', o.stop.length ? stopAttribute(o.stop) : undefined],
     ['readout', true],
     ['watch', o.topLogprobs > 0],
-  ]);
-  $('embed-script').value = script;
-  $('embed-iframe').value = iframe;
+  ];
   const left = [source === 'files' && 'local model files (the widget uses the demo model; put the folder online and load it by URL)',
     o.repetitionPenalty !== 1 && 'the repetition penalty', o.ignoreEos && 'ignore end-of-text'].filter(Boolean);
-  $('embed-note').textContent = left.length ? `Not in the widget: ${left.join('; ')}.` : '';
-  $('embed-code').hidden = false;
-}
-
-async function copyField(id) {
-  const field = $(id);
-  field.select();
-  try {
-    await navigator.clipboard.writeText(field.value);
-    $('embed-note').textContent = 'Copied.';
-  } catch {
-    $('embed-note').textContent = 'Selected: press Ctrl+C (⌘C) to copy.'; // no clipboard permission
-  }
+  return { attributes, left };
 }
 
 // ---------------------------------------------------------------------------------------------
 // Wiring.
 
-$('embed-show').addEventListener('click', () => {
-  try {
-    showEmbedCode();
-  } catch (err) {
-    showError(err.message);
-  }
-});
-for (const b of document.querySelectorAll('[data-copy]')) b.addEventListener('click', () => copyField(b.dataset.copy));
+wireEmbedPanel(embedSettings, showError);
 
 $('model-form').addEventListener('submit', (e) => {
   e.preventDefault();
