@@ -10,6 +10,7 @@ use serde::Serialize;
 
 /// One output length, median of the repetitions.
 #[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct LengthRun {
     pub n: usize,
     pub total_ms: f64,
@@ -17,8 +18,9 @@ pub struct LengthRun {
     pub tpot_ms: f64,
 }
 
-/// Everything `gpt2 bench` prints.
+/// Everything `gpt2 bench` prints (camelCase in JSON, as everything the CLI and the JS API print).
 #[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct BenchReport {
     pub backend: String,
     /// The CPU backend's weight format ("f32", "q8"); the GPU runs f32.
@@ -69,28 +71,28 @@ pub fn fit_line(xs: &[f64], ys: &[f64]) -> (f64, f64, f64) {
 
 /// Single-thread read bandwidth in bytes per second (bytes summed ÷ time, best of 5) over a
 /// buffer far larger than any cache: the rate at which one decode step can stream its weights.
-pub fn read_bandwidth() -> f64 {
+pub fn read_bandwidth() -> Result<f64> {
     let n = 256 << 20;
-    let mut buf = crate::mem::zeroed_huge::<u64>(n / 8); // touched before timing
+    let mut buf = crate::platform::try_zeroed_huge::<u64>(n / 8, "the bandwidth probe")?;
     buf.fill(1);
     let mut best = f64::INFINITY;
     for _ in 0..5 {
-        let t = std::time::Instant::now();
+        let t = crate::platform::now_ms();
         let mut acc = [0u64; 8];
         let buf = std::hint::black_box(&buf);
         for (i, c) in buf.chunks_exact(8).enumerate() {
             let ahead = buf
                 .as_ptr()
-                .wrapping_add(i * 8 + crate::backend::q8::PREFETCH / 8);
-            crate::mem::prefetch(ahead);
+                .wrapping_add(i * 8 + crate::backend::cpu::q8::PREFETCH / 8);
+            crate::platform::prefetch(ahead);
             for k in 0..8 {
                 acc[k] = acc[k].wrapping_add(c[k]);
             }
         }
         std::hint::black_box(acc);
-        best = best.min(t.elapsed().as_secs_f64());
+        best = best.min((crate::platform::now_ms() - t) / 1e3);
     }
-    n as f64 / best
+    Ok(n as f64 / best)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -166,7 +168,7 @@ pub fn run(
     let prefill_ms = median(prefill);
 
     let bytes = model.backend.decode_weight_bytes();
-    let bw = read_bandwidth();
+    let bw = read_bandwidth()?;
     let bound_ms = bytes / bw * 1e3;
     let tpot = runs.iter().max_by_key(|r| r.n).map_or(0.0, |r| r.tpot_ms);
     Ok(BenchReport {
@@ -233,7 +235,7 @@ impl BenchReport {
             self.tpot_over_bound
         );
         if let Some(p) = &self.profile {
-            let (pre, dec) = (&p.prefill, &p.decode);
+            let (pre, dec) = (&p.prompt, &p.decode);
             let per_token = dec.tokens.max(1) as f64;
             s += &format!(
                 "\nprofile of one run ({} prompt tokens, {} decode steps):\n{:>12} {:>16} {:>18}\n",

@@ -144,6 +144,63 @@ impl Config {
         let block = 2 * 2 * c + (c * 3 * c + 3 * c) + (c * c + c) + (c * h + h) + (h * c + c);
         self.vocab_size * c + self.n_positions * c + self.n_layer * block + 2 * c
     }
+
+    /// What attention multiplies the scores q·k of layer `layer` (from 0) by, as transformers
+    /// does: 1/√HS when `scale_attn_weights`, and 1/(layer + 1) more when
+    /// `scale_attn_by_inverse_layer_idx`.
+    pub fn attention_scale(&self, layer: usize) -> f32 {
+        let mut scale = if self.scale_attn_weights {
+            1.0 / (self.head_size() as f32).sqrt()
+        } else {
+            1.0
+        };
+        if self.scale_attn_by_inverse_layer_idx {
+            scale /= (layer + 1) as f32;
+        }
+        scale
+    }
+
+    /// The checks every forward relies on: `ids` placed at positions `pos..` are not empty, fit
+    /// the context and are in the vocabulary. A prompt is the case `pos = 0`.
+    pub fn check_ids(&self, ids: &[u32], pos: usize) -> Result<()> {
+        if ids.is_empty() {
+            return Err(Error::Backend("nothing to run: no token ids".into()));
+        }
+        let end = pos.saturating_add(ids.len());
+        if end > self.n_positions && pos == 0 {
+            return Err(Error::PromptTooLong {
+                tokens: ids.len(),
+                n_ctx: self.n_positions,
+            });
+        }
+        if end > self.n_positions {
+            return Err(Error::Backend(format!(
+                "positions {pos}..{end} exceed the context of {} tokens",
+                self.n_positions
+            )));
+        }
+        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= self.vocab_size) {
+            return Err(Error::Tokenizer(format!(
+                "token id {bad} is outside the model's vocabulary of {} ids",
+                self.vocab_size
+            )));
+        }
+        Ok(())
+    }
+
+    /// Bytes of the weights one decode step reads when every matrix weight takes
+    /// `bytes_per_weight` and biases and LayerNorm parameters are f32: every block once and the
+    /// tied head (the one row of wte and wpe it embeds is left out). Each backend reports the
+    /// same count from what it really holds.
+    pub fn decode_weight_bytes(&self, bytes_per_weight: f64) -> f64 {
+        let (c, h) = (self.n_embd as f64, self.n_inner as f64);
+        let matrices = c * 3.0 * c + c * c + 2.0 * c * h;
+        let small = 2.0 * 2.0 * c + 3.0 * c + c + h + c; // LayerNorms, biases
+        let per_block = matrices * bytes_per_weight + small * 4.0;
+        self.vocab_size as f64 * c * bytes_per_weight
+            + self.n_layer as f64 * per_block
+            + 2.0 * c * 4.0
+    }
 }
 
 #[cfg(test)]

@@ -31,7 +31,13 @@ pub fn load_model(data: &[u8]) {
             Ok(f) if f.peak() <= MAX_PEAK => {}
             _ => return,
         }
-        let built = Model::from_bytes(config, weights, TOKENIZER_JSON, BackendChoice::Cpu, dtype);
+        let built = Model::from_bytes(
+            config,
+            weights.to_vec(),
+            TOKENIZER_JSON,
+            BackendChoice::Cpu,
+            dtype,
+        );
         if let Ok(mut model) = pollster::block_on(built) {
             let _ = pollster::block_on(model.backend.forward(&[0, 1], 0));
             let _ = pollster::block_on(model.backend.forward(&[2], 2));

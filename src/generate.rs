@@ -13,6 +13,7 @@ use crate::model::Model;
 use crate::platform::now_ms;
 use crate::sampling::{Candidate, Sampler, SamplingParams};
 use crate::tokenizer::Detokenizer;
+use serde::Serialize;
 
 /// The most stop texts one generation takes, and the longest (each is matched against the
 /// text's tail after every token).
@@ -70,8 +71,9 @@ impl GenerateParams {
     }
 }
 
-/// Why generation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Why generation ended; in JSON (the CLI, the JS API) its `as_str` name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StopReason {
     Eos,
     Stop,
@@ -93,8 +95,10 @@ impl StopReason {
     }
 }
 
-/// One generated token, as soon as it exists.
-#[derive(Clone, Debug)]
+/// One generated token, as soon as it exists. JSON (the CLI's `--json` lines) is camelCase,
+/// without `top` when it is empty.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TokenEvent {
     pub id: u32,
     /// Text this token completes (whole characters only; may be empty).
@@ -104,11 +108,14 @@ pub struct TokenEvent {
     /// Milliseconds since generation started.
     pub elapsed_ms: f64,
     /// The distribution the sampler drew from, most likely first (`top_logprobs` entries).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub top: Vec<Candidate>,
 }
 
-/// Timings of one generation. All times in milliseconds.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// Timings of one generation. All times in milliseconds. JSON (the CLI, the JS API) is
+/// camelCase: `ttftMs`, `tpotMs`, …
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Metrics {
     /// Start → first token (tokenize + prefill + sample).
     pub ttft_ms: f64,
@@ -124,8 +131,9 @@ pub struct Metrics {
     pub decode_tokens_per_sec: f64,
 }
 
-/// The outcome of a generation.
-#[derive(Clone, Debug)]
+/// The outcome of a generation: `{ text, tokens, stopReason, metrics }` in JSON.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct GenerationResult {
     pub text: String,
     /// Generated ids, including a final end-of-text or the token that completed a stop text.
@@ -178,7 +186,7 @@ impl Generation {
         if ids.is_empty() {
             ids.push(config.eos_token_id.min(config.vocab_size as u32 - 1));
         }
-        model.check_prompt(&ids)?;
+        config.check_ids(&ids, 0)?;
         let mut params = params;
         params.stop.retain(|s| !s.is_empty());
         let n_prompt = ids.len();
@@ -213,12 +221,6 @@ impl Generation {
         }
     }
 
-    /// Forgets what the backend has cached, so the next step runs the whole sequence so far
-    /// (prompt and generated tokens) again: used after switching to another backend mid-generation.
-    pub fn reset_cache(&mut self) {
-        self.fed = 0;
-    }
-
     /// Whether generation has ended.
     pub fn is_done(&self) -> bool {
         self.done.is_some()
@@ -235,10 +237,7 @@ impl Generation {
             return Ok(None);
         }
         let before = now_ms();
-        let logits = model
-            .backend
-            .forward(&self.ids[self.fed..], self.fed)
-            .await?;
+        let logits = model.forward(&self.ids, self.fed).await?;
         if self.token_times.is_empty() {
             self.prefill_ms = now_ms() - before;
         }
@@ -375,8 +374,9 @@ impl Generation {
     }
 }
 
-/// Runs the loop to the end, calling `on_token` once per generated token; `cancelled` is asked
-/// before every forward pass.
+/// Runs the loop to the end natively, calling `on_token` once per generated token; `cancelled`
+/// is asked before every forward pass.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn generate(
     model: &mut Model,
     prompt: &str,
@@ -388,6 +388,7 @@ pub fn generate(
     g.run(model, on_token, cancelled)
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Generation {
     /// Drives the remaining steps natively (blocking on the backend), calling `on_token` once
     /// per token and asking `cancelled` before every forward pass.

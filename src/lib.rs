@@ -8,14 +8,15 @@
 //! (`config.json`, `model.safetensors`, `tokenizer.json`) or the same bytes in memory.
 
 pub mod backend;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
 pub mod budget;
 pub mod config;
 pub mod error;
 #[doc(hidden)]
+#[cfg(not(target_arch = "wasm32"))]
 pub mod fuzzing;
 pub mod generate;
-pub mod mem;
 pub mod model;
 pub mod platform;
 pub mod sampling;
@@ -29,9 +30,9 @@ pub use backend::cpu::CpuDtype;
 pub use backend::{Backend, BackendChoice};
 pub use config::Config;
 pub use error::{Error, Result};
-pub use generate::{
-    generate, GenerateParams, Generation, GenerationResult, Metrics, StopReason, TokenEvent,
-};
+#[cfg(not(target_arch = "wasm32"))]
+pub use generate::generate;
+pub use generate::{GenerateParams, Generation, GenerationResult, Metrics, StopReason, TokenEvent};
 pub use model::Model;
 pub use sampling::{Candidate, SamplingParams};
 pub use tokenizer::{Detokenizer, Tokenizer};

@@ -1,5 +1,8 @@
 //! A loaded model: config, tokenizer and a backend, from a Hugging Face style folder or from
-//! the same three files as bytes (the browser has no file system).
+//! the same three files as bytes (the browser has no file system), and the one policy above the
+//! backends: if the GPU fails mid-run (device lost, out of memory), the model continues on the
+//! CPU from the weights it was loaded from and recomputes the sequence so far, so no token is
+//! lost. The loop, the CLI and the browser all get it through `Model::forward`.
 
 use crate::backend::cpu::{CpuBackend, CpuDtype};
 use crate::backend::gpu::{GpuBackend, GpuOptions};
@@ -9,23 +12,50 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::tokenizer::Tokenizer;
 use crate::weights::Gpt2Weights;
-use std::path::Path;
+
+/// Where the weights can be had again for a fall-back to the CPU.
+enum Reload {
+    /// The bytes of `model.safetensors`, kept while on the GPU (the browser).
+    Bytes(Vec<u8>),
+    /// The file, read again when needed (native).
+    #[cfg(not(target_arch = "wasm32"))]
+    File(std::path::PathBuf),
+}
 
 /// Everything needed to generate text.
 pub struct Model {
     pub config: Config,
     pub tokenizer: Tokenizer,
     pub backend: Backend,
-    /// Why `Auto` runs on the CPU when it does (no adapter, a software one, too small limits).
+    /// Why the model runs on the CPU when the GPU was wanted (`Auto` found no adapter, a software
+    /// one, too small limits) or was lost.
     pub gpu_unavailable: Option<String>,
     /// The weight format of the CPU backend, now or after a fall-back (the GPU runs f32).
     pub cpu_dtype: CpuDtype,
+    /// Set while on the GPU: where a CPU backend would get its weights.
+    reload: Option<Reload>,
 }
 
 impl Model {
-    /// Builds a model from the contents of `config.json`, `model.safetensors` and `tokenizer.json`;
-    /// `cpu_dtype` is the weight format if (or once) it runs on the CPU.
+    /// Builds a model from the contents of `config.json`, `model.safetensors` and
+    /// `tokenizer.json`; `cpu_dtype` is the weight format if (or once) it runs on the CPU. On the
+    /// GPU the safetensors bytes are kept for a fall-back to the CPU; elsewhere they are dropped.
     pub async fn from_bytes(
+        config_json: &[u8],
+        safetensors: Vec<u8>,
+        tokenizer_json: &[u8],
+        choice: BackendChoice,
+        cpu_dtype: CpuDtype,
+    ) -> Result<Model> {
+        let mut model =
+            Self::build(config_json, &safetensors, tokenizer_json, choice, cpu_dtype).await?;
+        if model.on_gpu() {
+            model.reload = Some(Reload::Bytes(safetensors));
+        }
+        Ok(model)
+    }
+
+    async fn build(
         config_json: &[u8],
         safetensors: &[u8],
         tokenizer_json: &[u8],
@@ -53,9 +83,9 @@ impl Model {
         let mut gpu_unavailable = None;
         let backend = match choice {
             BackendChoice::Cpu => cpu_backend(&weights)?,
-            BackendChoice::Gpu => {
+            BackendChoice::WebGpu => {
                 let gpu = GpuBackend::new(&config, &weights, &GpuOptions::default()).await?;
-                Backend::Gpu(gpu)
+                Backend::WebGpu(gpu)
             }
             BackendChoice::Auto => {
                 let opts = GpuOptions {
@@ -63,7 +93,7 @@ impl Model {
                     ..GpuOptions::default()
                 };
                 match GpuBackend::new(&config, &weights, &opts).await {
-                    Ok(gpu) => Backend::Gpu(gpu),
+                    Ok(gpu) => Backend::WebGpu(gpu),
                     Err(e) => {
                         gpu_unavailable = Some(e.to_string());
                         cpu_backend(&weights)?
@@ -77,54 +107,75 @@ impl Model {
             backend,
             gpu_unavailable,
             cpu_dtype,
+            reload: None,
         })
     }
 
-    /// Checks that prompt ids fit the context and the vocabulary.
-    pub fn check_prompt(&self, ids: &[u32]) -> Result<()> {
-        let config = &self.config;
-        if ids.len() > config.n_positions {
-            return Err(Error::PromptTooLong {
-                tokens: ids.len(),
-                n_ctx: config.n_positions,
-            });
+    /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from a folder. On the GPU,
+    /// a fall-back to the CPU reads the weights file again.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load_dir(
+        dir: &std::path::Path,
+        choice: BackendChoice,
+        cpu_dtype: CpuDtype,
+    ) -> Result<Model> {
+        let (c, w, t) = (
+            read(&dir.join("config.json"))?,
+            read(&dir.join("model.safetensors"))?,
+            read(&dir.join("tokenizer.json"))?,
+        );
+        let mut model = pollster::block_on(Self::build(&c, &w, &t, choice, cpu_dtype))?;
+        if model.on_gpu() {
+            model.reload = Some(Reload::File(dir.join("model.safetensors")));
         }
-        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= config.vocab_size) {
-            return Err(Error::Tokenizer(format!(
-                "the prompt has token id {bad}, outside the model's vocabulary of {} ids",
-                config.vocab_size
-            )));
-        }
-        Ok(())
+        Ok(model)
     }
 
-    /// Replaces the backend with the CPU one, e.g. after the GPU device was lost (a forward
-    /// returned `Error::Gpu`), keeping `why` in `gpu_unavailable`. `safetensors` are the bytes
-    /// the model was loaded from. The new KV cache is empty: the next forward must start at
-    /// position 0 with every id so far.
-    pub fn fall_back_to_cpu(&mut self, safetensors: &[u8], why: String) -> Result<()> {
-        Footprint::cpu(&self.config, self.cpu_dtype, safetensors.len() as u64)?
+    fn on_gpu(&self) -> bool {
+        matches!(self.backend, Backend::WebGpu(_))
+    }
+
+    /// Logits of the last of `seq`, whose first `cached` ids the backend already holds in its KV
+    /// cache (from earlier calls): the others run at positions `cached..`. If the GPU fails, the
+    /// model falls back to the CPU (`gpu_unavailable` says why) and runs the whole of `seq`.
+    pub async fn forward(&mut self, seq: &[u32], cached: usize) -> Result<&[f32]> {
+        let new = seq.get(cached..).unwrap_or_default();
+        match self.backend.forward(new, cached).await.map(drop) {
+            Err(Error::Gpu(why)) if self.reload.is_some() => {
+                self.fall_back_to_cpu(format!("the GPU failed ({why}); continuing on the CPU"))?;
+                self.backend.forward(seq, 0).await
+            }
+            Err(e) => Err(e),
+            Ok(()) => Ok(self.backend.logits()),
+        }
+    }
+
+    /// Replaces the backend with the CPU one, built from the weights the model was loaded from,
+    /// keeping `why` in `gpu_unavailable`. The new KV cache is empty.
+    pub fn fall_back_to_cpu(&mut self, why: String) -> Result<()> {
+        let bytes = match self.reload.take() {
+            Some(Reload::Bytes(b)) => b,
+            #[cfg(not(target_arch = "wasm32"))]
+            Some(Reload::File(path)) => read(&path)?,
+            None => {
+                return Err(Error::Backend(format!(
+                    "{why}, but there are no weights to rebuild the model on the CPU from"
+                )))
+            }
+        };
+        Footprint::cpu(&self.config, self.cpu_dtype, bytes.len() as u64)?
             .check(crate::platform::memory_limit())?;
-        let weights = Gpt2Weights::load(safetensors, &self.config)?;
+        let weights = Gpt2Weights::load(&bytes, &self.config)?;
         self.backend = Backend::Cpu(CpuBackend::new(&self.config, &weights, self.cpu_dtype)?);
         self.gpu_unavailable = Some(why);
         Ok(())
     }
+}
 
-    /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from a folder.
-    pub fn load_dir(dir: &Path, choice: BackendChoice, cpu_dtype: CpuDtype) -> Result<Model> {
-        let read = |name: &str| {
-            let path = dir.join(name);
-            std::fs::read(&path).map_err(|source| Error::Io {
-                path: path.display().to_string(),
-                source,
-            })
-        };
-        let (c, w, t) = (
-            read("config.json")?,
-            read("model.safetensors")?,
-            read("tokenizer.json")?,
-        );
-        pollster::block_on(Model::from_bytes(&c, &w, &t, choice, cpu_dtype))
-    }
+#[cfg(not(target_arch = "wasm32"))]
+fn read(path: &std::path::Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    })
 }

@@ -78,7 +78,7 @@ impl SamplingParams {
 }
 
 /// One candidate of the distribution the sampler drew from.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct Candidate {
     pub id: u32,
     pub prob: f32,

@@ -120,69 +120,23 @@ struct TopJs {
     prob: f32,
 }
 
+/// A token event, its candidates with their text.
 #[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
 struct TokenJs {
-    id: u32,
-    text: String,
-    index: usize,
-    elapsed_ms: f64,
+    #[serde(flatten)]
+    event: crate::TokenEvent,
     #[serde(skip_serializing_if = "Option::is_none")]
     top: Option<Vec<TopJs>>,
 }
 
+/// The crate's result (text, tokens, stopReason, metrics) and, with `profile: true` on the CPU,
+/// where the prompt's forward and the steps' spent their time.
 #[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct MetricsJs {
-    ttft_ms: f64,
-    tpot_ms: f64,
-    tpot_p50_ms: f64,
-    tpot_p95_ms: f64,
-    total_ms: f64,
-    prefill_ms: f64,
-    prompt_tokens: usize,
-    output_tokens: usize,
-    prefill_tokens_per_sec: f64,
-    decode_tokens_per_sec: f64,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
 struct ResultJs {
-    text: String,
-    tokens: Vec<u32>,
-    stop_reason: &'static str,
-    metrics: MetricsJs,
-    /// With `profile: true` on the CPU: where the prompt's forward and the steps' spent their time.
+    #[serde(flatten)]
+    result: crate::GenerationResult,
     #[serde(skip_serializing_if = "Option::is_none")]
-    profile: Option<ProfileJs>,
-}
-
-#[derive(Serialize)]
-struct ProfileJs {
-    prompt: PhasesJs,
-    decode: PhasesJs,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PhasesJs {
-    calls: usize,
-    tokens: usize,
-    total_ms: f64,
-    /// Milliseconds by phase: matmul, quantize, attention, gelu, layer_norm, lm_head.
-    phases: std::collections::BTreeMap<&'static str, f64>,
-}
-
-impl From<&crate::backend::cpu::Phases> for PhasesJs {
-    fn from(p: &crate::backend::cpu::Phases) -> Self {
-        PhasesJs {
-            calls: p.calls,
-            tokens: p.tokens,
-            total_ms: p.total_ms,
-            phases: p.named().into_iter().collect(),
-        }
-    }
+    profile: Option<crate::backend::cpu::Profile>,
 }
 
 #[derive(Serialize)]
@@ -199,32 +153,17 @@ struct ConfigJs {
 struct State {
     model: Model,
     generation: Option<Generation>,
-    /// The safetensors bytes while the model runs on the GPU, to rebuild it on the CPU if the
-    /// device is lost; dropped once on the CPU.
-    weights: Option<Vec<u8>>,
 }
 
 impl State {
-    /// One step; if the GPU fails (device lost, out of memory), continue on the CPU: rebuild the
-    /// backend from the kept bytes and recompute the sequence so far, so no token is lost.
+    /// One step (a GPU failure continues on the CPU inside `Model::forward`).
     async fn step(&mut self) -> crate::Result<Option<crate::TokenEvent>> {
         let Some(g) = self.generation.as_mut() else {
             return Err(crate::Error::Backend(
                 "no generation in progress: call start first".into(),
             ));
         };
-        match g.step(&mut self.model).await {
-            Err(crate::Error::Gpu(why)) if self.weights.is_some() => {
-                let bytes = self.weights.take().unwrap_or_default();
-                self.model.fall_back_to_cpu(
-                    &bytes,
-                    format!("the GPU failed ({why}); continuing on the CPU"),
-                )?;
-                g.reset_cache();
-                g.step(&mut self.model).await
-            }
-            other => other,
-        }
+        g.step(&mut self.model).await
     }
 }
 
@@ -290,7 +229,7 @@ impl Engine {
     ) -> Result<Engine, JsError> {
         let choice: BackendChoice = backend.parse().map_err(js_err)?;
         let dtype: CpuDtype = dtype.parse().map_err(js_err)?;
-        let model = Model::from_bytes(&config, &weights, &tokenizer, choice, dtype)
+        let model = Model::from_bytes(&config, weights, &tokenizer, choice, dtype)
             .await
             .map_err(js_err)?;
         let c = &model.config;
@@ -302,12 +241,10 @@ impl Engine {
             vocab_size: c.vocab_size,
             n_params: c.n_params(),
         };
-        let on_gpu = model.backend.name() != "cpu";
         Ok(Engine {
             state: Rc::new(RefCell::new(Some(State {
                 model,
                 generation: None,
-                weights: on_gpu.then_some(weights),
             }))),
             config,
         })
@@ -350,7 +287,7 @@ impl Engine {
     #[wasm_bindgen(js_name = loseDevice)]
     pub fn lose_device(&self) {
         if let Some(st) = self.state.borrow().as_ref() {
-            if let crate::Backend::Gpu(g) = &st.model.backend {
+            if let crate::Backend::WebGpu(g) = &st.model.backend {
                 g.lose_device();
             }
         }
@@ -398,16 +335,12 @@ impl Engine {
             let out = st.step().await.map_err(js_err);
             let out = out.and_then(|ev| match ev {
                 None => Ok(JsValue::UNDEFINED),
-                Some(ev) => {
+                Some(mut ev) => {
                     let tok = &st.model.tokenizer;
+                    let top = std::mem::take(&mut ev.top);
                     to_js(&TokenJs {
-                        id: ev.id,
-                        text: ev.text,
-                        index: ev.index,
-                        elapsed_ms: ev.elapsed_ms,
-                        top: (!ev.top.is_empty()).then(|| {
-                            ev.top
-                                .iter()
+                        top: (!top.is_empty()).then(|| {
+                            top.iter()
                                 .map(|c| TopJs {
                                     id: c.id,
                                     text: tok.decode(&[c.id]),
@@ -415,6 +348,7 @@ impl Engine {
                                 })
                                 .collect()
                         }),
+                        event: ev,
                     })
                 }
             });
@@ -441,28 +375,9 @@ impl Engine {
             .generation
             .as_ref()
             .ok_or_else(|| JsError::new("no generation has run"))?;
-        let r = g.result();
-        let m = r.metrics;
         to_js(&ResultJs {
-            text: r.text,
-            tokens: r.tokens,
-            stop_reason: r.stop_reason.as_str(),
-            metrics: MetricsJs {
-                ttft_ms: m.ttft_ms,
-                tpot_ms: m.tpot_ms,
-                tpot_p50_ms: m.tpot_p50_ms,
-                tpot_p95_ms: m.tpot_p95_ms,
-                total_ms: m.total_ms,
-                prefill_ms: m.prefill_ms,
-                prompt_tokens: m.prompt_tokens,
-                output_tokens: m.output_tokens,
-                prefill_tokens_per_sec: m.prefill_tokens_per_sec,
-                decode_tokens_per_sec: m.decode_tokens_per_sec,
-            },
-            profile: st.model.backend.profile().map(|p| ProfileJs {
-                prompt: (&p.prefill).into(),
-                decode: (&p.decode).into(),
-            }),
+            result: g.result(),
+            profile: st.model.backend.profile(),
         })
     }
 }

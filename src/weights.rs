@@ -189,14 +189,6 @@ impl<'a> Gpt2Weights<'a> {
             ln_f: ln("ln_f")?,
         })
     }
-
-    /// Bytes of every weight matrix read by one decode step at `bytes_per_weight`
-    /// (the whole head, every block's matrices; one row of wpe and wte are negligible).
-    pub fn decode_bytes(config: &Config, bytes_per_weight: f64) -> f64 {
-        let (c, h) = (config.n_embd as f64, config.n_inner as f64);
-        let per_block = c * 3.0 * c + c * c + 2.0 * c * h;
-        (config.vocab_size as f64 * c + config.n_layer as f64 * per_block) * bytes_per_weight
-    }
 }
 
 /// Looks up `name` (with the checkpoint's prefix) and checks dtype and shape. A (1, n) expected

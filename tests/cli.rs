@@ -44,7 +44,7 @@ fn generate_json_prints_a_line_per_token_then_the_result() {
     ]));
     assert_eq!(lines.len(), 7);
     let last = &lines[6];
-    assert_eq!(last["stop_reason"], "max_tokens");
+    assert_eq!(last["stopReason"], "max_tokens");
     assert_eq!(last["tokens"].as_array().unwrap().len(), 6);
     let streamed: String = lines[..6]
         .iter()
@@ -52,12 +52,12 @@ fn generate_json_prints_a_line_per_token_then_the_result() {
         .collect();
     assert_eq!(streamed, last["text"].as_str().unwrap());
     for key in [
-        "ttft_ms",
-        "tpot_ms",
-        "total_ms",
-        "prompt_tokens",
-        "output_tokens",
-        "decode_tokens_per_sec",
+        "ttftMs",
+        "tpotMs",
+        "totalMs",
+        "promptTokens",
+        "outputTokens",
+        "decodeTokensPerSec",
     ] {
         assert!(last["metrics"][key].is_number(), "metrics.{key}");
     }
@@ -103,12 +103,12 @@ fn bench_prints_the_fit_and_the_bandwidth_bound() {
     let r = &stdout_json_lines(&o)[0];
     assert_eq!(r["runs"].as_array().unwrap().len(), 3);
     for key in [
-        "fit_ttft_ms",
-        "fit_tpot_ms",
-        "fit_r2",
-        "bound_ms_per_token",
-        "read_gb_per_s",
-        "prefill_tokens_per_sec",
+        "fitTtftMs",
+        "fitTpotMs",
+        "fitR2",
+        "boundMsPerToken",
+        "readGbPerS",
+        "prefillTokensPerSec",
     ] {
         assert!(
             r[key].as_f64().is_some_and(f64::is_finite),
@@ -118,9 +118,11 @@ fn bench_prints_the_fit_and_the_bandwidth_bound() {
     }
     // The profiled run is the longest length: one prompt forward, then 7 steps.
     let p = &r["profile"];
-    assert_eq!(p["prefill"]["calls"], 1, "{p}");
+    assert_eq!(p["prompt"]["calls"], 1, "{p}");
     assert_eq!(p["decode"]["calls"], 7, "{p}");
-    assert!(p["decode"]["matmul_ms"].as_f64().is_some_and(|v| v > 0.0));
+    assert!(p["decode"]["phases"]["matmul"]
+        .as_f64()
+        .is_some_and(|v| v > 0.0));
 }
 
 #[test]
@@ -235,5 +237,96 @@ fn eval_prints_the_mean_next_token_loss_of_its_windows() {
     ]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--window must be from 2"));
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
+fn every_subcommand_answers_help() {
+    for (cmd, option) in [
+        ("generate", "--max-tokens"),
+        ("logits", "--prompt-file"),
+        ("tokenize", "--text-file"),
+        ("bench", "--lengths"),
+        ("eval", "--window"),
+    ] {
+        let o = gpt2(&[cmd, "--help"]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{cmd} --help: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            out.contains(option) && out.contains("Usage: gpt2 "),
+            "{cmd}: {out}"
+        );
+    }
+    let top = String::from_utf8_lossy(&gpt2(&["--help"]).stdout).to_string();
+    for cmd in ["generate", "logits", "tokenize", "bench", "eval"] {
+        assert!(top.contains(cmd), "{top}");
+    }
+}
+
+#[test]
+fn cpu_runs_leave_stderr_empty() {
+    // No GPU is probed unless one is asked for (or `auto`), so nothing else speaks on stderr.
+    for args in [
+        vec![
+            "generate",
+            "--model",
+            TINY,
+            "--prompt",
+            "the",
+            "--max-tokens",
+            "2",
+            "--backend",
+            "cpu",
+            "--json",
+        ],
+        vec![
+            "logits",
+            "--model",
+            TINY,
+            "--prompt",
+            "the",
+            "--backend",
+            "cpu",
+        ],
+        vec!["tokenize", "--model", TINY, "--text", "the"],
+    ] {
+        let o = gpt2(&args);
+        assert!(o.status.success(), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&o.stderr), "", "{args:?}");
+    }
+}
+
+#[test]
+fn eval_takes_a_text_shorter_than_one_window_as_one_window() {
+    let ids: Vec<u32> = vec![464, 329, 1110, 257, 318];
+    let file = std::env::temp_dir().join(format!("gpt2-eval-short-{}.json", std::process::id()));
+    std::fs::write(&file, serde_json::to_vec(&ids).unwrap()).unwrap();
+    let args = [
+        "eval",
+        "--model",
+        TINY,
+        "--ids-file",
+        file.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--dtype",
+        "f32",
+    ];
+    let out = &stdout_json_lines(&gpt2(&args))[0];
+    assert_eq!(
+        (out["windows"].as_u64(), out["predictions"].as_u64()),
+        (Some(1), Some(4))
+    );
+    // The same loss as a window of exactly those five tokens.
+    let five = &stdout_json_lines(&gpt2(&[&args[..], &["--window", "5"]].concat()))[0];
+    assert_eq!(out["loss"], five["loss"]);
+    std::fs::write(&file, b"[464]").unwrap();
+    let one = gpt2(&args);
+    assert_eq!(one.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&one.stderr).contains("it takes two"));
     let _ = std::fs::remove_file(&file);
 }

@@ -15,14 +15,14 @@ use pollster::block_on;
 fn gpu_model(dir: &str) -> Option<Model> {
     gpu_common::gpu()?;
     Some(
-        Model::load_dir(&root().join(dir), BackendChoice::Gpu, CpuDtype::F32)
+        Model::load_dir(&root().join(dir), BackendChoice::WebGpu, CpuDtype::F32)
             .unwrap_or_else(|e| panic!("{dir} on the GPU: {e}")),
     )
 }
 
 fn gpu(model: &Model) -> &GpuBackend {
     match &model.backend {
-        Backend::Gpu(b) => b,
+        Backend::WebGpu(b) => b,
         Backend::Cpu(_) => panic!("expected the GPU backend"),
     }
 }
@@ -146,7 +146,7 @@ fn split_embedding_under_default_limits_gives_the_same_logits() {
     };
     let split = block_on(GpuBackend::new(&config, &w, &opts)).unwrap();
     assert_eq!(split.wte_chunks(), 4);
-    let mut split = Backend::Gpu(split);
+    let mut split = Backend::WebGpu(split);
     let fx = fixture("tiny-random");
     for case in &fx.cases {
         let a = block_on(whole.backend.forward(&case.ids, 0))
@@ -225,16 +225,39 @@ fn losing_the_device_is_an_error_not_a_panic() {
     // And it stays an error.
     assert!(block_on(model.backend.forward(&[4], 3)).is_err());
 
-    // What the page does next: continue on the CPU from the ids so far.
-    let bytes = std::fs::read(root().join(TINY).join("model.safetensors")).unwrap();
-    model.fall_back_to_cpu(&bytes, err.to_string()).unwrap();
+    // What `Model::forward` does next: continue on the CPU from the ids so far, read from the
+    // weights file again, and say why.
+    let resumed = block_on(model.forward(&[1, 2, 3, 4], 3)).unwrap().to_vec();
     assert_eq!(model.backend.name(), "cpu");
-    let resumed = block_on(model.backend.forward(&[1, 2, 3, 4], 0))
-        .unwrap()
-        .to_vec();
+    let why = model.gpu_unavailable.as_deref().unwrap();
+    assert!(why.contains("the GPU failed"), "{why}");
     let mut cpu = common::load(TINY);
     let want = block_on(cpu.backend.forward(&[1, 2, 3, 4], 0))
         .unwrap()
         .to_vec();
     assert_eq!(resumed, want);
+}
+
+#[test]
+fn a_generation_survives_losing_the_device() {
+    // The device is lost after ten tokens: the model continues on the CPU, recomputes the
+    // sequence so far, and the greedy tokens are those of transformers all the same.
+    let fx = fixture("tiny-random");
+    let case = &fx.cases[1];
+    let Some(mut model) = gpu_model(TINY) else {
+        return;
+    };
+    let params = gpt2_web::GenerateParams {
+        max_tokens: 24,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let mut g = gpt2_web::Generation::from_ids(&model, case.ids.clone(), params).unwrap();
+    for _ in 0..10 {
+        block_on(g.step(&mut model)).unwrap();
+    }
+    gpu(&model).lose_device();
+    let r = g.run(&mut model, &mut |_| {}, &|| false).unwrap();
+    assert_eq!(model.backend.name(), "cpu");
+    assert_eq!(r.tokens, case.greedy_ids);
 }

@@ -4,6 +4,7 @@
 
 mod common;
 use common::*;
+use gpt2_web::backend::cpu::Phase;
 use gpt2_web::{BackendChoice, CpuDtype, Model};
 use pollster::block_on;
 
@@ -109,15 +110,22 @@ fn the_cpu_profile_splits_prompt_and_steps_and_its_phases_add_up() {
             block_on(model.backend.forward(&[ids[0]], pos)).unwrap();
         }
         let p = model.backend.profile().expect("profiling is on");
-        assert_eq!((p.prefill.calls, p.prefill.tokens), (1, ids.len()));
+        assert_eq!((p.prompt.calls, p.prompt.tokens), (1, ids.len()));
         assert_eq!((p.decode.calls, p.decode.tokens), (3, 3));
-        for phases in [p.prefill, p.decode] {
+        for phases in [p.prompt, p.decode] {
             let named = phases.named();
             let sum: f64 = named.iter().map(|(_, ms)| ms).sum();
             assert!(named.iter().all(|(_, ms)| *ms >= 0.0), "{named:?}");
             assert!((sum - phases.total_ms).abs() <= 1e-6 * phases.total_ms.max(1.0));
-            assert!(phases.matmul_ms > 0.0 && phases.total_ms > 0.0, "{named:?}");
-            assert_eq!(phases.quantize_ms > 0.0, dtype == CpuDtype::Q8, "{dtype:?}");
+            assert!(
+                phases.ms(Phase::Matmul) > 0.0 && phases.total_ms > 0.0,
+                "{named:?}"
+            );
+            assert_eq!(
+                phases.ms(Phase::Quantize) > 0.0,
+                dtype == CpuDtype::Q8,
+                "{dtype:?}"
+            );
         }
         model.backend.set_profiling(false);
         assert!(model.backend.profile().is_none());

@@ -97,8 +97,9 @@ async function peer({ dtype, threads, prompt, tokens, runs }) {
   return { loadMs: r.loadMs, promptTokens: r.promptTokens, threads: r.threads, runs: r.runs, ids: r.tokenIds, versions: r.versions };
 }
 
-const plain = await startServer({ root });
-const isolated = await startServer({ root, args: ['--isolated'] });
+// The root is made of links to www/ and the model: the server follows them.
+const plain = await startServer({ root, args: ['--follow-links'] });
+const isolated = await startServer({ root, args: ['--isolated', '--follow-links'] });
 const browser = await launch();
 const rows = [];
 try {

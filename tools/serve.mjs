@@ -1,9 +1,12 @@
 // A small static file server for www/ (no dependencies): correct MIME types (application/wasm),
 // no caching, CORS for pages of other origins that embed the widget or import the API, optional
 // cross-origin isolation headers (COOP/COEP) for the threaded build.
-// Usage: node tools/serve.mjs [--port 8080] [--host 127.0.0.1] [--root www] [--isolated] [--no-cors] [--quiet]
+// Usage: node tools/serve.mjs [--port 8080] [--host 127.0.0.1] [--root www] [--isolated] [--no-cors]
+//        [--follow-links] [--quiet]
 // (--no-cors leaves out Access-Control-Allow-Origin, as many hosts do: for the tests of what a page
-// of another origin then sees.)
+// of another origin then sees. --follow-links serves what symbolic links inside the root point to
+// wherever it lies, for a root that a tool assembled from links, e.g. the benchmark's; by default
+// a link that leads outside the root is refused.)
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -19,6 +22,7 @@ const root = path.resolve(opt('--root', 'www'));
 const isolated = args.includes('--isolated');
 const quiet = args.includes('--quiet');
 const cors = !args.includes('--no-cors');
+const followLinks = args.includes('--follow-links');
 
 const TYPES = {
   '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8',
@@ -48,7 +52,7 @@ function resolve(urlPath, cb) {
   if (decoded.includes('\0')) return cb(null, null);
   const file = path.join(realRoot, decoded);
   if (!inside(file)) return cb(null, false);
-  fs.realpath(file, (err, real) => (err ? cb(err) : cb(null, inside(real) ? real : false)));
+  fs.realpath(file, (err, real) => (err ? cb(err) : cb(null, inside(real) || followLinks ? real : false)));
 }
 
 /** Host headers this server answers (a page on another name reaching it by DNS rebinding gets 421). */

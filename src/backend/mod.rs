@@ -8,19 +8,19 @@
 
 pub mod cpu;
 pub mod gpu;
-pub mod q8;
-mod vmath;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
 
-/// Which backend to use.
+/// Which backend to use. The GPU backend is called "webgpu" everywhere (the JS API, the CLI,
+/// JSON, the docs): it is wgpu's WebGPU API, on the browser's WebGPU or natively on
+/// Vulkan/Metal/DX12. The CLI also takes `gpu` for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendChoice {
-    /// WebGPU when an adapter and device can be had and the model fits, else the CPU.
+    /// WebGPU when a hardware adapter and device can be had and the model fits, else the CPU.
     Auto,
     Cpu,
-    Gpu,
+    WebGpu,
 }
 
 impl std::str::FromStr for BackendChoice {
@@ -29,10 +29,10 @@ impl std::str::FromStr for BackendChoice {
         match s {
             "auto" => Ok(BackendChoice::Auto),
             "cpu" => Ok(BackendChoice::Cpu),
-            "gpu" | "webgpu" => Ok(BackendChoice::Gpu),
+            "webgpu" | "gpu" => Ok(BackendChoice::WebGpu),
             other => Err(Error::param(
                 "backend",
-                format!("\"{other}\"; expected auto, cpu or gpu"),
+                format!("\"{other}\"; expected auto, cpu or webgpu"),
             )),
         }
     }
@@ -43,16 +43,24 @@ impl std::str::FromStr for BackendChoice {
 #[allow(clippy::large_enum_variant)]
 pub enum Backend {
     Cpu(cpu::CpuBackend),
-    Gpu(gpu::GpuBackend),
+    WebGpu(gpu::GpuBackend),
 }
 
 impl Backend {
     /// Logits (vocab_size) of the last of `ids`, placed at positions `pos..`.
     pub async fn forward(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
-        check_forward(self.config(), ids, pos)?;
+        self.config().check_ids(ids, pos)?;
         match self {
             Backend::Cpu(b) => b.forward(ids, pos),
-            Backend::Gpu(b) => b.forward(ids, pos).await,
+            Backend::WebGpu(b) => b.forward(ids, pos).await,
+        }
+    }
+
+    /// The logits of the last forward (zeros before the first).
+    pub fn logits(&self) -> &[f32] {
+        match self {
+            Backend::Cpu(b) => b.logits(),
+            Backend::WebGpu(b) => b.logits(),
         }
     }
 
@@ -60,7 +68,7 @@ impl Backend {
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Cpu(_) => "cpu",
-            Backend::Gpu(_) => "webgpu",
+            Backend::WebGpu(_) => "webgpu",
         }
     }
 
@@ -68,7 +76,7 @@ impl Backend {
     pub fn dtype_name(&self) -> &'static str {
         match self {
             Backend::Cpu(b) => b.dtype().name(),
-            Backend::Gpu(_) => "f32",
+            Backend::WebGpu(_) => "f32",
         }
     }
 
@@ -76,7 +84,7 @@ impl Backend {
     pub fn config(&self) -> &Config {
         match self {
             Backend::Cpu(b) => b.config(),
-            Backend::Gpu(b) => b.config(),
+            Backend::WebGpu(b) => b.config(),
         }
     }
 
@@ -84,7 +92,7 @@ impl Backend {
     pub fn decode_weight_bytes(&self) -> f64 {
         match self {
             Backend::Cpu(b) => b.decode_weight_bytes(),
-            Backend::Gpu(b) => b.decode_weight_bytes(),
+            Backend::WebGpu(b) => b.decode_weight_bytes(),
         }
     }
 
@@ -93,7 +101,7 @@ impl Backend {
     pub fn gpu_dispatches(&self) -> Option<usize> {
         match self {
             Backend::Cpu(_) => None,
-            Backend::Gpu(b) => Some(b.dispatches()),
+            Backend::WebGpu(b) => Some(b.dispatches()),
         }
     }
 
@@ -109,7 +117,7 @@ impl Backend {
     pub fn profile(&self) -> Option<cpu::Profile> {
         match self {
             Backend::Cpu(b) => b.profile(),
-            Backend::Gpu(_) => None,
+            Backend::WebGpu(_) => None,
         }
     }
 
@@ -117,28 +125,7 @@ impl Backend {
     pub fn gpu_adapter(&self) -> Option<&str> {
         match self {
             Backend::Cpu(_) => None,
-            Backend::Gpu(b) => Some(b.adapter()),
+            Backend::WebGpu(b) => Some(b.adapter()),
         }
     }
-}
-
-/// The checks every backend relies on: a non-empty batch inside the context, ids in the vocabulary.
-pub(crate) fn check_forward(config: &Config, ids: &[u32], pos: usize) -> Result<()> {
-    if ids.is_empty() {
-        return Err(Error::Backend("forward called with no tokens".into()));
-    }
-    if pos + ids.len() > config.n_positions {
-        return Err(Error::Backend(format!(
-            "positions {pos}..{} exceed the context of {} tokens",
-            pos + ids.len(),
-            config.n_positions
-        )));
-    }
-    if let Some(&bad) = ids.iter().find(|&&id| id as usize >= config.vocab_size) {
-        return Err(Error::Backend(format!(
-            "token id {bad} is outside the model's vocabulary of {} ids",
-            config.vocab_size
-        )));
-    }
-    Ok(())
 }

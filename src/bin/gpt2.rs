@@ -1,24 +1,215 @@
-//! `gpt2`: the native command line — generate, logits, tokenize, bench.
+//! `gpt2`: the native command line — generate, logits, tokenize, bench, eval.
 //!
-//! Bad arguments exit with status 2 and one line on stderr; runtime errors with status 1.
+//! Bad arguments exit with status 2 and one line on stderr; runtime errors with status 1. Only
+//! `--backend webgpu` or `auto` (the default) opens a GPU; CPU runs print nothing on stderr but
+//! the summary line of `generate` without `--json`.
 
-use gpt2_web::{
-    generate, BackendChoice, CpuDtype, GenerateParams, GenerationResult, Model, SamplingParams,
-    TokenEvent,
-};
-use serde_json::{json, Value};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use gpt2_web::{generate, BackendChoice, CpuDtype, GenerateParams, Model, SamplingParams};
+use serde_json::json;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: gpt2 <generate|logits|tokenize|bench|eval> --model DIR [options]
-  generate --model DIR (--prompt TEXT | --prompt-file PATH) [--max-tokens N] [--temperature T]
-           [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S] [--stop TEXT]...
-           [--backend auto|cpu|gpu] [--dtype q8|f32] [--json]
-  logits   --model DIR (--prompt TEXT | --prompt-file PATH) [--backend auto|cpu|gpu] [--dtype q8|f32]
-  tokenize --model DIR (--text TEXT | --text-file PATH)
-  bench    --model DIR [--backend auto|cpu|gpu] [--dtype q8|f32] [--lengths 10,40,80,160] [--prompt-tokens N] [--json]
-  eval     --model DIR (--text TEXT | --text-file PATH | --ids-file JSON) [--window N] [--backend ..] [--dtype ..]";
+#[derive(Parser)]
+#[command(
+    name = "gpt2",
+    version,
+    about = "GPT-2 on the command line: the same engine as the browser's, on the CPU or WebGPU"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate a continuation, streaming each token as it is produced
+    Generate(GenerateCmd),
+    /// Print the logits of the prompt's last position as JSON
+    Logits(LogitsCmd),
+    /// Print the token ids of a text as JSON
+    Tokenize(TokenizeCmd),
+    /// The lesson's lab: total time against output length, TTFT + TPOT·n, the bandwidth bound
+    Bench(BenchCmd),
+    /// Held-out loss and perplexity of a text over consecutive windows
+    Eval(EvalCmd),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BackendArg {
+    /// WebGPU on a hardware adapter when there is one, else the CPU
+    Auto,
+    Cpu,
+    /// wgpu on Vulkan, Metal or DX12 (a software adapter too)
+    #[value(alias = "gpu")]
+    Webgpu,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DtypeArg {
+    /// 8-bit weights in blocks of 32 (the default)
+    Q8,
+    /// 32-bit weights: exact
+    F32,
+}
+
+/// Where the model is and what runs it.
+#[derive(Args)]
+struct ModelArgs {
+    /// A folder with config.json, model.safetensors and tokenizer.json
+    #[arg(long, value_name = "DIR")]
+    model: PathBuf,
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: BackendArg,
+    /// The weight format on the CPU (WebGPU runs f32)
+    #[arg(long, value_enum, default_value = "q8")]
+    dtype: DtypeArg,
+}
+
+impl ModelArgs {
+    fn load(&self) -> CliResult<Model> {
+        let backend = match self.backend {
+            BackendArg::Auto => BackendChoice::Auto,
+            BackendArg::Cpu => BackendChoice::Cpu,
+            BackendArg::Webgpu => BackendChoice::WebGpu,
+        };
+        let dtype = match self.dtype {
+            DtypeArg::Q8 => CpuDtype::Q8,
+            DtypeArg::F32 => CpuDtype::F32,
+        };
+        Ok(Model::load_dir(&self.model, backend, dtype)?)
+    }
+}
+
+/// A text given inline or as a file.
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct PromptArg {
+    /// The prompt
+    #[arg(long, value_name = "TEXT")]
+    prompt: Option<String>,
+    /// The prompt, from a UTF-8 file
+    #[arg(long, value_name = "PATH")]
+    prompt_file: Option<PathBuf>,
+}
+
+impl PromptArg {
+    fn text(&self) -> CliResult<String> {
+        text_of(
+            self.prompt.as_ref(),
+            self.prompt_file.as_deref(),
+            "--prompt-file",
+        )
+    }
+}
+
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct TextArg {
+    /// The text
+    #[arg(long, value_name = "TEXT")]
+    text: Option<String>,
+    /// The text, from a UTF-8 file
+    #[arg(long, value_name = "PATH")]
+    text_file: Option<PathBuf>,
+}
+
+fn text_of(inline: Option<&String>, file: Option<&Path>, flag: &str) -> CliResult<String> {
+    match (inline, file) {
+        (Some(t), _) => Ok(t.clone()),
+        (None, Some(p)) => {
+            std::fs::read_to_string(p).map_err(|e| usage(format!("{flag} {}: {e}", p.display())))
+        }
+        (None, None) => Err(usage(format!("give the text or {flag}"))),
+    }
+}
+
+#[derive(Args)]
+struct GenerateCmd {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    prompt: PromptArg,
+    /// Most tokens to generate
+    #[arg(long, default_value_t = 64)]
+    max_tokens: usize,
+    /// 0 is greedy; higher flattens the distribution
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    temperature: f32,
+    /// Keep the K most likely tokens (0 = all)
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    /// Keep the most likely tokens whose probabilities add up to P
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    top_p: f32,
+    /// Drop tokens less likely than P × the most likely one
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    min_p: f32,
+    /// Divide the logits of tokens already present (> 1 repeats less)
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    repetition_penalty: f32,
+    /// The sampler's seed: the same seed, the same text
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// End before this text (repeatable); it is not printed
+    #[arg(long, value_name = "TEXT")]
+    stop: Vec<String>,
+    /// One JSON line per token, then the result
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct LogitsCmd {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    prompt: PromptArg,
+}
+
+#[derive(Args)]
+struct TokenizeCmd {
+    /// A folder with tokenizer.json
+    #[arg(long, value_name = "DIR")]
+    model: PathBuf,
+    #[command(flatten)]
+    text: TextArg,
+}
+
+#[derive(Args)]
+struct BenchCmd {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Output lengths to time, comma-separated
+    #[arg(long, value_delimiter = ',', default_value = "10,40,80,160")]
+    lengths: Vec<usize>,
+    /// Prompt length (default: 16, or a quarter of a smaller context)
+    #[arg(long)]
+    prompt_tokens: Option<usize>,
+    /// The report as one JSON object
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).multiple(false)))]
+struct EvalCmd {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The text
+    #[arg(long, value_name = "TEXT", group = "input")]
+    text: Option<String>,
+    /// The text, from a UTF-8 file
+    #[arg(long, value_name = "PATH", group = "input")]
+    text_file: Option<PathBuf>,
+    /// A JSON list of token ids instead of a text
+    #[arg(long, value_name = "PATH", group = "input")]
+    ids_file: Option<PathBuf>,
+    /// Tokens per window (default: the context); a shorter last window counts too
+    #[arg(long)]
+    window: Option<usize>,
+}
 
 /// An error worth one line: usage errors exit 2, the rest 1.
 struct Fail(u8, String);
@@ -35,101 +226,6 @@ impl From<gpt2_web::Error> for Fail {
     }
 }
 
-/// Parsed `--flag value` pairs and bare `--switch`es.
-struct Args {
-    pairs: Vec<(String, String)>,
-    switches: Vec<String>,
-}
-
-impl Args {
-    fn parse(argv: &[String], flags: &[&str], switches: &[&str]) -> CliResult<Args> {
-        let mut a = Args {
-            pairs: Vec::new(),
-            switches: Vec::new(),
-        };
-        let mut it = argv.iter();
-        while let Some(arg) = it.next() {
-            let name = arg.as_str();
-            if switches.contains(&name) {
-                a.switches.push(name.to_string());
-            } else if flags.contains(&name) {
-                let v = it
-                    .next()
-                    .ok_or_else(|| usage(format!("{name} needs a value")))?;
-                a.pairs.push((name.to_string(), v.clone()));
-            } else {
-                return Err(usage(format!(
-                    "unknown argument \"{arg}\" (try gpt2 --help)"
-                )));
-            }
-        }
-        Ok(a)
-    }
-
-    fn get(&self, name: &str) -> Option<&str> {
-        self.pairs
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn all(&self, name: &str) -> Vec<String> {
-        self.pairs
-            .iter()
-            .filter(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-            .collect()
-    }
-
-    fn has(&self, name: &str) -> bool {
-        self.switches.iter().any(|s| s == name)
-    }
-
-    fn num<T: std::str::FromStr>(&self, name: &str, default: T) -> CliResult<T> {
-        match self.get(name) {
-            None => Ok(default),
-            Some(v) => v
-                .parse()
-                .map_err(|_| usage(format!("{name}: \"{v}\" is not a valid number"))),
-        }
-    }
-
-    fn model(&self) -> CliResult<PathBuf> {
-        self.get("--model")
-            .map(PathBuf::from)
-            .ok_or_else(|| usage("--model DIR is required"))
-    }
-
-    fn dtype(&self) -> CliResult<CpuDtype> {
-        match self.get("--dtype") {
-            None => Ok(CpuDtype::default()),
-            Some(v) => v.parse().map_err(|e: gpt2_web::Error| usage(e.to_string())),
-        }
-    }
-
-    fn backend(&self) -> CliResult<BackendChoice> {
-        self.get("--backend")
-            .unwrap_or("auto")
-            .parse()
-            .map_err(|e: gpt2_web::Error| usage(e.to_string()))
-    }
-
-    /// The text of `--NAME TEXT` or `--NAME-file PATH`, exactly one of them.
-    fn text(&self, name: &str) -> CliResult<String> {
-        let file = format!("{name}-file");
-        match (self.get(name), self.get(&file)) {
-            (Some(t), None) => Ok(t.to_string()),
-            (None, Some(p)) => {
-                std::fs::read_to_string(p).map_err(|e| usage(format!("{file} {p}: {e}")))
-            }
-            _ => Err(usage(format!(
-                "give exactly one of {name} TEXT or {file} PATH"
-            ))),
-        }
-    }
-}
-
 /// Prints a line to stdout; a closed pipe (`gpt2 logits ... | head`) ends quietly.
 fn emit(line: impl std::fmt::Display) -> CliResult<()> {
     let mut out = std::io::stdout().lock();
@@ -140,71 +236,41 @@ fn emit(line: impl std::fmt::Display) -> CliResult<()> {
     }
 }
 
-fn load(args: &Args) -> CliResult<Model> {
-    Ok(Model::load_dir(
-        &args.model()?,
-        args.backend()?,
-        args.dtype()?,
-    )?)
+fn to_json<T: serde::Serialize>(v: &T) -> CliResult<String> {
+    serde_json::to_string(v).map_err(|e| Fail(1, e.to_string()))
 }
 
-fn cmd_generate(argv: &[String]) -> CliResult<()> {
-    let args = Args::parse(
-        argv,
-        &[
-            "--model",
-            "--prompt",
-            "--prompt-file",
-            "--max-tokens",
-            "--temperature",
-            "--top-k",
-            "--top-p",
-            "--min-p",
-            "--repetition-penalty",
-            "--seed",
-            "--stop",
-            "--backend",
-            "--dtype",
-        ],
-        &["--json"],
-    )?;
-    let prompt = args.text("--prompt")?;
-    let params = GenerateParams {
-        max_tokens: args.num("--max-tokens", 64)?,
-        sampling: SamplingParams {
-            temperature: args.num("--temperature", 0.0)?,
-            top_k: args.num("--top-k", 0)?,
-            top_p: args.num("--top-p", 1.0)?,
-            min_p: args.num("--min-p", 0.0)?,
-            repetition_penalty: args.num("--repetition-penalty", 1.0)?,
-            seed: args.num("--seed", 0)?,
-        },
-        stop: args.all("--stop"),
-        ..Default::default()
-    };
-    params
-        .sampling
-        .validate()
-        .map_err(|e| usage(e.to_string()))?;
-    let mut model = load(&args)?;
-    let as_json = args.has("--json");
-    let mut out = std::io::stdout().lock();
-    let mut on_token = |ev: &TokenEvent| {
-        let _ = if as_json {
-            writeln!(
-                out,
-                "{}",
-                json!({"id": ev.id, "text": ev.text, "index": ev.index, "elapsed_ms": ev.elapsed_ms})
-            )
-        } else {
-            write!(out, "{}", ev.text)
+impl GenerateCmd {
+    fn run(&self) -> CliResult<()> {
+        let prompt = self.prompt.text()?;
+        let params = GenerateParams {
+            max_tokens: self.max_tokens,
+            sampling: SamplingParams {
+                temperature: self.temperature,
+                top_k: self.top_k,
+                top_p: self.top_p,
+                min_p: self.min_p,
+                repetition_penalty: self.repetition_penalty,
+                seed: self.seed,
+            },
+            stop: self.stop.clone(),
+            ..Default::default()
         };
-        let _ = out.flush();
-    };
-    let r = generate(&mut model, &prompt, params, &mut on_token, &|| false)?;
-    if as_json {
-        emit(result_json(&r))?;
-    } else {
+        params.validate().map_err(|e| usage(e.to_string()))?;
+        let mut model = self.model.load()?;
+        let mut out = std::io::stdout().lock();
+        let mut on_token = |ev: &gpt2_web::TokenEvent| {
+            let _ = if self.json {
+                serde_json::to_string(ev).map(|l| writeln!(out, "{l}"))
+            } else {
+                Ok(write!(out, "{}", ev.text))
+            };
+            let _ = out.flush();
+        };
+        let r = generate(&mut model, &prompt, params, &mut on_token, &|| false)?;
+        if self.json {
+            return emit(to_json(&r)?);
+        }
         emit("")?;
         let m = &r.metrics;
         eprintln!(
@@ -220,142 +286,146 @@ fn cmd_generate(argv: &[String]) -> CliResult<()> {
         if let Some(why) = &model.gpu_unavailable {
             eprintln!("[on the CPU because: {why}]");
         }
+        Ok(())
     }
-    Ok(())
 }
 
-fn result_json(r: &GenerationResult) -> Value {
-    let m = &r.metrics;
-    json!({
-        "text": r.text,
-        "tokens": r.tokens,
-        "stop_reason": r.stop_reason.as_str(),
-        "metrics": {
-            "ttft_ms": m.ttft_ms, "tpot_ms": m.tpot_ms, "tpot_p50_ms": m.tpot_p50_ms,
-            "tpot_p95_ms": m.tpot_p95_ms, "total_ms": m.total_ms, "prefill_ms": m.prefill_ms,
-            "prompt_tokens": m.prompt_tokens, "output_tokens": m.output_tokens,
-            "prefill_tokens_per_sec": m.prefill_tokens_per_sec,
-            "decode_tokens_per_sec": m.decode_tokens_per_sec,
+impl LogitsCmd {
+    fn run(&self) -> CliResult<()> {
+        let prompt = self.prompt.text()?;
+        let mut model = self.model.load()?;
+        let ids = model.tokenizer.encode(&prompt)?;
+        if ids.is_empty() {
+            return Err(usage(
+                "the prompt is empty: there is no position to take logits from",
+            ));
         }
-    })
-}
-
-fn cmd_logits(argv: &[String]) -> CliResult<()> {
-    let args = Args::parse(
-        argv,
-        &[
-            "--model",
-            "--prompt",
-            "--prompt-file",
-            "--backend",
-            "--dtype",
-        ],
-        &[],
-    )?;
-    let prompt = args.text("--prompt")?;
-    let mut model = load(&args)?;
-    let ids = model.tokenizer.encode(&prompt)?;
-    if ids.is_empty() {
-        return Err(usage(
-            "the prompt is empty: there is no position to take logits from",
-        ));
+        model.config.check_ids(&ids, 0)?;
+        let logits = pollster::block_on(model.forward(&ids, 0))?;
+        emit(json!({"ids": ids, "logits": logits}))
     }
-    model.check_prompt(&ids)?;
-    let logits = pollster::block_on(model.backend.forward(&ids, 0))?;
-    emit(json!({"ids": ids, "logits": logits}))?;
-    Ok(())
 }
 
-/// Held-out loss: the mean negative log-likelihood (nats) of every token given the ones before it
-/// in its window, over consecutive non-overlapping windows of `--window` tokens (default: the
-/// context), as transformers computes a model's loss on those windows. One forward per token, so
-/// it runs the same decode path as generation.
-fn cmd_eval(argv: &[String]) -> CliResult<()> {
-    let args = Args::parse(
-        argv,
-        &[
-            "--model",
-            "--text",
+impl TokenizeCmd {
+    fn run(&self) -> CliResult<()> {
+        let text = text_of(
+            self.text.text.as_ref(),
+            self.text.text_file.as_deref(),
             "--text-file",
-            "--ids-file",
-            "--window",
-            "--backend",
-            "--dtype",
-        ],
-        &[],
-    )?;
-    let mut model = load(&args)?;
-    let ids: Vec<u32> = match args.get("--ids-file") {
-        Some(p) => {
-            let bytes = std::fs::read(p).map_err(|e| usage(format!("--ids-file {p}: {e}")))?;
-            serde_json::from_slice(&bytes).map_err(|e| {
-                usage(format!(
-                    "--ids-file {p}: not a JSON list of token ids ({e})"
-                ))
-            })?
-        }
-        None => model.tokenizer.encode(&args.text("--text")?)?,
-    };
-    let window = args.num("--window", model.config.n_positions)?;
-    if window < 2 || window > model.config.n_positions {
-        return Err(usage(format!(
-            "--window must be from 2 to the context, {}",
-            model.config.n_positions
-        )));
+        )?;
+        let path = self.model.join("tokenizer.json");
+        let bytes = std::fs::read(&path)
+            .map_err(|e| Fail(1, format!("cannot read {}: {e}", path.display())))?;
+        let tok = gpt2_web::Tokenizer::from_bytes(&bytes)?;
+        emit(json!({"ids": tok.encode(&text)?}))
     }
-    let windows = ids.len() / window;
-    if windows == 0 {
-        return Err(usage(format!(
-            "the text has {} tokens, less than one window of {window}",
-            ids.len()
-        )));
-    }
-    for w in ids.chunks_exact(window) {
-        model.check_prompt(w)?;
-    }
-    let (mut nll, mut n) = (0f64, 0usize);
-    for w in ids.chunks_exact(window) {
-        for (pos, pair) in w.windows(2).enumerate() {
-            let logits = pollster::block_on(model.backend.forward(&pair[..1], pos))?;
-            let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-            let sum: f64 = logits.iter().map(|&v| ((v - max) as f64).exp()).sum();
-            nll += sum.ln() - (logits[pair[1] as usize] - max) as f64;
-            n += 1;
-        }
-    }
-    let loss = nll / n as f64;
-    emit(
-        json!({"windows": windows, "window": window, "predictions": n, "loss": loss, "perplexity": loss.exp()}),
-    )
 }
 
-fn cmd_tokenize(argv: &[String]) -> CliResult<()> {
-    let args = Args::parse(argv, &["--model", "--text", "--text-file"], &[])?;
-    let text = args.text("--text")?;
-    let path = args.model()?.join("tokenizer.json");
-    let bytes = std::fs::read(&path)
-        .map_err(|e| Fail(1, format!("cannot read {}: {e}", path.display())))?;
-    let tok = gpt2_web::Tokenizer::from_bytes(&bytes)?;
-    emit(json!({"ids": tok.encode(&text)?}))?;
-    Ok(())
+impl BenchCmd {
+    fn run(&self) -> CliResult<()> {
+        if self.lengths.is_empty() || self.lengths.contains(&0) {
+            return Err(usage(
+                "--lengths needs positive whole numbers, e.g. 10,40,80,160",
+            ));
+        }
+        let mut model = self.model.load()?;
+        let prompt_tokens = self
+            .prompt_tokens
+            .unwrap_or(16usize.min(model.config.n_positions / 4).max(1));
+        let report = gpt2_web::bench::run(&mut model, &self.lengths, prompt_tokens, 3)?;
+        if self.json {
+            emit(to_json(&report)?)
+        } else {
+            emit(report.table().trim_end())
+        }
+    }
+}
+
+impl EvalCmd {
+    /// Held-out loss: the mean negative log-likelihood (nats) of every token given the ones
+    /// before it in its window, over consecutive non-overlapping windows of `--window` tokens
+    /// (default: the context; the last window may be shorter, down to two tokens), as
+    /// transformers computes a model's loss on those windows. One forward per token, so it runs
+    /// the same decode path as generation.
+    fn run(&self) -> CliResult<()> {
+        let mut model = self.model.load()?;
+        let ids: Vec<u32> = match (&self.ids_file, &self.text, &self.text_file) {
+            (Some(p), ..) => {
+                let bytes = std::fs::read(p)
+                    .map_err(|e| usage(format!("--ids-file {}: {e}", p.display())))?;
+                serde_json::from_slice(&bytes).map_err(|e| {
+                    usage(format!(
+                        "--ids-file {}: not a JSON list of token ids ({e})",
+                        p.display()
+                    ))
+                })?
+            }
+            (None, text, file) => {
+                let text = text_of(text.as_ref(), file.as_deref(), "--text-file")?;
+                model.tokenizer.encode(&text)?
+            }
+        };
+        let n_ctx = model.config.n_positions;
+        let window = self.window.unwrap_or(n_ctx);
+        if window < 2 || window > n_ctx {
+            return Err(usage(format!(
+                "--window must be from 2 to the context, {n_ctx}"
+            )));
+        }
+        let windows: Vec<&[u32]> = ids.chunks(window).filter(|w| w.len() >= 2).collect();
+        if windows.is_empty() {
+            return Err(usage(format!(
+                "the text has {} token(s); it takes two to predict one",
+                ids.len()
+            )));
+        }
+        for w in &windows {
+            model.config.check_ids(w, 0)?;
+        }
+        let (mut nll, mut n) = (0f64, 0usize);
+        for w in &windows {
+            for pos in 0..w.len() - 1 {
+                let logits = pollster::block_on(model.forward(&w[..=pos], pos))?;
+                let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+                let sum: f64 = logits.iter().map(|&v| ((v - max) as f64).exp()).sum();
+                nll += sum.ln() - (logits[w[pos + 1] as usize] - max) as f64;
+                n += 1;
+            }
+        }
+        let loss = nll / n as f64;
+        emit(json!({
+            "windows": windows.len(), "window": window, "predictions": n,
+            "loss": loss, "perplexity": loss.exp()
+        }))
+    }
+}
+
+/// clap's message in one line: its first, without the "error: " prefix, and where to look.
+fn one_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let first = rendered.lines().next().unwrap_or("bad arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    format!("{first} (see gpt2 --help)")
 }
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let res = match argv.first().map(String::as_str) {
-        Some("generate") => cmd_generate(&argv[1..]),
-        Some("logits") => cmd_logits(&argv[1..]),
-        Some("tokenize") => cmd_tokenize(&argv[1..]),
-        Some("bench") => cmd_bench(&argv[1..]),
-        Some("eval") => cmd_eval(&argv[1..]),
-        Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
-            Ok(())
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print(); // --help, --version
+            return ExitCode::SUCCESS;
         }
-        Some(other) => Err(usage(format!(
-            "unknown command \"{other}\"; expected generate, logits, tokenize or bench"
-        ))),
-        None => Err(usage(USAGE)),
+        Err(e) => {
+            eprintln!("gpt2: {}", one_line(&e));
+            return ExitCode::from(2);
+        }
+    };
+    let res = match &cli.command {
+        Command::Generate(c) => c.run(),
+        Command::Logits(c) => c.run(),
+        Command::Tokenize(c) => c.run(),
+        Command::Bench(c) => c.run(),
+        Command::Eval(c) => c.run(),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -364,45 +434,4 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
-}
-
-fn cmd_bench(argv: &[String]) -> CliResult<()> {
-    let args = Args::parse(
-        argv,
-        &[
-            "--model",
-            "--backend",
-            "--dtype",
-            "--lengths",
-            "--prompt-tokens",
-        ],
-        &["--json"],
-    )?;
-    let lengths: Vec<usize> = args
-        .get("--lengths")
-        .unwrap_or("10,40,80,160")
-        .split(',')
-        .map(|s| {
-            s.trim()
-                .parse()
-                .map_err(|_| usage(format!("--lengths: \"{s}\" is not a whole number")))
-        })
-        .collect::<CliResult<_>>()?;
-    if lengths.is_empty() || lengths.contains(&0) {
-        return Err(usage(
-            "--lengths needs positive whole numbers, e.g. 10,40,80,160",
-        ));
-    }
-    let mut model = load(&args)?;
-    let prompt_tokens = args.num(
-        "--prompt-tokens",
-        16usize.min(model.config.n_positions / 4).max(1),
-    )?;
-    let report = gpt2_web::bench::run(&mut model, &lengths, prompt_tokens, 3)?;
-    if args.has("--json") {
-        emit(serde_json::to_string(&report).map_err(|e| Fail(1, e.to_string()))?)?;
-    } else {
-        emit(report.table().trim_end())?;
-    }
-    Ok(())
 }

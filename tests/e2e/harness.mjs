@@ -155,7 +155,7 @@ export function cliPath() {
   return bin;
 }
 
-/** The CLI's greedy generation on the CPU: { text, tokens, stop_reason, metrics }. */
+/** The CLI's greedy generation on the CPU: { text, tokens, stopReason, metrics }. */
 export function nativeGenerate(prompt, maxTokens, dtype = 'q8') {
   const out = execFileSync(cliPath(), [
     'generate', '--model', MODEL_DIR, '--prompt', prompt, '--max-tokens', String(maxTokens), '--json', '--backend', 'cpu',

@@ -56,7 +56,7 @@ test('the page loads the demo model and streams greedy text equal to the native 
     const m = result.metrics;
     assert.equal(result.text, native.text, 'greedy text differs from the native CLI');
     assert.deepEqual(result.tokens, native.tokens);
-    assert.equal(result.stopReason, native.stop_reason);
+    assert.equal(result.stopReason, native.stopReason);
     assert.equal(events, result.tokens.length, 'onToken count != tokens');
     assert.equal(m.outputTokens, result.tokens.length);
     assert.ok(m.ttftMs > 0 && m.ttftMs < m.totalMs, `TTFT ${m.ttftMs} ms is not below total ${m.totalMs} ms`);

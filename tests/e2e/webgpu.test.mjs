@@ -72,7 +72,7 @@ test('backend webgpu on SwiftShader: model.backend is webgpu and greedy text equ
     assert.equal(got.gpuUnavailable, undefined);
     assert.deepEqual(got.result.tokens, native.tokens, 'greedy tokens on WebGPU differ from the CPU');
     assert.equal(got.result.text, native.text);
-    assert.equal(got.result.stopReason, native.stop_reason);
+    assert.equal(got.result.stopReason, native.stopReason);
 
     // 'auto' takes no software adapter: the CPU backend is faster than SwiftShader.
     const auto = await loadAndGenerate(page, 'auto', 0);

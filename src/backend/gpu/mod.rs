@@ -1,9 +1,101 @@
 //! The WebGPU backend on wgpu: WGSL kernels (`shaders/`), the device and its limits
-//! (`context`), the kernels' pipelines and grids (`kernels`) and GPT-2's forward pass (`model`).
+//! (`context`), the kernels' pipelines and grids (`kernels`), loading a model onto the device
+//! (`load`) and GPT-2's forward pass as a fixed sequence of dispatches (`forward`).
+//!
+//! Everything is made at load: f32 weights uploaded once, activations sized for the whole
+//! context, the KV cache, the uniform buffers, and one bind group per dispatch. A forward then
+//! writes the ids and (T, pos), records every dispatch into one compute pass, copies the logits
+//! of the last position to a staging buffer, submits once and reads V floats back.
 
 pub mod context;
+mod forward;
 pub mod kernels;
-pub mod model;
+mod load;
 
 pub use context::{Context, GpuOptions};
-pub use model::GpuBackend;
+
+use crate::config::Config;
+use kernels::Kernels;
+
+/// One vocab chunk of wte: wte (V, C) is split into chunks, each its own buffer, when it exceeds
+/// the device's storage-binding limit (GPT-2 small's is 147 MiB against WebGPU's default
+/// 128 MiB); the embedding and the tied head run once per chunk.
+struct WteChunk {
+    rows: usize,
+    embedding: wgpu::BindGroup,
+    lm_head: wgpu::BindGroup,
+    _buffers: [wgpu::Buffer; 2], // (rows, C) weights, the chunk's dims
+}
+
+/// A Conv1D layer on the GPU.
+struct Linear {
+    bind: wgpu::BindGroup,
+    n_out: usize,
+    _buffers: [wgpu::Buffer; 2], // weight (in, out), bias (out,)
+}
+
+/// One transformer block `h.{i}`: its weights live in the bind groups that use them.
+struct Block {
+    ln_1: wgpu::BindGroup,
+    c_attn: Linear, // (C, 3C)
+    kv_write: wgpu::BindGroup,
+    attention: wgpu::BindGroup,
+    attn_c_proj: Linear, // (C, C)
+    ln_2: wgpu::BindGroup,
+    c_fc: Linear,       // (C, H)
+    mlp_c_proj: Linear, // (H, C)
+    _buffers: Vec<wgpu::Buffer>,
+}
+
+/// The GPU backend: weights, activations and KV cache on one device.
+pub struct GpuBackend {
+    config: Config,
+    ctx: Context,
+    kernels: Kernels,
+    wte: Vec<WteChunk>,
+    blocks: Vec<Block>,
+    ln_f: wgpu::BindGroup,
+    step: wgpu::Buffer,          // uniform Step: T, pos
+    ids: wgpu::Buffer,           // (n_ctx,) u32
+    logits: wgpu::Buffer,        // (V,)
+    staging: wgpu::Buffer,       // (V,) mappable copy of logits
+    logits_host: Vec<f32>,       // (V,)
+    _buffers: Vec<wgpu::Buffer>, // wpe, activations, uniforms: kept for the bind groups
+    dispatches: usize,
+}
+
+impl GpuBackend {
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Weight bytes one decode step reads: f32 matrices, biases and LayerNorm parameters.
+    pub fn decode_weight_bytes(&self) -> f64 {
+        self.config.decode_weight_bytes(4.0)
+    }
+
+    /// The adapter in words, e.g. `llvmpipe (LLVM 19.1.7, 256 bits) (Vulkan, Cpu)`.
+    pub fn adapter(&self) -> &str {
+        &self.ctx.adapter
+    }
+
+    /// How many buffers wte is split over (1 when it fits one storage binding).
+    pub fn wte_chunks(&self) -> usize {
+        self.wte.len()
+    }
+
+    /// Compute dispatches the last forward recorded.
+    pub fn dispatches(&self) -> usize {
+        self.dispatches
+    }
+
+    /// The logits of the last forward.
+    pub fn logits(&self) -> &[f32] {
+        &self.logits_host
+    }
+
+    /// Destroys the device, as a driver reset would; later forwards fail with `Error::Gpu`.
+    pub fn lose_device(&self) {
+        self.ctx.lose_device();
+    }
+}

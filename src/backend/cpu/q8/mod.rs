@@ -28,7 +28,7 @@ const TILE: usize = 4;
 /// The weights' offset: stored byte = rounded weight + 64.
 const OFFSET: i32 = 64;
 /// How far ahead of the weights being read a kernel asks for the next ones, in bytes.
-pub(crate) const PREFETCH: usize = 2048;
+pub const PREFETCH: usize = 2048;
 
 /// A weight matrix (out, in) in the interleaved q8_0 layout above.
 pub struct Q8Matrix {
@@ -49,11 +49,12 @@ impl Q8Matrix {
         cols: usize,
         row_stride: usize,
         col_stride: usize,
-    ) -> Q8Matrix {
+    ) -> crate::Result<Q8Matrix> {
         let blocks = cols.div_ceil(QK);
         let groups = rows.div_ceil(RG);
-        let mut qs = crate::mem::zeroed_huge::<i8>(groups * blocks * RG * QK);
-        let mut scales = vec![0f32; groups * blocks * RG];
+        let mut qs =
+            crate::platform::try_zeroed_huge::<i8>(groups * blocks * RG * QK, "8-bit weights")?;
+        let mut scales = crate::platform::try_zeroed(groups * blocks * RG, "8-bit weights")?;
         let mut vals = [0f32; QK];
         for b in 0..blocks {
             let c0 = b * QK;
@@ -73,13 +74,13 @@ impl Q8Matrix {
                 q.iter_mut().for_each(|q| *q += OFFSET as i8);
             }
         }
-        Q8Matrix {
+        Ok(Q8Matrix {
             rows,
             cols,
             blocks,
             qs,
             scales,
-        }
+        })
     }
 
     pub fn cols(&self) -> usize {
@@ -148,7 +149,7 @@ impl Q8Matrix {
         gs: std::ops::Range<usize>,
         y: &mut [f32],
     ) {
-        let kernel = Kernel::get();
+        let kernel = Simd::get();
         let nb = self.blocks;
         let mut outs = [[0f32; RG]; TILE];
         for g in gs.clone() {
@@ -207,42 +208,7 @@ fn quantize_block(v: &[f32; QK], levels: f32, q: &mut [i8]) -> f32 {
 #[inline(always)]
 fn quantize_act_block(v: &[f32; QK], q: &mut [i8; QK]) -> (f32, i32) {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    // SAFETY: 32 f32 in, 32 bytes out: eight and two whole v128.
-    unsafe {
-        use core::arch::wasm32::*;
-        let p = v.as_ptr() as *const v128;
-        let x: [v128; 8] = core::array::from_fn(|k| v128_load(p.add(k)));
-        let mut m = f32x4_abs(x[0]);
-        for x in &x[1..] {
-            m = f32x4_pmax(m, f32x4_abs(*x));
-        }
-        m = f32x4_pmax(m, i32x4_shuffle::<2, 3, 0, 1>(m, m));
-        m = f32x4_pmax(m, i32x4_shuffle::<1, 0, 3, 2>(m, m));
-        let scale = f32x4_extract_lane::<0>(m) / 127.0;
-        let inv = f32x4_splat(if scale > 0.0 { 1.0 / scale } else { 0.0 });
-        let r: [v128; 8] =
-            core::array::from_fn(|k| i32x4_trunc_sat_f32x4(f32x4_nearest(f32x4_mul(x[k], inv))));
-        let h = [
-            i16x8_narrow_i32x4(r[0], r[1]),
-            i16x8_narrow_i32x4(r[2], r[3]),
-            i16x8_narrow_i32x4(r[4], r[5]),
-            i16x8_narrow_i32x4(r[6], r[7]),
-        ];
-        let b = [
-            i8x16_narrow_i16x8(h[0], h[1]),
-            i8x16_narrow_i16x8(h[2], h[3]),
-        ];
-        let qp = q.as_mut_ptr() as *mut v128;
-        v128_store(qp, b[0]);
-        v128_store(qp.add(1), b[1]);
-        let s = i32x4_add(
-            i32x4_extadd_pairwise_i16x8(i16x8_add(h[0], h[1])),
-            i32x4_extadd_pairwise_i16x8(i16x8_add(h[2], h[3])),
-        );
-        let s = i32x4_add(s, i32x4_shuffle::<2, 3, 0, 1>(s, s));
-        let s = i32x4_add(s, i32x4_shuffle::<1, 0, 3, 2>(s, s));
-        (scale, i32x4_extract_lane::<0>(s))
-    }
+    return simd128::quantize_act_block(v, q);
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     {
         let scale = quantize_block(v, 127.0, q);
@@ -289,7 +255,7 @@ impl Q8Act {
 
 /// The dot-product kernel in use: four interleaved weight rows against one activation row.
 #[derive(Clone, Copy)]
-enum Kernel {
+enum Simd {
     Portable,
     #[cfg(target_arch = "x86_64")]
     Avx2,
@@ -297,17 +263,17 @@ enum Kernel {
     Simd128,
 }
 
-impl Kernel {
-    fn get() -> Kernel {
+impl Simd {
+    fn get() -> Simd {
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        return Kernel::Simd128;
+        return Simd::Simd128;
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
-            return Kernel::Avx2;
+            return Simd::Avx2;
         }
         #[allow(unreachable_code)]
-        Kernel::Portable
+        Simd::Portable
     }
 
     /// out[l] = Σ_b ws[b][l] · xs[b] · (Σ_k w[b][l][k] · x[b][k] − xo[b]) for the four rows l
@@ -318,13 +284,13 @@ impl Kernel {
         assert!(w.len() == nb * RG * QK && ws.len() == nb * RG && x.len() == nb * QK);
         assert!(xo.len() == nb);
         match self {
-            Kernel::Portable => dot4_portable(w, ws, x, xs, xo, out),
+            Simd::Portable => portable::dot4(w, ws, x, xs, xo, out),
             // SAFETY: the lengths are checked above (one group of `nb` blocks, one activation row
             // of `nb` blocks) and the CPU features were detected in `get`.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::dot4(w, ws, x, xs, xo, out) },
+            Simd::Avx2 => unsafe { avx2::dot4(w, ws, x, xs, xo, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Kernel::Simd128 => unsafe { simd128::dot4(w, ws, x, xs, xo, out) },
+            Simd::Simd128 => unsafe { simd128::dot4(w, ws, x, xs, xo, out) },
         }
     }
 
@@ -347,7 +313,7 @@ impl Kernel {
             // SAFETY: the lengths are checked above: one group of `nb` blocks, `TILE`
             // activation rows of `nb` blocks.
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Kernel::Simd128 => unsafe { simd128::dot4x4(w, ws, x, xs, xo, out) },
+            Simd::Simd128 => unsafe { simd128::dot4x4(w, ws, x, xs, xo, out) },
             _ => {
                 for (k, out) in out.iter_mut().enumerate() {
                     let (x, xs, xo) = (
@@ -362,218 +328,11 @@ impl Kernel {
     }
 }
 
-/// The reference: integer block dots, then the two scales, in f32.
-pub(crate) fn dot4_portable(
-    w: &[i8],
-    ws: &[f32],
-    x: &[i8],
-    xs: &[f32],
-    xo: &[i32],
-    out: &mut [f32; RG],
-) {
-    *out = [0.0; RG];
-    for (b, ((xb, &sx), &off)) in x.chunks_exact(QK).zip(xs).zip(xo).enumerate() {
-        for (l, o) in out.iter_mut().enumerate() {
-            let at = b * RG + l;
-            let wb = &w[at * QK..][..QK];
-            let d: i32 = wb.iter().zip(xb).map(|(&a, &c)| a as i32 * c as i32).sum();
-            *o += (d - off) as f32 * (ws[at] * sx);
-        }
-    }
-}
-
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-mod simd128 {
-    use super::{QK, RG, TILE};
-    use core::arch::wasm32::*;
-
-    /// Lane l of the result is the sum of the four lanes of `a[l]`.
-    #[inline(always)]
-    fn hsum4(a: [v128; 4]) -> v128 {
-        let t0 = i32x4_add(
-            i32x4_shuffle::<0, 4, 1, 5>(a[0], a[1]),
-            i32x4_shuffle::<2, 6, 3, 7>(a[0], a[1]),
-        );
-        let t1 = i32x4_add(
-            i32x4_shuffle::<0, 4, 1, 5>(a[2], a[3]),
-            i32x4_shuffle::<2, 6, 3, 7>(a[2], a[3]),
-        );
-        i32x4_add(
-            i32x4_shuffle::<0, 1, 4, 5>(t0, t1),
-            i32x4_shuffle::<2, 3, 6, 7>(t0, t1),
-        )
-    }
-
-    /// Σ over 32 bytes of w (unsigned 7-bit) · x (signed), as four partial sums.
-    #[cfg(target_feature = "relaxed-simd")]
-    #[inline(always)]
-    fn block_dot(w0: v128, w1: v128, x0: v128, x1: v128) -> v128 {
-        let d = i32x4_relaxed_dot_i8x16_i7x16_add(x0, w0, i32x4_splat(0));
-        i32x4_relaxed_dot_i8x16_i7x16_add(x1, w1, d)
-    }
-
-    /// Σ over 32 bytes of w (unsigned 7-bit) · x (signed), as four partial sums.
-    #[cfg(not(target_feature = "relaxed-simd"))]
-    #[inline(always)]
-    fn block_dot(w0: v128, w1: v128, x0: v128, x1: v128) -> v128 {
-        let p0 = i32x4_add(
-            i32x4_dot_i16x8(u16x8_extend_low_u8x16(w0), i16x8_extend_low_i8x16(x0)),
-            i32x4_dot_i16x8(u16x8_extend_high_u8x16(w0), i16x8_extend_high_i8x16(x0)),
-        );
-        let p1 = i32x4_add(
-            i32x4_dot_i16x8(u16x8_extend_low_u8x16(w1), i16x8_extend_low_i8x16(x1)),
-            i32x4_dot_i16x8(u16x8_extend_high_u8x16(w1), i16x8_extend_high_i8x16(x1)),
-        );
-        i32x4_add(p0, p1)
-    }
-
-    /// One block of one activation row against a group's four rows: `acc` += the four
-    /// outputs' share, (dot − offset) · weight scale · activation scale.
-    #[inline(always)]
-    fn block_step(
-        w: &[v128; 8],
-        s: v128,
-        x0: v128,
-        x1: v128,
-        sx: f32,
-        off: i32,
-        acc: v128,
-    ) -> v128 {
-        let d = [
-            block_dot(w[0], w[1], x0, x1),
-            block_dot(w[2], w[3], x0, x1),
-            block_dot(w[4], w[5], x0, x1),
-            block_dot(w[6], w[7], x0, x1),
-        ];
-        let d = i32x4_sub(hsum4(d), i32x4_splat(off));
-        f32x4_add(
-            acc,
-            f32x4_mul(f32x4_convert_i32x4(d), f32x4_mul(s, f32x4_splat(sx))),
-        )
-    }
-
-    /// The group's weights and scales of block `b`.
-    ///
-    /// # Safety
-    /// `wp` and `wsp` point at a group of more than `b` blocks.
-    #[inline(always)]
-    unsafe fn load_block(wp: *const i8, wsp: *const f32, b: usize) -> ([v128; 8], v128) {
-        // SAFETY: block b's 128 weight bytes and 4 scales lie inside the group.
-        unsafe {
-            let wb = wp.add(b * RG * QK) as *const v128;
-            let w = core::array::from_fn(|k| v128_load(wb.add(k)));
-            (w, v128_load(wsp.add(b * RG) as *const v128))
-        }
-    }
-
-    /// # Safety
-    /// `w` holds `xs.len()` blocks of four rows, `ws` their scales, `x` `xs.len()` blocks, `xo`
-    /// `xs.len()` offsets.
-    #[inline]
-    pub unsafe fn dot4(
-        w: &[i8],
-        ws: &[f32],
-        x: &[i8],
-        xs: &[f32],
-        xo: &[i32],
-        out: &mut [f32; RG],
-    ) {
-        let xp = x.as_ptr();
-        let mut acc = f32x4_splat(0.0);
-        for (b, (&sx, &off)) in xs.iter().zip(xo).enumerate() {
-            // SAFETY: block b of the group and of the activation row are in bounds.
-            unsafe {
-                let (wv, s) = load_block(w.as_ptr(), ws.as_ptr(), b);
-                let xb = xp.add(b * QK) as *const v128;
-                acc = block_step(&wv, s, v128_load(xb), v128_load(xb.add(1)), sx, off, acc);
-            }
-        }
-        // SAFETY: `out` is four f32, the size of a v128.
-        unsafe { v128_store(out.as_mut_ptr() as *mut v128, acc) };
-    }
-
-    /// `dot4` for `TILE` activation rows, which share each load of the weights; each row's
-    /// arithmetic is `dot4`'s, so the results are the same bit for bit.
-    ///
-    /// # Safety
-    /// `w` holds `nb` blocks of four rows and `ws` their scales, `x` `TILE` rows of `nb`
-    /// blocks, `xs` and `xo` `TILE` rows of `nb`, where `nb = xs.len() / TILE`.
-    #[inline]
-    pub unsafe fn dot4x4(
-        w: &[i8],
-        ws: &[f32],
-        x: &[i8],
-        xs: &[f32],
-        xo: &[i32],
-        out: &mut [[f32; RG]; TILE],
-    ) {
-        let nb = xs.len() / TILE;
-        let xp = x.as_ptr();
-        let mut acc = [f32x4_splat(0.0); TILE];
-        for b in 0..nb {
-            // SAFETY: block b of the group and of each activation row are in bounds.
-            unsafe {
-                let (wv, s) = load_block(w.as_ptr(), ws.as_ptr(), b);
-                for (k, acc) in acc.iter_mut().enumerate() {
-                    let xb = xp.add((k * nb + b) * QK) as *const v128;
-                    let (sx, off) = (xs[k * nb + b], xo[k * nb + b]);
-                    *acc = block_step(&wv, s, v128_load(xb), v128_load(xb.add(1)), sx, off, *acc);
-                }
-            }
-        }
-        for (o, a) in out.iter_mut().zip(acc) {
-            // SAFETY: each output is four f32, the size of a v128.
-            unsafe { v128_store(o.as_mut_ptr() as *mut v128, a) };
-        }
-    }
-}
-
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::{PREFETCH, QK, RG};
-    use std::arch::x86_64::*;
-
-    /// # Safety
-    /// The CPU has AVX2 and FMA; `w` holds `xs.len()` blocks of four rows, `ws` their scales,
-    /// `x` `xs.len()` blocks, `xo` `xs.len()` offsets.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn dot4(
-        w: &[i8],
-        ws: &[f32],
-        x: &[i8],
-        xs: &[f32],
-        xo: &[i32],
-        out: &mut [f32; RG],
-    ) {
-        let (wp, wsp, xp) = (w.as_ptr(), ws.as_ptr(), x.as_ptr());
-        let ones = _mm256_set1_epi16(1);
-        let mut acc = [_mm256_setzero_ps(); RG];
-        for (b, (&sx, &off)) in xs.iter().zip(xo).enumerate() {
-            // SAFETY (whole body): every offset stays inside the block b of the slices.
-            unsafe {
-                let ahead = wp.wrapping_add(b * RG * QK + PREFETCH);
-                crate::mem::prefetch(ahead);
-                crate::mem::prefetch(ahead.wrapping_add(64));
-                let xv = _mm256_loadu_si256(xp.add(b * QK) as *const __m256i);
-                let corr = _mm256_setr_epi32(off, 0, 0, 0, 0, 0, 0, 0);
-                for (l, acc) in acc.iter_mut().enumerate() {
-                    let wv = _mm256_loadu_si256(wp.add((b * RG + l) * QK) as *const __m256i);
-                    // unsigned 7-bit weights × signed activations, as vpmaddubsw wants them
-                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), ones);
-                    let d = _mm256_cvtepi32_ps(_mm256_sub_epi32(p, corr));
-                    let s = _mm256_set1_ps(*wsp.add(b * RG + l) * sx);
-                    *acc = _mm256_fmadd_ps(d, s, *acc);
-                }
-            }
-        }
-        for (o, a) in out.iter_mut().zip(acc) {
-            let h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-            let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-            let h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-            *o = _mm_cvtss_f32(h);
-        }
-    }
-}
+mod avx2;
+mod portable;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
 
 #[cfg(test)]
 mod tests {
@@ -602,8 +361,8 @@ mod tests {
             let wt: Vec<f32> = (0..cols * rows)
                 .map(|i| w[(i % rows) * cols + i / rows])
                 .collect();
-            let a = Q8Matrix::quantize(&w, rows, cols, cols, 1);
-            let b = Q8Matrix::quantize(&wt, rows, cols, 1, rows);
+            let a = Q8Matrix::quantize(&w, rows, cols, cols, 1).unwrap();
+            let b = Q8Matrix::quantize(&wt, rows, cols, 1, rows).unwrap();
             assert_eq!(a.qs, b.qs);
             assert_eq!(a.scales, b.scales);
             let mut act = Q8Act::default();
@@ -629,8 +388,8 @@ mod tests {
                 let w = &a.qs[g * nb * RG * QK..][..nb * RG * QK];
                 let ws = &a.scales[g * nb * RG..][..nb * RG];
                 let (x, xs, xo) = (&act.qs[..nb * QK], &act.scales[..nb], &act.offsets[..nb]);
-                Kernel::get().dot4(w, ws, x, xs, xo, &mut out);
-                dot4_portable(w, ws, x, xs, xo, &mut reference);
+                Simd::get().dot4(w, ws, x, xs, xo, &mut out);
+                portable::dot4(w, ws, x, xs, xo, &mut reference);
                 for (o, r) in out.iter().zip(&reference) {
                     assert!((o - r).abs() <= 1e-4 * r.abs().max(1.0), "{o} vs {r}");
                 }
@@ -642,7 +401,7 @@ mod tests {
     fn dequantized_rows_are_within_half_a_step() {
         let (rows, cols) = (6, 70);
         let w = data(rows * cols, 9);
-        let m = Q8Matrix::quantize(&w, rows, cols, cols, 1);
+        let m = Q8Matrix::quantize(&w, rows, cols, cols, 1).unwrap();
         let mut row = vec![0f32; cols];
         for r in 0..rows {
             m.dequantize_row(r, &mut row);

@@ -48,6 +48,72 @@ pub fn gelu_tanh(x: &mut [f32]) {
     }
 }
 
+/// Σ v, in eight partial sums (so it vectorises).
+pub fn sum(v: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let c = v.chunks_exact(8);
+    let tail: f32 = c.remainder().iter().sum();
+    for c in c {
+        for k in 0..8 {
+            acc[k] += c[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Σ a·b. Eight partial sums let the compiler vectorise without -ffast-math.
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// y[j] = dot(x, w[j]) (+ b[j]) for the rows of w (out, in).
+pub fn gemv(x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
+    for (j, (row, y)) in w.chunks_exact(x.len()).zip(y.iter_mut()).enumerate() {
+        *y = dot(x, row) + b.map_or(0.0, |b| b[j]);
+    }
+}
+
+/// out = inv · Σ_p w[p] · v[p] over the rows of v (n, out.len()). Sixteen outputs at a time
+/// stay in registers while the rows stream past.
+pub fn weighted_sum(w: &[f32], v: &[f32], inv: f32, out: &mut [f32]) {
+    let hs = out.len();
+    let mut c0 = 0;
+    while c0 + 16 <= hs {
+        let mut acc = [0f32; 16];
+        for (&w, row) in w.iter().zip(v.chunks_exact(hs)) {
+            let r = &row[c0..c0 + 16];
+            for k in 0..16 {
+                acc[k] += w * r[k];
+            }
+        }
+        for (o, a) in out[c0..c0 + 16].iter_mut().zip(acc) {
+            *o = a * inv;
+        }
+        c0 += 16;
+    }
+    for (j, o) in out.iter_mut().enumerate().skip(c0) {
+        *o = inv
+            * w.iter()
+                .zip(v.chunks_exact(hs))
+                .map(|(w, r)| w * r[j])
+                .sum::<f32>();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

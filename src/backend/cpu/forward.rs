@@ -1,0 +1,215 @@
+//! GPT-2's forward pass on the CPU, following transformers' `modeling_gpt2.py`: the embedding,
+//! the blocks (LayerNorm, attention against the KV cache, MLP) and the tied head, over buffers
+//! that belong to the backend and only grow, so a decode step allocates nothing.
+
+use super::matrix::Linear;
+use super::profile::{Phase, Profiler};
+use super::q8::Q8Act;
+use super::vmath::{dot, sum, weighted_sum};
+use super::CpuBackend;
+use crate::config::{Activation, Config};
+use crate::error::Result;
+
+/// Working buffers, grown to the longest batch seen and then reused.
+#[derive(Default)]
+pub(super) struct Scratch {
+    x: Vec<f32>,   // (T, C) the residual stream
+    h: Vec<f32>,   // (T, C) a LayerNorm's output, then a projection's
+    qkv: Vec<f32>, // (T, 3C)
+    att: Vec<f32>, // (T, C) attention output
+    mlp: Vec<f32>, // (T, H)
+    act: Q8Act,
+}
+
+fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    if v.len() < n {
+        v.resize(n, 0.0);
+    }
+    &mut v[..n]
+}
+
+/// y = x · Wᵀ + b, with the 8-bit conversion of `x` and the product timed apart.
+fn linear(
+    l: &Linear,
+    x: &[f32],
+    act: &mut Q8Act,
+    y: &mut [f32],
+    prof: &mut Profiler,
+) -> Result<()> {
+    if l.weight.prepare(x, act) {
+        prof.lap(Phase::Quantize);
+    }
+    l.weight.product(x, act, Some(&l.bias), y)?;
+    prof.lap(Phase::Matmul);
+    Ok(())
+}
+
+impl CpuBackend {
+    /// Logits of the last of `ids` at positions `pos..`, on this thread.
+    pub(super) fn forward_here(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
+        let t = ids.len();
+        let mut s = std::mem::take(&mut self.scratch);
+        let mut prof = Profiler::new(self.profile.is_some());
+        let result = self.run(ids, pos, &mut s, &mut prof);
+        self.scratch = s;
+        result?;
+        if let (Some(profile), Some(phases)) = (&mut self.profile, prof.finish()) {
+            profile.record(t, phases);
+        }
+        Ok(&self.logits)
+    }
+
+    fn run(&mut self, ids: &[u32], pos: usize, s: &mut Scratch, prof: &mut Profiler) -> Result<()> {
+        let (t, c) = (ids.len(), self.config.n_embd);
+        let x = grow(&mut s.x, t * c);
+        for (i, (&id, row)) in ids.iter().zip(x.chunks_exact_mut(c)).enumerate() {
+            self.wte.row(id as usize, row)?;
+            let wpe_row = &self.wpe[(pos + i) * c..][..c];
+            row.iter_mut().zip(wpe_row).for_each(|(x, p)| *x += p);
+        }
+        for layer in 0..self.blocks.len() {
+            // The forward returns the last position's logits, so after the last layer's keys and
+            // values are cached, only the last row goes on: a prompt skips most of that layer.
+            let q0 = if layer + 1 == self.blocks.len() {
+                t - 1
+            } else {
+                0
+            };
+            self.block(layer, t, pos, q0, s, prof)?;
+        }
+        let eps = self.config.layer_norm_epsilon;
+        let h = grow(&mut s.h, c);
+        self.ln_f.forward(&s.x[(t - 1) * c..t * c], eps, h);
+        prof.lap(Phase::LayerNorm);
+        self.wte.prepare(h, &mut s.act);
+        self.wte.product(h, &s.act, None, &mut self.logits)?;
+        prof.lap(Phase::LmHead);
+        Ok(())
+    }
+
+    /// Block `layer` over the residual stream `s.x` (t, C): every row's key and value go into
+    /// the cache, rows `q0..` go on through attention and the MLP.
+    fn block(
+        &mut self,
+        layer: usize,
+        t: usize,
+        pos: usize,
+        q0: usize,
+        s: &mut Scratch,
+        prof: &mut Profiler,
+    ) -> Result<()> {
+        let (c, hid, eps) = (
+            self.config.n_embd,
+            self.config.n_inner,
+            self.config.layer_norm_epsilon,
+        );
+        let tq = t - q0;
+        let b = &self.blocks[layer];
+        let x = &mut s.x[..t * c];
+        let h = grow(&mut s.h, t * c);
+        b.ln_1.forward(x, eps, h);
+        prof.lap(Phase::LayerNorm);
+        let qkv = grow(&mut s.qkv, t * 3 * c);
+        linear(&b.c_attn, h, &mut s.act, qkv, prof)?;
+        let att = grow(&mut s.att, tq * c);
+        let cache = KvLayer {
+            k: &mut self.k_cache[layer],
+            v: &mut self.v_cache[layer],
+            scale: self.config.attention_scale(layer),
+        };
+        attention(&self.config, cache, qkv, pos, q0, att);
+        prof.lap(Phase::Attention);
+        let x = &mut x[q0 * c..];
+        let h = grow(&mut s.h, tq * c);
+        linear(&b.attn_c_proj, att, &mut s.act, h, prof)?;
+        x.iter_mut().zip(h.iter()).for_each(|(x, h)| *x += h);
+        b.ln_2.forward(x, eps, h);
+        prof.lap(Phase::LayerNorm);
+        let m = grow(&mut s.mlp, tq * hid);
+        linear(&b.c_fc, h, &mut s.act, m, prof)?;
+        gelu(m, self.config.activation);
+        prof.lap(Phase::Gelu);
+        linear(&b.mlp_c_proj, m, &mut s.act, h, prof)?;
+        x.iter_mut().zip(h.iter()).for_each(|(x, h)| *x += h);
+        Ok(())
+    }
+}
+
+/// One layer's KV cache, (n_head, n_ctx, head_size) for keys and for values, and its attention
+/// scale.
+struct KvLayer<'a> {
+    k: &'a mut [f32],
+    v: &'a mut [f32],
+    scale: f32,
+}
+
+/// Causal self-attention of the T new positions over the cache, writing their k and v first;
+/// `out` gets the rows of queries `q0..T`. Each head reads one contiguous run of the cache.
+fn attention(config: &Config, cache: KvLayer, qkv: &[f32], pos: usize, q0: usize, out: &mut [f32]) {
+    let c = config.n_embd;
+    let (nh, hs, n_ctx) = (config.n_head, config.head_size(), config.n_positions);
+    let t = qkv.len() / (3 * c);
+    let KvLayer {
+        k: kc,
+        v: vc,
+        scale,
+    } = cache;
+    for i in 0..t {
+        let row = &qkv[i * 3 * c..(i + 1) * 3 * c];
+        for head in 0..nh {
+            let at = (head * n_ctx + pos + i) * hs;
+            kc[at..at + hs].copy_from_slice(&row[c + head * hs..][..hs]);
+            vc[at..at + hs].copy_from_slice(&row[2 * c + head * hs..][..hs]);
+        }
+    }
+    let (kc, vc) = (&*kc, &*vc);
+    // One (query row, head) pair: out[j] with j = row · n_head + head.
+    let attend = |j: usize, o: &mut [f32]| {
+        let (i, head) = (q0 + j / nh, j % nh);
+        let n = pos + i + 1; // positions this query sees
+        let q = &qkv[i * 3 * c + head * hs..][..hs];
+        let k = &kc[head * n_ctx * hs..][..n * hs];
+        let v = &vc[head * n_ctx * hs..][..n * hs];
+        SCORES.with_borrow_mut(|scores| {
+            if scores.len() < n_ctx {
+                scores.resize(n_ctx, 0.0); // once per thread
+            }
+            let scores = &mut scores[..n];
+            let mut max = f32::NEG_INFINITY;
+            for (s, k) in scores.iter_mut().zip(k.chunks_exact(hs)) {
+                *s = dot(q, k) * scale;
+                max = max.max(*s);
+            }
+            for s in scores.iter_mut() {
+                *s = super::vmath::exp(*s - max);
+            }
+            let inv = 1.0 / sum(scores);
+            weighted_sum(scores, v, inv, o);
+        })
+    };
+    #[cfg(feature = "threads")]
+    if rayon::current_num_threads() > 1 {
+        use rayon::prelude::*;
+        out.par_chunks_mut(hs)
+            .enumerate()
+            .for_each(|(j, o)| attend(j, o));
+        return;
+    }
+    for (j, o) in out.chunks_exact_mut(hs).enumerate() {
+        attend(j, o);
+    }
+}
+
+thread_local! {
+    /// Attention scores of one query row over the positions it sees (n_ctx), per thread.
+    static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn gelu(x: &mut [f32], activation: Activation) {
+    match activation {
+        Activation::GeluTanh => super::vmath::gelu_tanh(x),
+        Activation::GeluErf => x.iter_mut().for_each(|v| {
+            *v = 0.5 * *v * (1.0 + candle_core::cpu::erf::erf_f32(*v / std::f32::consts::SQRT_2))
+        }),
+    }
+}

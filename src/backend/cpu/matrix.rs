@@ -1,0 +1,183 @@
+//! The CPU backend's weights: a matrix in either format, and the layers built from them.
+
+use super::q8::{Q8Act, Q8Matrix};
+use super::vmath::gemv;
+use super::CpuDtype;
+use crate::error::{Error, Result};
+use crate::weights::{self, TensorRef};
+use candle_core::{Device, Tensor};
+
+/// A weight matrix (out, in) in one of the formats.
+pub(super) enum Matrix {
+    /// (out, in): Conv1D's (in, out) transposed, so each output is one contiguous row.
+    F32(Tensor),
+    Q8(Q8Matrix),
+}
+
+impl Matrix {
+    /// From transformers' (in, out) layout (`conv1d`) or an (out, in) one (the embedding).
+    pub fn new(t: &TensorRef, dtype: CpuDtype, conv1d: bool) -> Result<Matrix> {
+        let v = t.try_to_f32()?;
+        let [a, b] = t.shape;
+        Ok(match (dtype, conv1d) {
+            (CpuDtype::F32, false) => Matrix::F32(Tensor::from_vec(v, (a, b), &Device::Cpu)?),
+            (CpuDtype::F32, true) => Matrix::F32(
+                Tensor::from_vec(v, (a, b), &Device::Cpu)?
+                    .t()?
+                    .contiguous()?,
+            ),
+            (CpuDtype::Q8, false) => Matrix::Q8(Q8Matrix::quantize(&v, a, b, b, 1)?),
+            (CpuDtype::Q8, true) => Matrix::Q8(Q8Matrix::quantize(&v, b, a, 1, b)?),
+        })
+    }
+
+    /// Bytes one pass over the matrix reads.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Matrix::F32(t) => t.elem_count() * 4,
+            Matrix::Q8(m) => m.bytes(),
+        }
+    }
+
+    /// The first half of a product: the rows of `x` to 8 bits in `act` (`q8`; nothing for f32).
+    /// Whether there was anything to do.
+    pub fn prepare(&self, x: &[f32], act: &mut Q8Act) -> bool {
+        if let Matrix::Q8(m) = self {
+            act.quantize(x, m.cols());
+        }
+        matches!(self, Matrix::Q8(_))
+    }
+
+    /// The second half: y (t, out) = x (t, in) · Wᵀ (+ b), with `act` from `prepare(x)`. One row
+    /// of f32 takes the GEMV, which streams each weight row once; more rows take candle's
+    /// matmul (the prompt only, which may allocate).
+    pub fn product(&self, x: &[f32], act: &Q8Act, b: Option<&[f32]>, y: &mut [f32]) -> Result<()> {
+        match self {
+            Matrix::Q8(m) => m.matmul(act, b, y),
+            Matrix::F32(w) => {
+                let (n_out, n_in) = w.dims2()?;
+                let t = x.len() / n_in;
+                if t == 1 {
+                    with_f32(w, |w| gemv(x, w, b, y))?;
+                } else {
+                    let xt = Tensor::from_slice(x, (t, n_in), &Device::Cpu)?;
+                    let out = xt.matmul(&w.t()?)?;
+                    with_f32(&out, |o| y[..t * n_out].copy_from_slice(o))?;
+                    if let Some(b) = b {
+                        for row in y[..t * n_out].chunks_exact_mut(n_out) {
+                            row.iter_mut().zip(b).for_each(|(y, b)| *y += b);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Row `r` as f32 (the embedding lookup).
+    pub fn row(&self, r: usize, out: &mut [f32]) -> Result<()> {
+        match self {
+            Matrix::Q8(m) => m.dequantize_row(r, out),
+            Matrix::F32(w) => {
+                let n = out.len();
+                with_f32(w, |w| out.copy_from_slice(&w[r * n..(r + 1) * n]))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(super) struct LayerNorm {
+    pub weight: Vec<f32>,
+    pub bias: Vec<f32>,
+}
+
+impl LayerNorm {
+    pub fn new(w: &weights::LayerNorm) -> LayerNorm {
+        LayerNorm {
+            weight: w.weight.to_f32(),
+            bias: w.bias.to_f32(),
+        }
+    }
+
+    /// Each row of `x` normalised (biased variance, as torch) into `y`.
+    pub fn forward(&self, x: &[f32], eps: f32, y: &mut [f32]) {
+        let c = self.weight.len();
+        for (xr, yr) in x.chunks_exact(c).zip(y.chunks_exact_mut(c)) {
+            let mean = xr.iter().sum::<f32>() / c as f32;
+            let var = xr.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / c as f32;
+            let inv = 1.0 / (var + eps).sqrt();
+            for (((y, x), w), b) in yr.iter_mut().zip(xr).zip(&self.weight).zip(&self.bias) {
+                *y = (x - mean) * inv * w + b;
+            }
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        4 * (self.weight.len() + self.bias.len())
+    }
+}
+
+pub(super) struct Linear {
+    pub weight: Matrix,
+    pub bias: Vec<f32>,
+}
+
+impl Linear {
+    pub fn new(w: &weights::Linear, dtype: CpuDtype) -> Result<Linear> {
+        Ok(Linear {
+            weight: Matrix::new(&w.weight, dtype, true)?,
+            bias: w.bias.to_f32(),
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.weight.bytes() + 4 * self.bias.len()
+    }
+}
+
+/// One transformer block `h.{i}`.
+pub(super) struct Block {
+    pub ln_1: LayerNorm,
+    pub c_attn: Linear,      // (C, 3C)
+    pub attn_c_proj: Linear, // (C, C)
+    pub ln_2: LayerNorm,
+    pub c_fc: Linear,       // (C, H)
+    pub mlp_c_proj: Linear, // (H, C)
+}
+
+impl Block {
+    pub fn new(b: &weights::Block, dtype: CpuDtype) -> Result<Block> {
+        Ok(Block {
+            ln_1: LayerNorm::new(&b.ln_1),
+            c_attn: Linear::new(&b.c_attn, dtype)?,
+            attn_c_proj: Linear::new(&b.attn_c_proj, dtype)?,
+            ln_2: LayerNorm::new(&b.ln_2),
+            c_fc: Linear::new(&b.c_fc, dtype)?,
+            mlp_c_proj: Linear::new(&b.mlp_c_proj, dtype)?,
+        })
+    }
+
+    /// Bytes one decode step reads: the matrices, the biases and the LayerNorm parameters.
+    pub fn bytes(&self) -> usize {
+        self.ln_1.bytes()
+            + self.ln_2.bytes()
+            + self.c_attn.bytes()
+            + self.attn_c_proj.bytes()
+            + self.c_fc.bytes()
+            + self.mlp_c_proj.bytes()
+    }
+}
+
+/// Runs `f` on the f32 values of a contiguous CPU tensor without copying them.
+fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
+    let (storage, layout) = t.storage_and_layout();
+    let candle_core::Storage::Cpu(cpu) = &*storage else {
+        return Err(Error::Backend("a CPU tensor is not in CPU memory".into()));
+    };
+    let data = cpu.as_slice::<f32>()?;
+    let (start, end) = layout
+        .contiguous_offsets()
+        .ok_or_else(|| Error::Backend("a weight tensor is not contiguous".into()))?;
+    Ok(f(&data[start..end]))
+}

@@ -1,0 +1,144 @@
+//! The CPU backend: GPT-2 on our own kernels, 8-bit (`q8`: q8_0 blocks quantized at load time,
+//! with SIMD kernels) or f32 (candle tensors; candle's matmul for a prompt, a GEMV for a decode
+//! step).
+//!
+//! - `matrix`: the weights in their runtime format, and the layers built from them;
+//! - `forward`: the forward pass over buffers that only grow, so after the prompt a decode step
+//!   allocates nothing, copies no weights and writes its key and value into a KV cache allocated
+//!   once at load, (n_layer, n_head, n_ctx, head_size) for keys and for values;
+//! - `q8`: the 8-bit format and its dot-product kernels, one file per instruction set;
+//! - `vmath`: branch-free f32 math that vectorises;
+//! - `profile`: where the time of each forward went, when asked.
+
+mod forward;
+mod matrix;
+mod profile;
+pub mod q8;
+mod vmath;
+
+pub use profile::{Phase, Phases, Profile};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::weights::Gpt2Weights;
+use matrix::{Block, LayerNorm, Matrix};
+
+/// How the CPU backend stores the weight matrices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CpuDtype {
+    /// 32-bit floats: exact, 4 bytes per weight.
+    F32,
+    /// q8_0: 8-bit values in blocks of 32 with an f32 scale each, ~1.1 bytes per weight.
+    #[default]
+    Q8,
+}
+
+impl CpuDtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuDtype::F32 => "f32",
+            CpuDtype::Q8 => "q8",
+        }
+    }
+}
+
+impl std::str::FromStr for CpuDtype {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "f32" => Ok(CpuDtype::F32),
+            "q8" | "q8_0" | "int8" => Ok(CpuDtype::Q8),
+            other => Err(Error::param(
+                "dtype",
+                format!("\"{other}\"; expected f32 or q8"),
+            )),
+        }
+    }
+}
+
+/// The CPU backend: the weights in the chosen format and a preallocated KV cache.
+pub struct CpuBackend {
+    config: Config,
+    dtype: CpuDtype,
+    wte: Matrix,   // (V, C), also the tied lm_head
+    wpe: Vec<f32>, // (n_ctx, C)
+    blocks: Vec<Block>,
+    ln_f: LayerNorm,
+    k_cache: Vec<Vec<f32>>, // n_layer × (n_head, n_ctx, head_size)
+    v_cache: Vec<Vec<f32>>, // n_layer × (n_head, n_ctx, head_size)
+    logits: Vec<f32>,       // (V,)
+    profile: Option<Profile>,
+    scratch: forward::Scratch,
+}
+
+impl CpuBackend {
+    /// Converts checked weights to `dtype` and allocates the KV cache.
+    pub fn new(config: &Config, w: &Gpt2Weights, dtype: CpuDtype) -> Result<Self> {
+        let blocks =
+            w.h.iter()
+                .map(|b| Block::new(b, dtype))
+                .collect::<Result<Vec<_>>>()?;
+        let cache = || -> Result<Vec<Vec<f32>>> {
+            (0..config.n_layer)
+                .map(|_| {
+                    crate::platform::try_zeroed(config.n_positions * config.n_embd, "the KV cache")
+                })
+                .collect()
+        };
+        Ok(CpuBackend {
+            config: config.clone(),
+            dtype,
+            wte: Matrix::new(&w.wte, dtype, false)?,
+            wpe: w.wpe.to_f32(),
+            blocks,
+            ln_f: LayerNorm::new(&w.ln_f),
+            k_cache: cache()?,
+            v_cache: cache()?,
+            logits: vec![0.0; config.vocab_size],
+            profile: None,
+            scratch: Default::default(),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn dtype(&self) -> CpuDtype {
+        self.dtype
+    }
+
+    /// Weight bytes one decode step reads: every matrix once (the lm_head is `wte`), plus the
+    /// f32 biases and LayerNorm parameters. The same count as `Config::decode_weight_bytes`, from
+    /// what is really held (q8 scales and padding included).
+    pub fn decode_weight_bytes(&self) -> f64 {
+        let blocks: usize = self.blocks.iter().map(Block::bytes).sum();
+        (blocks + self.wte.bytes() + self.ln_f.bytes()) as f64
+    }
+
+    /// Logits of the last of `ids` at positions `pos..` (checked by the caller).
+    pub fn forward(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
+        // With a thread pool, the whole forward runs on one of its threads: one hop into the
+        // pool per call, and the matrix products and heads inside split with no further hops.
+        #[cfg(feature = "threads")]
+        if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
+            return rayon::scope(move |_| self.forward_here(ids, pos));
+        }
+        self.forward_here(ids, pos)
+    }
+
+    /// The logits of the last forward.
+    pub fn logits(&self) -> &[f32] {
+        &self.logits
+    }
+
+    /// Starts (or stops) timing each phase of each forward; starting clears the sums.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.profile = on.then(Profile::default);
+    }
+
+    /// The sums since profiling started, if it is on.
+    pub fn profile(&self) -> Option<Profile> {
+        self.profile
+    }
+}

@@ -1,0 +1,157 @@
+//! Where CPU forwards spend their time: a `Profiler` that the forward pass asks for a lap after
+//! each phase, and the sums it leaves, the prompt's (more than one token) and the decode steps'
+//! (one token each) apart. The products themselves know nothing of it.
+
+use serde::ser::{Serialize, SerializeMap, SerializeStruct, Serializer};
+
+/// A part of the forward pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The matrix products of the layers (8-bit for `q8`, f32 for `f32`).
+    Matmul,
+    /// Activations to 8 bits before each product (`q8` only).
+    Quantize,
+    Attention,
+    Gelu,
+    /// The LayerNorms, with the residual adds and the embedding lookup before them.
+    LayerNorm,
+    /// The tied output projection over the vocabulary, quantization included.
+    LmHead,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 6] = [
+        Phase::Matmul,
+        Phase::Quantize,
+        Phase::Attention,
+        Phase::Gelu,
+        Phase::LayerNorm,
+        Phase::LmHead,
+    ];
+
+    /// The phase's name in the JS API, the CLI and the page.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Matmul => "matmul",
+            Phase::Quantize => "quantize",
+            Phase::Attention => "attention",
+            Phase::Gelu => "gelu",
+            Phase::LayerNorm => "layer_norm",
+            Phase::LmHead => "lm_head",
+        }
+    }
+}
+
+/// Sums over CPU forwards since profiling started; the phases are laps of one clock, so they add
+/// up to `total_ms`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Phases {
+    pub calls: usize,
+    pub tokens: usize,
+    pub total_ms: f64,
+    ms: [f64; Phase::ALL.len()],
+}
+
+impl Phases {
+    /// Milliseconds spent in `phase`.
+    pub fn ms(&self, phase: Phase) -> f64 {
+        self.ms[phase as usize]
+    }
+
+    /// The phases by name, with their milliseconds.
+    pub fn named(&self) -> [(&'static str, f64); Phase::ALL.len()] {
+        Phase::ALL.map(|p| (p.name(), self.ms(p)))
+    }
+
+    fn add(&mut self, o: &Phases) {
+        self.calls += o.calls;
+        self.tokens += o.tokens;
+        self.total_ms += o.total_ms;
+        for (a, b) in self.ms.iter_mut().zip(o.ms) {
+            *a += b;
+        }
+    }
+}
+
+/// `{ calls, tokens, totalMs, phases: { matmul, quantize, … } }`.
+impl Serialize for Phases {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Named<'a>(&'a Phases);
+        impl Serialize for Named<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(Phase::ALL.len()))?;
+                for (name, ms) in self.0.named() {
+                    m.serialize_entry(name, &ms)?;
+                }
+                m.end()
+            }
+        }
+        let mut st = s.serialize_struct("Phases", 4)?;
+        st.serialize_field("calls", &self.calls)?;
+        st.serialize_field("tokens", &self.tokens)?;
+        st.serialize_field("totalMs", &self.total_ms)?;
+        st.serialize_field("phases", &Named(self))?;
+        st.end()
+    }
+}
+
+/// The prompt's forward and the decode steps', apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Profile {
+    pub prompt: Phases,
+    pub decode: Phases,
+}
+
+impl Profile {
+    /// Adds one forward of `tokens` tokens.
+    pub(super) fn record(&mut self, tokens: usize, p: Phases) {
+        let into = if tokens > 1 {
+            &mut self.prompt
+        } else {
+            &mut self.decode
+        };
+        into.add(&Phases {
+            calls: 1,
+            tokens,
+            ..p
+        });
+    }
+}
+
+/// The laps of one forward; when off, it reads no clock.
+pub(super) struct Profiler {
+    on: bool,
+    start: f64,
+    last: f64,
+    phases: Phases,
+}
+
+impl Profiler {
+    pub fn new(on: bool) -> Profiler {
+        let now = if on { crate::platform::now_ms() } else { 0.0 };
+        Profiler {
+            on,
+            start: now,
+            last: now,
+            phases: Phases::default(),
+        }
+    }
+
+    /// Counts the time since the last lap as `phase`.
+    #[inline]
+    pub fn lap(&mut self, phase: Phase) {
+        if self.on {
+            let now = crate::platform::now_ms();
+            self.phases.ms[phase as usize] += now - self.last;
+            self.last = now;
+        }
+    }
+
+    /// The forward's phases, `None` when off.
+    pub fn finish(self) -> Option<Phases> {
+        self.on.then_some(Phases {
+            total_ms: self.last - self.start,
+            ..self.phases
+        })
+    }
+}

@@ -1,0 +1,78 @@
+//! GPT-2's forward pass on the GPU, following transformers' `modeling_gpt2.py` like the CPU
+//! backend does: every dispatch of the model recorded into one compute pass, one submit, the
+//! last position's logits read back.
+
+use super::kernels::{self as k, Kernel};
+use super::{GpuBackend, Linear};
+use crate::error::Result;
+
+impl GpuBackend {
+    /// Logits of the last of `ids` at positions `pos..` (checked by the caller).
+    pub async fn forward(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
+        self.ctx.check()?;
+        let (t, c, v) = (ids.len(), self.config.n_embd, self.config.vocab_size);
+        let step = k::Step {
+            t: t as u32,
+            pos: pos as u32,
+            _pad: [0; 2],
+        };
+        let q = &self.ctx.queue;
+        q.write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
+        q.write_buffer(&self.ids, 0, bytemuck::cast_slice(ids));
+
+        let scopes = self.ctx.scopes();
+        let mut enc = self
+            .ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("forward"),
+            });
+        let mut n = 0;
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("forward"),
+                timestamp_writes: None,
+            });
+            let kernels = &self.kernels;
+            let mut run = |kernel, bind: &wgpu::BindGroup, grid| {
+                kernels.dispatch(&mut pass, kernel, bind, grid);
+                n += 1;
+            };
+            let mm = k::matmul_for(t);
+            let grid = |l: &Linear| k::matmul_grid(mm, t, l.n_out);
+            for chunk in &self.wte {
+                run(
+                    Kernel::Embedding,
+                    &chunk.embedding,
+                    k::elementwise_grid(t, c),
+                );
+            }
+            for b in &self.blocks {
+                run(Kernel::LayerNorm, &b.ln_1, k::layernorm_grid(t, false));
+                run(mm, &b.c_attn.bind, grid(&b.c_attn));
+                run(Kernel::KvWrite, &b.kv_write, k::elementwise_grid(t, c));
+                let heads = k::attention_grid(self.config.n_head, t);
+                run(Kernel::Attention, &b.attention, heads);
+                run(mm, &b.attn_c_proj.bind, grid(&b.attn_c_proj));
+                run(Kernel::LayerNorm, &b.ln_2, k::layernorm_grid(t, false));
+                run(mm, &b.c_fc.bind, grid(&b.c_fc));
+                run(mm, &b.mlp_c_proj.bind, grid(&b.mlp_c_proj));
+            }
+            run(Kernel::LayerNorm, &self.ln_f, k::layernorm_grid(t, true));
+            for chunk in &self.wte {
+                run(Kernel::LmHead, &chunk.lm_head, k::lm_head_grid(chunk.rows));
+            }
+        }
+        enc.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (v * 4) as u64);
+        q.submit([enc.finish()]);
+        let verdict = scopes.close("running the model on the GPU");
+        let read = self
+            .ctx
+            .read_f32(&self.staging, &mut self.logits_host)
+            .await;
+        verdict.await?;
+        read?;
+        self.dispatches = n;
+        Ok(&self.logits_host)
+    }
+}
