@@ -131,3 +131,31 @@ fn the_cpu_profile_splits_prompt_and_steps_and_its_phases_add_up() {
         assert!(model.backend.profile().is_none());
     }
 }
+
+#[test]
+fn the_budget_predicts_what_the_cpu_backend_really_allocates() {
+    // Capacity, not length: what the process holds. The budget (from config.json alone) must
+    // equal it, or the memory figures on the page and the refusals before loading are wrong.
+    for dir in [DEMO, TINY] {
+        for dtype in [CpuDtype::Q8, CpuDtype::F32] {
+            let model = Model::load_dir(&root().join(dir), BackendChoice::Cpu, dtype).unwrap();
+            let gpt2_web::Backend::Cpu(cpu) = &model.backend else {
+                panic!("expected the CPU backend")
+            };
+            let (weights, kv) = cpu.allocated_bytes();
+            let want = gpt2_web::budget::Footprint::cpu(&model.config, dtype, 0).unwrap();
+            assert_eq!(weights as u64, want.weights, "{dir} {dtype:?}: weights");
+            assert_eq!(kv as u64, want.kv_cache, "{dir} {dtype:?}: KV cache");
+        }
+    }
+}
+
+#[test]
+fn both_backends_count_the_bytes_per_token_alike() {
+    // f32 on the CPU holds exactly what the GPU holds, so their bandwidth bounds compare.
+    let model = load(DEMO);
+    assert_eq!(
+        model.backend.decode_weight_bytes(),
+        model.config.decode_weight_bytes(4.0)
+    );
+}

@@ -19,7 +19,8 @@ import { WORKER, WORKER_OPTIONS, BUILDS, DEMO_MODEL } from './assets.js';
 
 const BACKENDS = ['auto', 'cpu', 'webgpu'];
 const DTYPES = ['q8', 'f32'];
-const FILE_KEYS = { config: 'config.json', weights: 'model.safetensors', tokenizer: 'tokenizer.json' };
+/** The three files of a model folder, by the key the API (and the worker) names them with. */
+export const MODEL_FILES = Object.freeze({ config: 'config.json', weights: 'model.safetensors', tokenizer: 'tokenizer.json' });
 /** What a page embedding gpt2-web from another origin must allow; the README says it in full. */
 const EMBED_HELP = "see the README's \"Embedding\" section";
 
@@ -183,7 +184,7 @@ function folderUrls(model) {
   }
   if (!folder.pathname.endsWith('/')) folder.pathname += '/';
   const urls = {};
-  for (const [key, file] of Object.entries(FILE_KEYS)) urls[key] = new URL(file, folder).href;
+  for (const [key, file] of Object.entries(MODEL_FILES)) urls[key] = new URL(file, folder).href;
   return { folder: folder.href, urls };
 }
 
@@ -197,7 +198,7 @@ function modelSource(model) {
     return { name: folder, source: { urls } };
   }
   if (model && typeof model === 'object') {
-    const missing = Object.keys(FILE_KEYS).filter((k) => !isBytes(model[k]));
+    const missing = Object.keys(MODEL_FILES).filter((k) => !isBytes(model[k]));
     if (missing.length > 0) {
       throw new Error('model files must be given as { config, weights, tokenizer } (ArrayBuffer, typed array, ' +
         `File or Blob); missing or not bytes: ${missing.join(', ')}`);
@@ -231,6 +232,7 @@ function checkOptions(options) {
   return { signal, onToken, options: clean };
 }
 
+/** The result of a generation aborted before it started (here, or while queued in the worker). */
 function emptyResult() {
   return {
     text: '', tokens: [], stopReason: 'abort',
@@ -291,7 +293,7 @@ export class Gpt2 {
       const progress = ({ file, loaded, total, cached }) => {
         for (const f of load.listeners) f({ file, loaded, total, cached });
       };
-      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, builds: BUILDS }, { progress });
+      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, builds: BUILDS, files: MODEL_FILES }, { progress });
       load.promise = promise.then((info) => ({ id, info }));
       if (key !== null) conn.loads.set(key, load);
     }
@@ -385,6 +387,7 @@ export class Gpt2 {
         settle = { reject };
         promise.then(resolve, reject);
       });
+      if (result === null) return emptyResult(); // aborted while queued
       delete result.backend; // model.backend has it (a 'backend' message came if it changed)
       return result;
     } finally {

@@ -4,7 +4,8 @@
 // Protocol. Every request from the page carries a fresh numeric `id`; every reply carries the id
 // of the request it answers:
 //   page → worker  { id, op: 'load', source: { urls } | { files }, backend, dtype, threads,
-//                    builds: { [name]: { js, wasm } } }  (assets.js: absolute URLs of the wasm builds)
+//                    builds: { [name]: { js, wasm } },  (assets.js: absolute URLs of the wasm builds)
+//                    files: { config, weights, tokenizer } }  (gpt2.js's MODEL_FILES: their names)
 //                  { id, op: 'generate', model, prompt, options }
 //                  { id, op: 'abort' }                (id = the generate request's id)
 //                  { id, op: 'tokenize', model, text }
@@ -44,7 +45,8 @@ const models = new Map();
 const jobs = new Map();
 
 const CACHE_NAME = 'gpt2-web-models-v1';
-const FILES = { config: 'config.json', weights: 'model.safetensors', tokenizer: 'tokenizer.json' };
+/** The model files' names by key: gpt2.js's MODEL_FILES, sent with each load (the worker has no imports). */
+let FILES = null;
 
 function reply(id, type, payload = {}) {
   self.postMessage({ id, type, ...payload });
@@ -174,7 +176,8 @@ function hostHint(url) {
   return 'is the file there? ./build.sh builds it';
 }
 
-async function load({ id, source, backend, dtype, threads, builds }) {
+async function load({ id, source, backend, dtype, threads, builds, files }) {
+  FILES = files;
   // Compile the wasm while the files download; the model's memory is checked against this build
   // (mod.checkMemory) from config.json and the weights' size, before the weights are read.
   const ready = wasm(threadsFor(threads), builds);
@@ -470,19 +473,10 @@ function abort(id) {
   if (queued >= 0) {
     m.queue.splice(queued, 1);
     jobs.delete(id);
-    reply(id, 'done', { value: emptyResult('abort') });
+    reply(id, 'done', { value: null }); // gpt2.js makes the aborted result
   }
 }
 
-function emptyResult(stopReason) {
-  return {
-    text: '', tokens: [], stopReason,
-    metrics: {
-      ttftMs: 0, tpotMs: 0, tpotP50Ms: 0, tpotP95Ms: 0, totalMs: 0, prefillMs: 0,
-      promptTokens: 0, outputTokens: 0, prefillTokensPerSec: 0, decodeTokensPerSec: 0,
-    },
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // The rest: tokenize between steps, dispose when the running step is done.

@@ -39,6 +39,15 @@ impl Matrix {
         }
     }
 
+    /// Bytes allocated for the matrix: a q8 matrix's capacity; an f32 tensor holds exactly its
+    /// elements.
+    pub fn allocated_bytes(&self) -> usize {
+        match self {
+            Matrix::F32(t) => t.elem_count() * 4,
+            Matrix::Q8(m) => m.allocated_bytes(),
+        }
+    }
+
     /// The first half of a product: the rows of `x` to 8 bits in `act` (`q8`; nothing for f32).
     /// Whether there was anything to do.
     pub fn prepare(&self, x: &[f32], act: &mut Q8Act) -> bool {
@@ -116,6 +125,10 @@ impl LayerNorm {
     pub fn bytes(&self) -> usize {
         4 * (self.weight.len() + self.bias.len())
     }
+
+    pub fn allocated_bytes(&self) -> usize {
+        4 * (self.weight.capacity() + self.bias.capacity())
+    }
 }
 
 pub(super) struct Linear {
@@ -133,6 +146,10 @@ impl Linear {
 
     pub fn bytes(&self) -> usize {
         self.weight.bytes() + 4 * self.bias.len()
+    }
+
+    pub fn allocated_bytes(&self) -> usize {
+        self.weight.allocated_bytes() + 4 * self.bias.capacity()
     }
 }
 
@@ -156,6 +173,15 @@ impl Block {
             c_fc: Linear::new(&b.c_fc, dtype)?,
             mlp_c_proj: Linear::new(&b.mlp_c_proj, dtype)?,
         })
+    }
+
+    pub fn allocated_bytes(&self) -> usize {
+        self.ln_1.allocated_bytes()
+            + self.ln_2.allocated_bytes()
+            + self.c_attn.allocated_bytes()
+            + self.attn_c_proj.allocated_bytes()
+            + self.c_fc.allocated_bytes()
+            + self.mlp_c_proj.allocated_bytes()
     }
 
     /// Bytes one decode step reads: the matrices, the biases and the LayerNorm parameters.

@@ -116,6 +116,20 @@ impl CpuBackend {
         (blocks + self.wte.bytes() + self.ln_f.bytes()) as f64
     }
 
+    /// Bytes allocated (capacity, not length) for the weights and for the KV cache: what
+    /// `budget::Footprint::cpu` predicts from config.json alone.
+    pub fn allocated_bytes(&self) -> (usize, usize) {
+        let blocks: usize = self.blocks.iter().map(Block::allocated_bytes).sum();
+        let weights = blocks
+            + self.wte.allocated_bytes()
+            + 4 * self.wpe.capacity()
+            + self.ln_f.allocated_bytes();
+        let kv: usize = (self.k_cache.iter().chain(&self.v_cache))
+            .map(|c| 4 * c.capacity())
+            .sum();
+        (weights, kv)
+    }
+
     /// Logits of the last of `ids` at positions `pos..` (checked by the caller).
     pub fn forward(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
         // With a thread pool, the whole forward runs on one of its threads: one hop into the

@@ -92,6 +92,11 @@ impl Q8Matrix {
         self.qs.len() + 4 * self.scales.len()
     }
 
+    /// Bytes allocated for the matrix (capacity, not length).
+    pub fn allocated_bytes(&self) -> usize {
+        self.qs.capacity() + 4 * self.scales.capacity()
+    }
+
     /// Row `r` dequantized into `out` (cols), e.g. an embedding lookup.
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         let (g, lane) = (r / RG, r % RG);

@@ -1,0 +1,167 @@
+// The page's charts on canvas (CSS pixels, crisp on high-DPI screens), in the page's colours: per-token
+// latency, and total time against output length with its fitted line TTFT + TPOT·n.
+
+import { fmtMs } from './text.js';
+
+
+function colors() {
+  const s = getComputedStyle(document.documentElement);
+  const v = (name) => s.getPropertyValue(name).trim();
+  return { fg: v('--fg'), muted: v('--muted'), line: v('--line'), accent: v('--accent'), perceived: v('--perceived'), total: v('--total') };
+}
+
+/** Resizes the canvas backing store to its displayed size; returns a context in CSS pixels. */
+function canvas2d(canvas) {
+  canvas.dataset.aspect ??= String(canvas.height / canvas.width);
+  const w = canvas.clientWidth || canvas.width;
+  const h = Math.round(w * Number(canvas.dataset.aspect));
+  const dpr = window.devicePixelRatio || 1;
+  if (canvas.width !== Math.round(w * dpr)) {
+    canvas.width = Math.round(w * dpr);
+    canvas.height = Math.round(h * dpr);
+  }
+  const ctx = canvas.getContext('2d');
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, w, h);
+  ctx.font = '12px system-ui, sans-serif';
+  return { ctx, w, h };
+}
+
+/** A round tick step giving about `count` ticks up to `max`. */
+function tickStep(max, count = 5) {
+  const raw = max / count;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  return [1, 2, 5, 10].map((k) => k * mag).find((s) => s >= raw) ?? raw;
+}
+
+/** Axes with y ticks; returns the plot area and the scale functions. */
+function axes(ctx, w, h, xMax, yMax, xLabel, yLabel, c) {
+  const area = { left: 52, right: w - 12, top: 12, bottom: h - 34 };
+  const x = (v) => area.left + (v / xMax) * (area.right - area.left);
+  const y = (v) => area.bottom - (v / yMax) * (area.bottom - area.top);
+  ctx.strokeStyle = c.line;
+  ctx.fillStyle = c.muted;
+  ctx.lineWidth = 1;
+  ctx.textAlign = 'right';
+  ctx.textBaseline = 'middle';
+  const ys = tickStep(yMax);
+  for (let t = 0; t <= yMax + 1e-9; t += ys) {
+    ctx.beginPath();
+    ctx.moveTo(area.left, Math.round(y(t)) + 0.5);
+    ctx.lineTo(area.right, Math.round(y(t)) + 0.5);
+    ctx.stroke();
+    ctx.fillText(String(+t.toPrecision(3)), area.left - 6, y(t));
+  }
+  ctx.textAlign = 'center';
+  ctx.textBaseline = 'top';
+  const xs = tickStep(xMax, 8);
+  for (let t = 0; t <= xMax + 1e-9; t += xs) ctx.fillText(String(+t.toPrecision(3)), x(t), area.bottom + 4);
+  ctx.fillText(xLabel, (area.left + area.right) / 2, h - 15);
+  ctx.save();
+  ctx.translate(12, (area.top + area.bottom) / 2);
+  ctx.rotate(-Math.PI / 2);
+  ctx.textBaseline = 'middle';
+  ctx.fillText(yLabel, 0, 0);
+  ctx.restore();
+  return { area, x, y };
+}
+
+/**
+ * Per-token latency bars on `canvas`: `latency` holds each token's elapsedMs; the first bar (TTFT) in
+ * the perceived colour, the mean of the rest as the TPOT line.
+ */
+export function drawLatency(canvas, latency) {
+  const { ctx, w, h } = canvas2d(canvas);
+  const c = colors();
+  const gaps = latency.map((t, i) => (i === 0 ? t : t - latency[i - 1]));
+  if (gaps.length === 0) {
+    ctx.fillStyle = c.muted;
+    ctx.textAlign = 'center';
+    ctx.fillText('Per-token latency appears here as tokens arrive.', w / 2, h / 2);
+    return;
+  }
+  const decode = gaps.slice(1);
+  const decodeMax = decode.length ? Math.max(...decode) : gaps[0];
+  // A long prefill would flatten every other bar: cap the scale and label the clipped bar instead.
+  const clipped = gaps[0] > 4 * decodeMax;
+  const yMax = Math.max(clipped ? decodeMax * 1.5 : Math.max(...gaps), 1e-3) * 1.05;
+  const { area, x, y } = axes(ctx, w, h, gaps.length, yMax, 'token', 'ms since previous token', c);
+  const bw = Math.max(1, (area.right - area.left) / gaps.length - 1);
+  gaps.forEach((g, i) => {
+    ctx.fillStyle = i === 0 ? c.perceived : c.accent;
+    const top = y(Math.min(g, yMax));
+    ctx.fillRect(x(i) + 0.5, top, bw, area.bottom - top);
+  });
+  if (clipped) {
+    ctx.fillStyle = c.perceived;
+    ctx.textAlign = 'left';
+    ctx.textBaseline = 'top';
+    ctx.fillText(`first token ${fmtMs(gaps[0])}`, x(0) + bw + 4, area.top);
+  }
+  const mean = decode.length ? decode.reduce((s, g) => s + g, 0) / decode.length : NaN;
+  canvas.setAttribute('aria-label', `Per-token latency of ${gaps.length} tokens: first token ${fmtMs(gaps[0])}` +
+    (decode.length ? `, then ${fmtMs(mean)} per token on average, at most ${fmtMs(decodeMax)}` : ''));
+  if (decode.length) {
+    ctx.strokeStyle = c.total;
+    ctx.setLineDash([5, 4]);
+    ctx.beginPath();
+    ctx.moveTo(area.left, y(mean));
+    ctx.lineTo(area.right, y(mean));
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillStyle = c.total;
+    ctx.textAlign = 'right';
+    ctx.textBaseline = 'bottom';
+    ctx.fillText(`TPOT ${fmtMs(mean)}`, area.right, y(mean) - 2);
+  }
+}
+
+/** Least squares y = a + b·x, with R². */
+export function fitLine(xs, ys) {
+  const n = xs.length;
+  const mx = xs.reduce((s, v) => s + v, 0) / n;
+  const my = ys.reduce((s, v) => s + v, 0) / n;
+  let sxy = 0;
+  let sxx = 0;
+  let syy = 0;
+  for (let i = 0; i < n; i++) {
+    sxy += (xs[i] - mx) * (ys[i] - my);
+    sxx += (xs[i] - mx) ** 2;
+    syy += (ys[i] - my) ** 2;
+  }
+  const b = sxx > 0 ? sxy / sxx : 0;
+  const a = my - b * mx;
+  let ssRes = 0;
+  for (let i = 0; i < n; i++) ssRes += (ys[i] - a - b * xs[i]) ** 2;
+  return { a, b, r2: syy > 0 ? 1 - ssRes / syy : 1 };
+}
+
+/** Total time against output length on `canvas`: the points `{ n, totalMs }` and the fitted line. */
+export function drawLab(canvas, points, fit) {
+  const { ctx, w, h } = canvas2d(canvas);
+  const c = colors();
+  if (points.length === 0) {
+    ctx.fillStyle = c.muted;
+    ctx.textAlign = 'center';
+    ctx.fillText('Total time against output length appears here.', w / 2, h / 2);
+    return;
+  }
+  const xMax = Math.max(...points.map((p) => p.n)) * 1.05;
+  const yMax = Math.max(...points.map((p) => p.totalMs)) * 1.1;
+  const { x, y } = axes(ctx, w, h, xMax, yMax, 'output tokens n', 'total ms', c);
+  if (fit) {
+    ctx.strokeStyle = c.total;
+    ctx.lineWidth = 2;
+    ctx.beginPath();
+    ctx.moveTo(x(0), y(fit.a));
+    ctx.lineTo(x(xMax), y(fit.a + fit.b * xMax));
+    ctx.stroke();
+    ctx.lineWidth = 1;
+  }
+  ctx.fillStyle = c.accent;
+  for (const p of points) {
+    ctx.beginPath();
+    ctx.arc(x(p.n), y(p.totalMs), 4, 0, 2 * Math.PI);
+    ctx.fill();
+  }
+}
