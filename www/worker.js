@@ -176,8 +176,8 @@ function hostHint(url) {
   return 'is the file there? ./build.sh builds it';
 }
 
-async function load({ id, source, backend, dtype, threads, builds, files }) {
-  FILES = files;
+async function load({ id, source, backend, dtype, threads, builds, files: names }) {
+  FILES = names;
   // Compile the wasm while the files download; the model's memory is checked against this build
   // (mod.checkMemory) from config.json and the weights' size, before the weights are read.
   const ready = wasm(threadsFor(threads), builds);
