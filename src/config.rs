@@ -5,6 +5,10 @@
 use crate::error::{Error, Result};
 use serde::Deserialize;
 
+/// The most ids one verification pass of speculative decoding (`Backend::forward_all`) takes: a
+/// draft of up to 15 tokens after the last kept one. The backends size their logits for it.
+pub const MAX_VERIFY: usize = 16;
+
 /// Largest dimension accepted from a config file (and token id from a tokenizer); guards against
 /// absurd allocations.
 pub const MAX_DIM: usize = 1 << 20;

@@ -12,8 +12,10 @@ use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::platform::now_ms;
 use crate::sampling::{Candidate, Sampler, SamplingParams};
+use crate::speculate::{prompt_lookup, Draft, DraftLength};
 use crate::tokenizer::Detokenizer;
 use serde::Serialize;
+use std::collections::VecDeque;
 
 /// The most stop texts one generation takes, and the longest (each is matched against the
 /// text's tail after every token).
@@ -32,6 +34,10 @@ pub struct GenerateParams {
     pub top_logprobs: usize,
     /// Keep going after end-of-text (benchmarks that need a fixed length).
     pub ignore_eos: bool,
+    /// Where draft tokens come from (speculative decoding); `Draft::None` is one token per step.
+    pub draft: Draft,
+    /// The most tokens one draft may propose (the length adapts below it), 1..=15.
+    pub draft_tokens: usize,
 }
 
 impl Default for GenerateParams {
@@ -42,6 +48,8 @@ impl Default for GenerateParams {
             stop: Vec::new(),
             top_logprobs: 0,
             ignore_eos: false,
+            draft: Draft::None,
+            draft_tokens: 8,
         }
     }
 }
@@ -65,6 +73,13 @@ impl GenerateParams {
                     "a stop text of {} bytes; at most {MAX_STOP_BYTES}",
                     long.len()
                 ),
+            ));
+        }
+        let most = crate::backend::MAX_VERIFY - 1;
+        if !(1..=most).contains(&self.draft_tokens) {
+            return Err(Error::param(
+                "draft_tokens",
+                format!("{} is not in 1..={most}", self.draft_tokens),
             ));
         }
         self.sampling.validate()
@@ -107,6 +122,9 @@ pub struct TokenEvent {
     pub index: usize,
     /// Milliseconds since generation started.
     pub elapsed_ms: f64,
+    /// Whether the token is a draft token the model agreed with (speculative decoding), so it
+    /// came in the same model step as the one before it.
+    pub drafted: bool,
     /// The distribution the sampler drew from, most likely first (`top_logprobs` entries).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub top: Vec<Candidate>,
@@ -129,6 +147,11 @@ pub struct Metrics {
     pub output_tokens: usize,
     pub prefill_tokens_per_sec: f64,
     pub decode_tokens_per_sec: f64,
+    /// Forward passes of the model: one per token without a draft, fewer with one.
+    pub target_forwards: usize,
+    /// Tokens drafters proposed, and how many of them the model kept.
+    pub drafted_tokens: usize,
+    pub accepted_draft_tokens: usize,
 }
 
 /// The outcome of a generation: `{ text, tokens, stopReason, metrics }` in JSON.
@@ -142,6 +165,13 @@ pub struct GenerationResult {
     pub metrics: Metrics,
 }
 
+/// A token of a model step, not handed out yet.
+struct Pending {
+    id: u32,
+    drafted: bool,
+    top: Vec<Candidate>,
+}
+
 /// The loop's state between steps.
 pub struct Generation {
     params: GenerateParams,
@@ -150,10 +180,18 @@ pub struct Generation {
     /// Prompt then generated ids.
     ids: Vec<u32>,
     n_prompt: usize,
-    /// How many of `ids` are in the backend's KV cache.
+    /// How many ids are in the backend's KV cache: of `ids`, and of the pending tokens.
     fed: usize,
+    /// Tokens of the last model step not handed out yet (several after a kept draft).
+    pending: VecDeque<Pending>,
+    draft_len: DraftLength,
+    /// Working copies: the logits of a step's rows, the draft, the ids with it.
     logits: Vec<f32>,
-    top: Vec<Candidate>,
+    draft: Vec<u32>,
+    seq: Vec<u32>,
+    forwards: usize,
+    drafted: usize,
+    accepted: usize,
     /// Generated text, possibly with a held-back tail that may start a stop text.
     text: String,
     emitted: usize,
@@ -190,6 +228,10 @@ impl Generation {
         let mut params = params;
         params.stop.retain(|s| !s.is_empty());
         let n_prompt = ids.len();
+        let draft_len = DraftLength::new(match params.draft {
+            Draft::None => 0,
+            _ => params.draft_tokens,
+        });
         Ok(Generation {
             params,
             sampler,
@@ -197,8 +239,14 @@ impl Generation {
             ids,
             n_prompt,
             fed: 0,
+            pending: VecDeque::new(),
+            draft_len,
             logits: Vec::with_capacity(config.vocab_size),
-            top: Vec::new(),
+            draft: Vec::new(),
+            seq: Vec::new(),
+            forwards: 0,
+            drafted: 0,
+            accepted: 0,
             text: String::new(),
             emitted: 0,
             t0,
@@ -231,25 +279,91 @@ impl Generation {
         self.end_ms = now_ms();
     }
 
-    /// One turn of the loop: forward, sample, append. `None` once generation has ended.
+    /// One token: the next of the last model step's, or a new model step (forward, sample —
+    /// several tokens after a kept draft) and its first. `None` once generation has ended.
     pub async fn step(&mut self, model: &mut Model) -> Result<Option<TokenEvent>> {
         if self.done.is_some() {
             return Ok(None);
         }
+        if self.pending.is_empty() {
+            self.model_step(model).await?;
+        }
+        let Some(p) = self.pending.pop_front() else {
+            return Err(Error::Backend("a model step produced no token".into()));
+        };
+        Ok(Some(self.append(model, p)))
+    }
+
+    /// One forward pass: the unfed ids alone, or with a draft after them (the verification
+    /// pass); the sampler keeps the draft's tokens while it agrees and adds its own next one.
+    async fn model_step(&mut self, model: &mut Model) -> Result<()> {
         let before = now_ms();
-        let logits = model.forward(&self.ids, self.fed).await?;
-        if self.token_times.is_empty() {
+        let first = self.forwards == 0;
+        let n_out = self.ids.len() - self.n_prompt;
+        // A draft may not run past max_tokens or the context (the prompt's step drafts nothing).
+        let room = (self.params.max_tokens - n_out)
+            .saturating_sub(1)
+            .min(model.config.n_positions - self.ids.len());
+        let k = if first {
+            0
+        } else {
+            self.draft_len.get().min(room)
+        };
+        match self.params.draft {
+            Draft::PromptLookup => prompt_lookup(&self.ids, k, &mut self.draft),
+            Draft::None => self.draft.clear(),
+        }
+        let v = model.config.vocab_size;
+        self.seq.clear();
+        self.seq.extend_from_slice(&self.ids);
+        self.seq.extend_from_slice(&self.draft);
+        let rows = if self.draft.is_empty() {
+            model.forward(&self.seq, self.fed).await?
+        } else {
+            model.forward_all(&self.seq, self.fed).await?
+        };
+        self.logits.clear();
+        self.logits.extend_from_slice(rows);
+        // The row whose logits follow the last of `ids`.
+        let r0 = if self.draft.is_empty() {
+            0
+        } else {
+            self.ids.len() - 1 - self.fed
+        };
+        self.seq.truncate(self.ids.len()); // now the history the sampler sees
+        let mut kept = 0;
+        for i in 0..=self.draft.len() {
+            let row = &mut self.logits[(r0 + i) * v..][..v];
+            let draft = self.draft.get(i).copied();
+            let mut top = Vec::new();
+            let (id, ok) =
+                self.sampler
+                    .verify(row, &self.seq, draft, self.params.top_logprobs, &mut top);
+            self.pending.push_back(Pending {
+                id,
+                drafted: ok,
+                top,
+            });
+            self.seq.push(id);
+            if !ok {
+                break;
+            }
+            kept += 1;
+        }
+        self.fed = self.ids.len() + kept;
+        self.draft_len.update(self.draft.len(), kept);
+        self.forwards += 1;
+        self.drafted += self.draft.len();
+        self.accepted += kept;
+        if first {
             self.prefill_ms = now_ms() - before;
         }
-        self.fed = self.ids.len();
-        self.logits.clear();
-        self.logits.extend_from_slice(logits);
-        let id = self.sampler.pick(
-            &mut self.logits,
-            &self.ids,
-            self.params.top_logprobs,
-            &mut self.top,
-        );
+        Ok(())
+    }
+
+    /// Appends one token: its text, the stop checks, its event.
+    fn append(&mut self, model: &Model, p: Pending) -> TokenEvent {
+        let Pending { id, drafted, top } = p;
         self.ids.push(id);
         let now = now_ms();
         self.token_times.push(now);
@@ -288,13 +402,14 @@ impl Generation {
             self.finish(r);
             self.text.truncate(self.emitted);
         }
-        Ok(Some(TokenEvent {
+        TokenEvent {
             id,
             text: delta,
             index: n_out - 1,
             elapsed_ms: now - self.t0,
-            top: std::mem::take(&mut self.top),
-        }))
+            drafted,
+            top,
+        }
     }
 
     /// Byte offset of the earliest stop text in the not-yet-emitted text.
@@ -364,6 +479,9 @@ impl Generation {
             output_tokens: tokens.len(),
             prefill_tokens_per_sec: per_sec(self.n_prompt, self.prefill_ms),
             decode_tokens_per_sec: per_sec(gaps.len(), decode_ms),
+            target_forwards: self.forwards,
+            drafted_tokens: self.drafted,
+            accepted_draft_tokens: self.accepted,
         };
         GenerationResult {
             text: self.text[..self.emitted].to_string(),

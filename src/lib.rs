@@ -20,6 +20,7 @@ pub mod generate;
 pub mod model;
 pub mod platform;
 pub mod sampling;
+pub mod speculate;
 pub mod tokenizer;
 pub mod weights;
 
@@ -35,4 +36,5 @@ pub use generate::generate;
 pub use generate::{GenerateParams, Generation, GenerationResult, Metrics, StopReason, TokenEvent};
 pub use model::Model;
 pub use sampling::{Candidate, SamplingParams};
+pub use speculate::Draft;
 pub use tokenizer::{Detokenizer, Tokenizer};

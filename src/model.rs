@@ -146,7 +146,27 @@ impl Model {
                 self.backend.forward(seq, 0).await
             }
             Err(e) => Err(e),
-            Ok(()) => Ok(self.backend.logits()),
+            Ok(()) => Ok(&self.backend.logits()[..self.config.vocab_size]),
+        }
+    }
+
+    /// Logits of every one of `seq[cached..]` (row after row), the others held in the KV cache
+    /// already: the verification pass of speculative decoding, with the same fall-back as
+    /// `forward` (after which the whole of `seq` runs on the CPU and its last rows are returned).
+    pub async fn forward_all(&mut self, seq: &[u32], cached: usize) -> Result<&[f32]> {
+        let new = seq.get(cached..).unwrap_or_default();
+        let v = self.config.vocab_size;
+        match self.backend.forward_all(new, cached).await.map(drop) {
+            Err(Error::Gpu(why)) if self.reload.is_some() => {
+                self.fall_back_to_cpu(format!("the GPU failed ({why}); continuing on the CPU"))?;
+                // Everything before the new ids once, then the new ids as one verification pass.
+                if cached > 0 {
+                    self.backend.forward(&seq[..cached], 0).await?;
+                }
+                self.backend.forward_all(new, cached).await
+            }
+            Err(e) => Err(e),
+            Ok(()) => Ok(&self.backend.logits()[..new.len() * v]),
         }
     }
 

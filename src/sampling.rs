@@ -181,6 +181,23 @@ impl Sampler {
         n_top: usize,
         top: &mut Vec<Candidate>,
     ) -> u32 {
+        self.verify(logits, history, None, n_top, top).0
+    }
+
+    /// Picks the next token as `pick` does, or, given a token a draft proposed for sure (prompt
+    /// lookup: the draft's distribution q is one-hot), the speculative-sampling rule: keep the
+    /// draft with probability min(1, p/q) = p(draft), else draw from max(0, p − q) normalised,
+    /// which is p without the draft. Either way the token is distributed exactly as `pick`'s.
+    /// Greedy keeps the draft when it is the argmax, so the tokens are `pick`'s exactly.
+    /// Returns the token and whether it is the draft.
+    pub fn verify(
+        &mut self,
+        logits: &mut [f32],
+        history: &[u32],
+        draft: Option<u32>,
+        n_top: usize,
+        top: &mut Vec<Candidate>,
+    ) -> (u32, bool) {
         top.clear();
         self.apply_repetition_penalty(logits, history);
         let p = self.params.clone();
@@ -190,7 +207,7 @@ impl Sampler {
                 self.gather(logits, 1.0, false);
                 self.truncate_and_normalise(n_top, top);
             }
-            return id;
+            return (id, draft == Some(id));
         }
         let restrict = p.top_k > 0 || p.top_p < 1.0 || p.min_p > 0.0;
         self.gather(logits, p.temperature, restrict);
@@ -221,23 +238,37 @@ impl Sampler {
             let keep = self.cand.iter().take_while(|c| c.0 >= cut).count().max(1);
             self.cand.truncate(keep);
         }
-        let total: f64 = self.cand.iter().map(|c| ((c.0 - max) as f64).exp()).sum();
-        let mut u = self.rng.next_f64() * total;
-        let mut id = self.cand.last().map_or(0, |c| c.1);
-        for c in &self.cand {
-            u -= ((c.0 - max) as f64).exp();
-            if u < 0.0 {
-                id = c.1;
-                break;
+        let weight = |c: &(f32, u32)| ((c.0 - max) as f64).exp();
+        let mut total: f64 = self.cand.iter().map(weight).sum();
+        let mut chosen = None;
+        if let Some(d) = draft {
+            let p_d = self.cand.iter().find(|c| c.1 == d).map_or(0.0, weight) / total;
+            if self.rng.next_f64() < p_d {
+                chosen = Some((d, true));
+            } else {
+                total -= p_d * total; // p without the draft
             }
         }
+        let (id, accepted) = chosen.unwrap_or_else(|| {
+            let mut u = self.rng.next_f64() * total;
+            let others = self.cand.iter().filter(|c| Some(c.1) != draft);
+            let mut id = others.clone().next_back().map_or(0, |c| c.1);
+            for c in others {
+                u -= weight(c);
+                if u < 0.0 {
+                    id = c.1;
+                    break;
+                }
+            }
+            (id, false)
+        });
         if n_top > 0 {
             if !restrict {
                 self.sort_candidates();
             }
             self.truncate_and_normalise(n_top, top);
         }
-        id
+        (id, accepted)
     }
 
     /// Collects (logit / temperature, id) into `cand`; sorted descending when `sorted`.

@@ -32,6 +32,7 @@ fn js_err(e: crate::Error) -> JsError {
             "top_p" => "topP",
             "min_p" => "minP",
             "repetition_penalty" => "repetitionPenalty",
+            "draft_tokens" => "draftTokens",
             other => other,
         };
         return JsError::new(&format!("invalid {js}: {msg}"));
@@ -54,6 +55,8 @@ struct Options {
     top_logprobs: f64,
     ignore_eos: bool,
     profile: bool,
+    draft: String,
+    draft_tokens: f64,
 }
 
 impl Default for Options {
@@ -70,6 +73,8 @@ impl Default for Options {
             top_logprobs: 0.0,
             ignore_eos: false,
             profile: false,
+            draft: "none".into(),
+            draft_tokens: 8.0,
         }
     }
 }
@@ -107,6 +112,8 @@ impl Options {
             stop: self.stop.clone(),
             top_logprobs: whole("topLogprobs", self.top_logprobs, 100.0)? as usize,
             ignore_eos: self.ignore_eos,
+            draft: self.draft.parse().map_err(js_err)?,
+            draft_tokens: whole("draftTokens", self.draft_tokens, 1e9)? as usize,
         };
         params.validate().map_err(js_err)?;
         Ok(params)

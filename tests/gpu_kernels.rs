@@ -118,7 +118,7 @@ fn embedding_adds_token_and_position_rows_across_chunks() {
             c: c as u32,
             chunk_start: start as u32,
             chunk_rows: rows as u32,
-            _pad: 0,
+            v: 0, // the embedding does not use it
         };
         let dims = g.ctx.uniform("dims", &dims);
         let bufs = [&step, &dims, &ids_buf, &chunk, &wpe_buf, &x];
@@ -395,26 +395,35 @@ fn lm_head_dots_each_vocab_row_of_its_chunk() {
     let Some(g) = setup() else { return };
     let (c, v, start, rows) = (100, 60, 10, 37); // neither C nor rows a workgroup multiple
     let mut rng = Rng::new(6);
-    let xn = rng.vec(3 * c, 1.0); // (n_ctx, C), row 0 used
+    let xn = rng.vec(3 * c, 1.0); // (n_ctx, C): row 0 for a decode step, all 3 to verify
     let wte = rng.vec(rows * c, 1.0); // (rows, C)
     let dims = k::ChunkDims {
         c: c as u32,
         chunk_start: start as u32,
         chunk_rows: rows as u32,
-        _pad: 0,
+        v: v as u32,
     };
     let dims = g.ctx.uniform("dims", &dims);
     let (xn_buf, wte_buf) = (g.ctx.upload("xn", &xn), g.ctx.upload("wte", &wte));
-    let logits = g.ctx.upload("logits", &vec![f32::NAN; v]);
-    let bufs = [&dims, &xn_buf, &wte_buf, &logits];
-    g.run(Kernel::LmHead, &bufs, k::lm_head_grid(rows));
-    let got = g.read(&logits);
-    let want: Vec<f64> = (0..rows)
-        .map(|r| (0..c).map(|j| xn[j] as f64 * wte[r * c + j] as f64).sum())
-        .collect();
-    assert_close(&got[start..start + rows], &want, 1e-5, 1e-4, "lm_head");
-    assert!(got[..start]
-        .iter()
-        .chain(&got[start + rows..])
-        .all(|x| x.is_nan()));
+    for positions in [1, 3] {
+        let logits = g.ctx.upload("logits", &vec![f32::NAN; 3 * v]);
+        let bufs = [&dims, &xn_buf, &wte_buf, &logits];
+        g.run(Kernel::LmHead, &bufs, k::lm_head_grid(rows, positions));
+        let got = g.read(&logits);
+        for i in 0..positions {
+            let want: Vec<f64> = (0..rows)
+                .map(|r| {
+                    (0..c)
+                        .map(|j| xn[i * c + j] as f64 * wte[r * c + j] as f64)
+                        .sum()
+                })
+                .collect();
+            let row = &got[i * v + start..i * v + start + rows];
+            assert_close(row, &want, 1e-5, 1e-4, &format!("lm_head row {i}"));
+        }
+        // Nothing outside the chunk's columns of the used rows is written.
+        assert!(got[positions * v..].iter().all(|x| x.is_nan()));
+        assert!(got[..start].iter().all(|x| x.is_nan()));
+        assert!(got[start + rows..v].iter().all(|x| x.is_nan()));
+    }
 }

@@ -261,3 +261,40 @@ fn a_generation_survives_losing_the_device() {
     assert_eq!(model.backend.name(), "cpu");
     assert_eq!(r.tokens, case.greedy_ids);
 }
+
+#[test]
+fn speculative_greedy_on_the_gpu_is_plain_greedy() {
+    // The verification pass takes the GEMV for every row, so each row equals a decode step bit
+    // for bit, and a prompt-lookup generation is token for token the plain one.
+    for dir in [TINY, common::DEMO] {
+        let Some(mut model) = gpu_model(dir) else {
+            return;
+        };
+        let ids: Vec<u32> = [5, 17, 99, 5, 17, 99, 5, 17, 99, 5].to_vec();
+        block_on(model.forward(&ids[..4], 0)).unwrap();
+        let all = block_on(model.forward_all(&ids, 4)).unwrap().to_vec();
+        let v = model.config.vocab_size;
+        assert_eq!(all.len(), 6 * v);
+        for i in 0..6 {
+            let one = block_on(model.forward(&ids[..5 + i], 4 + i))
+                .unwrap()
+                .to_vec();
+            assert!(one == all[i * v..(i + 1) * v], "{dir}: row {i}");
+        }
+        let params = |draft| GenerateParams {
+            max_tokens: 32,
+            ignore_eos: true,
+            draft,
+            ..Default::default()
+        };
+        let (plain, _) = common::run_ids(&mut model, &ids, params(gpt2_web::Draft::None));
+        let (spec, _) = common::run_ids(&mut model, &ids, params(gpt2_web::Draft::PromptLookup));
+        assert_eq!(spec.tokens, plain.tokens, "{dir}");
+        assert_eq!(model.backend.name(), "webgpu");
+        eprintln!(
+            "{dir} on the GPU: {} tokens in {} forwards",
+            spec.tokens.len(),
+            spec.metrics.target_forwards
+        );
+    }
+}

@@ -107,6 +107,8 @@ export interface TokenEvent {
   index: number;
   /** Milliseconds since generation started in the worker (the first token's is the TTFT). */
   elapsedMs: number;
+  /** A draft token the model kept (`draft` option): it came in the same model step as the token before it. */
+  drafted: boolean;
   /** With `topLogprobs: k`: the sampler's k most likely candidates after temperature/top-k/top-p/min-p, most likely first. */
   top?: Candidate[];
 }
@@ -141,6 +143,15 @@ export interface GenerateOptions {
   ignoreEos?: boolean;
   /** Time each phase of each CPU forward pass and return the sums as `result.profile` (the GPU has none). Default false. */
   profile?: boolean;
+  /**
+   * Speculative decoding: 'prompt-lookup' drafts the next tokens from n-grams of the prompt and the
+   * text so far, and one forward pass checks the whole draft, so one model step can give several
+   * tokens. Greedy output is token for token the same as without; sampled output has exactly the
+   * same distribution. Default 'none'.
+   */
+  draft?: 'prompt-lookup' | 'none';
+  /** The most tokens one draft proposes, 1–15 (the length adapts below it). Default 8. */
+  draftTokens?: number;
 }
 
 /** Where the CPU's forward passes spent their time, in milliseconds. The phases add up to totalMs. */
@@ -172,6 +183,11 @@ export interface Metrics {
   outputTokens: number;
   prefillTokensPerSec: number;
   decodeTokensPerSec: number;
+  /** Forward passes of the model: outputTokens without a draft, fewer when drafts are kept. */
+  targetForwards: number;
+  /** Tokens the drafter proposed, and how many of them the model kept. */
+  draftedTokens: number;
+  acceptedDraftTokens: number;
 }
 
 export interface GenerateResult {

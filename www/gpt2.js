@@ -28,7 +28,7 @@ const EMBED_HELP = "see the README's \"Embedding\" section";
 const OPTION_TYPES = {
   maxTokens: 'number', temperature: 'number', topK: 'number', topP: 'number', minP: 'number',
   repetitionPenalty: 'number', seed: 'number', stop: 'string[]', topLogprobs: 'number',
-  ignoreEos: 'boolean', profile: 'boolean',
+  ignoreEos: 'boolean', profile: 'boolean', draft: 'string', draftTokens: 'number',
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -239,6 +239,7 @@ function emptyResult() {
     metrics: {
       ttftMs: 0, tpotMs: 0, tpotP50Ms: 0, tpotP95Ms: 0, totalMs: 0, prefillMs: 0,
       promptTokens: 0, outputTokens: 0, prefillTokensPerSec: 0, decodeTokensPerSec: 0,
+      targetForwards: 0, draftedTokens: 0, acceptedDraftTokens: 0,
     },
   };
 }

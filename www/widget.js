@@ -11,6 +11,8 @@
 //   max-tokens, temperature, top-k, top-p, min-p, seed   as in gpt2.js's generate() (max-tokens default 48;
 //                 without seed, each sampled run draws a new one, so Generate again gives new text)
 //   stop          a stop text (write \n for a newline), or a JSON list of texts: stop='["\n\n", "."]'
+//   draft         prompt-lookup: speculative decoding, several tokens per model step where the text
+//                 repeats (the same text when greedy); the readout then counts model steps
 //   readout       show time to first token, first visible text, total, time per token, tokens
 //   watch         "watch the loop": each step's 10 most likely candidates and the one picked
 //   top-logprobs  like watch, with that many candidates (1–100)
@@ -121,7 +123,7 @@ const shown = (s) => JSON.stringify(s);
 export const ATTRIBUTES = {
   model: false, backend: false, prompt: false, 'max-tokens': false, temperature: false, 'top-k': false,
   'top-p': false, 'min-p': false, seed: false, stop: false, readout: true, watch: true, 'top-logprobs': false,
-  autorun: true,
+  draft: false, autorun: true,
 };
 
 export class Gpt2Generator extends HTMLElement {
@@ -267,7 +269,9 @@ export class Gpt2Generator extends HTMLElement {
       const m = result.metrics;
       ui.r.total.textContent = fmtMs(m.totalMs);
       ui.r.tpot.textContent = m.outputTokens > 1 ? fmtMs(m.tpotMs) : '–';
-      ui.r.tokens.textContent = String(m.outputTokens);
+      // With a draft, fewer model steps than tokens: the lesson's "more than one token per step".
+      ui.r.tokens.textContent = m.targetForwards && m.targetForwards < m.outputTokens
+        ? `${m.outputTokens} in ${m.targetForwards} steps` : String(m.outputTokens);
       const why = { eos: 'end of text', stop: 'stop text', max_tokens: 'max tokens', context: 'context full', abort: 'stopped' };
       ui.status.textContent = `${m.outputTokens} tokens in ${fmtMs(m.totalMs)} (${why[result.stopReason] ?? result.stopReason}).`;
       this.#emit('done', result);
@@ -358,9 +362,18 @@ export class Gpt2Generator extends HTMLElement {
       seed: num('seed', true),
       stop: this.#stops(),
       topLogprobs: this.#watchCount() || undefined,
+      draft: this.#draft(),
     };
     for (const k of Object.keys(options)) if (options[k] === undefined) delete options[k];
     return options;
+  }
+
+  /** The draft attribute: 'prompt-lookup', or nothing. */
+  #draft() {
+    const raw = this.getAttribute('draft');
+    if (raw === null || raw.trim() === '' || raw === 'none') return undefined;
+    if (raw !== 'prompt-lookup') throw new Error(`the draft attribute must be prompt-lookup or none, not "${raw}"`);
+    return raw;
   }
 
   /** The options of one run: a fresh seed for sampling without a seed attribute. */
@@ -409,6 +422,7 @@ export class Gpt2Generator extends HTMLElement {
       if (o.temperature && o.topP !== undefined && o.topP < 1) parts.push(`top-p ${o.topP}`);
       if (o.temperature) parts.push(o.seed !== undefined ? `seed ${o.seed}` : 'new seed each run');
       parts.push(`up to ${o.maxTokens} tokens`);
+      if (o.draft) parts.push('speculative (prompt lookup)');
       if (o.stop) parts.push(`stops at ${o.stop.map(shown).join(' or ')}`);
       settings = parts.join(' · ');
     } catch (e) {

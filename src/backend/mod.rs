@@ -12,6 +12,8 @@ pub mod gpu;
 use crate::config::Config;
 use crate::error::{Error, Result};
 
+pub use crate::config::MAX_VERIFY;
+
 /// Which backend to use. The GPU backend is called "webgpu" everywhere (the JS API, the CLI,
 /// JSON, the docs): it is wgpu's WebGPU API, on the browser's WebGPU or natively on
 /// Vulkan/Metal/DX12. The CLI also takes `gpu` for it.
@@ -56,7 +58,26 @@ impl Backend {
         }
     }
 
-    /// The logits of the last forward (zeros before the first).
+    /// Logits of every one of `ids` placed at positions `pos..`, row after row (ids.len() × V):
+    /// the verification pass of speculative decoding. At most `MAX_VERIFY` ids. Each row equals,
+    /// bit for bit, what `forward` of that id alone after the ones before it gives, so a
+    /// speculative greedy generation is token for token the plain one.
+    pub async fn forward_all(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
+        self.config().check_ids(ids, pos)?;
+        if ids.len() > MAX_VERIFY {
+            return Err(Error::Backend(format!(
+                "a verification pass takes at most {MAX_VERIFY} ids, not {}",
+                ids.len()
+            )));
+        }
+        match self {
+            Backend::Cpu(b) => b.forward_all(ids, pos),
+            Backend::WebGpu(b) => b.forward_all(ids, pos).await,
+        }
+    }
+
+    /// The logits the last forward returned, at the start of its buffer: the last position's
+    /// (V) after `forward`, every row's after `forward_all`.
     pub fn logits(&self) -> &[f32] {
         match self {
             Backend::Cpu(b) => b.logits(),

@@ -155,9 +155,24 @@ struct GenerateCmd {
     /// End before this text (repeatable); it is not printed
     #[arg(long, value_name = "TEXT")]
     stop: Vec<String>,
+    /// Speculative decoding: draft tokens by prompt lookup (n-grams of the prompt and the text
+    /// so far), checked by one forward each step; the same text as without (greedy)
+    #[arg(long, value_name = "DRAFTER")]
+    draft: Option<DraftArg>,
+    /// The most tokens one draft proposes (1..=15; the length adapts below it)
+    #[arg(long, default_value_t = 8)]
+    draft_tokens: usize,
     /// One JSON line per token, then the result
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DraftArg {
+    /// n-gram lookup in the prompt and the text so far
+    PromptLookup,
+    /// no speculation
+    None,
 }
 
 #[derive(Args)]
@@ -254,6 +269,11 @@ impl GenerateCmd {
                 seed: self.seed,
             },
             stop: self.stop.clone(),
+            draft: match self.draft {
+                Some(DraftArg::PromptLookup) => gpt2_web::Draft::PromptLookup,
+                Some(DraftArg::None) | None => gpt2_web::Draft::None,
+            },
+            draft_tokens: self.draft_tokens,
             ..Default::default()
         };
         params.validate().map_err(|e| usage(e.to_string()))?;

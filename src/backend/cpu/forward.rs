@@ -45,21 +45,30 @@ fn linear(
 }
 
 impl CpuBackend {
-    /// Logits of the last of `ids` at positions `pos..`, on this thread.
-    pub(super) fn forward_here(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
+    /// Logits of the last of `ids` at positions `pos..` (`all`: of every one of them, row after
+    /// row), on this thread.
+    pub(super) fn forward_here(&mut self, ids: &[u32], pos: usize, all: bool) -> Result<&[f32]> {
         let t = ids.len();
         let mut s = std::mem::take(&mut self.scratch);
         let mut prof = Profiler::new(self.profile.is_some());
-        let result = self.run(ids, pos, &mut s, &mut prof);
+        let result = self.run(ids, pos, all, &mut s, &mut prof);
         self.scratch = s;
         result?;
         if let (Some(profile), Some(phases)) = (&mut self.profile, prof.finish()) {
             profile.record(t, phases);
         }
-        Ok(&self.logits)
+        let rows = if all { t } else { 1 };
+        Ok(&self.logits[..rows * self.config.vocab_size])
     }
 
-    fn run(&mut self, ids: &[u32], pos: usize, s: &mut Scratch, prof: &mut Profiler) -> Result<()> {
+    fn run(
+        &mut self,
+        ids: &[u32],
+        pos: usize,
+        all: bool,
+        s: &mut Scratch,
+        prof: &mut Profiler,
+    ) -> Result<()> {
         let (t, c) = (ids.len(), self.config.n_embd);
         let x = grow(&mut s.x, t * c);
         for (i, (&id, row)) in ids.iter().zip(x.chunks_exact_mut(c)).enumerate() {
@@ -68,21 +77,28 @@ impl CpuBackend {
             row.iter_mut().zip(wpe_row).for_each(|(x, p)| *x += p);
         }
         for layer in 0..self.blocks.len() {
-            // The forward returns the last position's logits, so after the last layer's keys and
-            // values are cached, only the last row goes on: a prompt skips most of that layer.
-            let q0 = if layer + 1 == self.blocks.len() {
+            // When only the last position's logits are wanted, after the last layer's keys and
+            // values are cached only the last row goes on: a prompt skips most of that layer.
+            let q0 = if layer + 1 == self.blocks.len() && !all {
                 t - 1
             } else {
                 0
             };
             self.block(layer, t, pos, q0, s, prof)?;
         }
+        // ln_f and the tied head over the rows whose logits are wanted (the last, or all).
+        let (first, v) = (if all { 0 } else { t - 1 }, self.config.vocab_size);
+        let rows = t - first;
         let eps = self.config.layer_norm_epsilon;
-        let h = grow(&mut s.h, c);
-        self.ln_f.forward(&s.x[(t - 1) * c..t * c], eps, h);
+        let h = grow(&mut s.h, rows * c);
+        self.ln_f.forward(&s.x[first * c..t * c], eps, h);
         prof.lap(Phase::LayerNorm);
+        if self.logits.len() < rows * v {
+            self.logits.resize(rows * v, 0.0);
+        }
         self.wte.prepare(h, &mut s.act);
-        self.wte.product(h, &s.act, None, &mut self.logits)?;
+        self.wte
+            .product(h, &s.act, None, &mut self.logits[..rows * v])?;
         prof.lap(Phase::LmHead);
         Ok(())
     }

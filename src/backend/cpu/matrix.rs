@@ -7,6 +7,9 @@ use crate::error::{Error, Result};
 use crate::weights::{self, TensorRef};
 use candle_core::{Device, Tensor};
 
+/// The most rows an f32 product takes through the GEMV (see `Matrix::product`).
+pub const GEMV_ROWS: usize = 16;
+
 /// A weight matrix (out, in) in one of the formats.
 pub(super) enum Matrix {
     /// (out, in): Conv1D's (in, out) transposed, so each output is one contiguous row.
@@ -57,17 +60,18 @@ impl Matrix {
         matches!(self, Matrix::Q8(_))
     }
 
-    /// The second half: y (t, out) = x (t, in) · Wᵀ (+ b), with `act` from `prepare(x)`. One row
-    /// of f32 takes the GEMV, which streams each weight row once; more rows take candle's
-    /// matmul (the prompt only, which may allocate).
+    /// The second half: y (t, out) = x (t, in) · Wᵀ (+ b), with `act` from `prepare(x)`. Up to
+    /// `GEMV_ROWS` rows of f32 take the GEMV, which streams each weight row once and gives each
+    /// row the same result as alone (a decode step, a verification pass); more rows take
+    /// candle's matmul (a prompt, which may allocate).
     pub fn product(&self, x: &[f32], act: &Q8Act, b: Option<&[f32]>, y: &mut [f32]) -> Result<()> {
         match self {
             Matrix::Q8(m) => m.matmul(act, b, y),
             Matrix::F32(w) => {
                 let (n_out, n_in) = w.dims2()?;
                 let t = x.len() / n_in;
-                if t == 1 {
-                    with_f32(w, |w| gemv(x, w, b, y))?;
+                if t <= GEMV_ROWS {
+                    with_f32(w, |w| gemv(x, n_in, w, b, y))?;
                 } else {
                     let xt = Tensor::from_slice(x, (t, n_in), &Device::Cpu)?;
                     let out = xt.matmul(&w.t()?)?;

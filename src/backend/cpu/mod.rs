@@ -132,16 +132,27 @@ impl CpuBackend {
 
     /// Logits of the last of `ids` at positions `pos..` (checked by the caller).
     pub fn forward(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
+        self.forward_rows(ids, pos, false)
+    }
+
+    /// The logits of every one of `ids` at positions `pos..` (checked by the caller), row after
+    /// row: the verification pass of speculative decoding. Each row is the same, bit for bit, as
+    /// a forward of that one id after the ones before it.
+    pub fn forward_all(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
+        self.forward_rows(ids, pos, true)
+    }
+
+    fn forward_rows(&mut self, ids: &[u32], pos: usize, all: bool) -> Result<&[f32]> {
         // With a thread pool, the whole forward runs on one of its threads: one hop into the
         // pool per call, and the matrix products and heads inside split with no further hops.
         #[cfg(feature = "threads")]
         if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
-            return rayon::scope(move |_| self.forward_here(ids, pos));
+            return rayon::scope(move |_| self.forward_here(ids, pos, all));
         }
-        self.forward_here(ids, pos)
+        self.forward_here(ids, pos, all)
     }
 
-    /// The logits of the last forward.
+    /// The logits of the last forward, at the start of the buffer (see `Backend::logits`).
     pub fn logits(&self) -> &[f32] {
         &self.logits
     }

@@ -80,10 +80,16 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// y[j] = dot(x, w[j]) (+ b[j]) for the rows of w (out, in).
-pub fn gemv(x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
-    for (j, (row, y)) in w.chunks_exact(x.len()).zip(y.iter_mut()).enumerate() {
-        *y = dot(x, row) + b.map_or(0.0, |b| b[j]);
+/// y[i][j] = dot(x[i], w[j]) (+ b[j]) for the rows x[i] of x (t, in) and w[j] of w (out, in):
+/// each weight row is read once for all t rows, and each output is the same `dot` whatever t
+/// is, so a row's result does not depend on the rows beside it.
+pub fn gemv(x: &[f32], n_in: usize, w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
+    let n_out = w.len() / n_in;
+    for (j, row) in w.chunks_exact(n_in).enumerate() {
+        let bias = b.map_or(0.0, |b| b[j]);
+        for (i, xi) in x.chunks_exact(n_in).enumerate() {
+            y[i * n_out + j] = dot(xi, row) + bias;
+        }
     }
 }
 

@@ -9,6 +9,17 @@ use crate::error::Result;
 impl GpuBackend {
     /// Logits of the last of `ids` at positions `pos..` (checked by the caller).
     pub async fn forward(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
+        self.run(ids, pos, false).await
+    }
+
+    /// Logits of every one of `ids` (at most `MAX_VERIFY`), row after row. Every product takes
+    /// the GEMV kernel, whose rows do not depend on each other, so each row is the same as a
+    /// decode step of that id.
+    pub async fn forward_all(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
+        self.run(ids, pos, true).await
+    }
+
+    async fn run(&mut self, ids: &[u32], pos: usize, all: bool) -> Result<&[f32]> {
         self.ctx.check()?;
         let (t, c, v) = (ids.len(), self.config.n_embd, self.config.vocab_size);
         let step = k::Step {
@@ -38,7 +49,11 @@ impl GpuBackend {
                 kernels.dispatch(&mut pass, kernel, bind, grid);
                 n += 1;
             };
-            let mm = k::matmul_for(t);
+            let mm = if all {
+                Kernel::MatmulGemv
+            } else {
+                k::matmul_for(t)
+            };
             let grid = |l: &Linear| k::matmul_grid(mm, t, l.n_out);
             for chunk in &self.wte {
                 run(
@@ -58,21 +73,36 @@ impl GpuBackend {
                 run(mm, &b.c_fc.bind, grid(&b.c_fc));
                 run(mm, &b.mlp_c_proj.bind, grid(&b.mlp_c_proj));
             }
-            run(Kernel::LayerNorm, &self.ln_f, k::layernorm_grid(t, true));
+            // ln_f of the last row into xn's row 0, or of every row; then the head over them.
+            let (ln_f, rows) = if all {
+                (&self.ln_f_all, t)
+            } else {
+                (&self.ln_f, 1)
+            };
+            run(Kernel::LayerNorm, ln_f, k::layernorm_grid(t, !all));
             for chunk in &self.wte {
-                run(Kernel::LmHead, &chunk.lm_head, k::lm_head_grid(chunk.rows));
+                run(
+                    Kernel::LmHead,
+                    &chunk.lm_head,
+                    k::lm_head_grid(chunk.rows, rows),
+                );
             }
         }
-        enc.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (v * 4) as u64);
+        let rows = if all { t } else { 1 };
+        let floats = rows * v;
+        enc.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (floats * 4) as u64);
         q.submit([enc.finish()]);
         let verdict = scopes.close("running the model on the GPU");
+        if self.logits_host.len() < floats {
+            self.logits_host.resize(floats, 0.0);
+        }
         let read = self
             .ctx
-            .read_f32(&self.staging, &mut self.logits_host)
+            .read_f32(&self.staging, &mut self.logits_host[..floats])
             .await;
         verdict.await?;
         read?;
         self.dispatches = n;
-        Ok(&self.logits_host)
+        Ok(&self.logits_host[..floats])
     }
 }

@@ -115,7 +115,8 @@ pub struct ChunkDims {
     pub chunk_start: u32,
     /// Vocab rows in the chunk.
     pub chunk_rows: u32,
-    pub _pad: u32,
+    /// The whole vocabulary: the stride between the logits of two positions.
+    pub v: u32,
 }
 
 /// `Dims` of layernorm.wgsl.
@@ -212,9 +213,9 @@ pub fn attention_grid(nh: usize, t: usize) -> [u32; 3] {
     [nh as u32, t as u32, 1]
 }
 
-/// Grid of lm_head.wgsl: 8 vocab rows per workgroup.
-pub fn lm_head_grid(rows: usize) -> [u32; 3] {
-    [groups(rows, 8), 1, 1]
+/// Grid of lm_head.wgsl: 8 vocab rows per workgroup, for `positions` rows of xn.
+pub fn lm_head_grid(rows: usize, positions: usize) -> [u32; 3] {
+    [groups(rows, 8), positions as u32, 1]
 }
 
 /// Every kernel's layout and pipeline on one device.

@@ -6,7 +6,7 @@
 use super::context::{Context, GpuOptions};
 use super::kernels::{self as k, Epilogue, Kernel, Kernels};
 use super::{Block, GpuBackend, Linear, WteChunk};
-use crate::config::{Activation, Config};
+use crate::config::{Activation, Config, MAX_VERIFY};
 use crate::error::{Error, Result};
 use crate::weights::{self, Gpt2Weights, TensorRef};
 
@@ -52,8 +52,8 @@ struct Activations {
     qkv: wgpu::Buffer,     // (n_ctx, 3C)
     att: wgpu::Buffer,     // (n_ctx, C) attention output
     fc: wgpu::Buffer,      // (n_ctx, H) GELU(c_fc)
-    logits: wgpu::Buffer,  // (V,)
-    staging: wgpu::Buffer, // (V,) mappable copy of the logits
+    logits: wgpu::Buffer,  // (MAX_VERIFY, V)
+    staging: wgpu::Buffer, // (MAX_VERIFY, V) mappable copy of the logits
 }
 
 /// The uniforms every block shares.
@@ -95,6 +95,7 @@ impl Builder<'_> {
             .map(|(i, b)| self.block(i, b, &a, &s))
             .collect();
         let (ln_f, ln_f_bufs) = self.layer_norm("ln_f", &w.ln_f, &s.ln_last, &a);
+        let (ln_f_all, ln_f_all_bufs) = self.layer_norm("ln_f", &w.ln_f, &s.ln_rows, &a);
         let Activations {
             step,
             ids,
@@ -110,6 +111,7 @@ impl Builder<'_> {
         buffers.extend([s.ln_rows, s.ln_last, s.kv_dims, s.c_attn]);
         buffers.extend([s.attn_c_proj, s.c_fc, s.mlp_c_proj]);
         buffers.extend(ln_f_bufs);
+        buffers.extend(ln_f_all_bufs);
         GpuBackend {
             config: self.config.clone(),
             logits_host: vec![0.0; self.config.vocab_size],
@@ -118,6 +120,7 @@ impl Builder<'_> {
             wte,
             blocks,
             ln_f,
+            ln_f_all,
             step,
             ids,
             logits,
@@ -138,8 +141,8 @@ impl Builder<'_> {
             qkv: ctx.storage("qkv", f32s(n_ctx * 3 * c)),
             att: ctx.storage("att", f32s(n_ctx * c)),
             fc: ctx.storage("fc", f32s(n_ctx * cfg.n_inner)),
-            logits: ctx.storage("logits", f32s(cfg.vocab_size)),
-            staging: ctx.staging("logits staging", f32s(cfg.vocab_size)),
+            logits: ctx.storage("logits", f32s(MAX_VERIFY * cfg.vocab_size)),
+            staging: ctx.staging("logits staging", f32s(MAX_VERIFY * cfg.vocab_size)),
         }
     }
 
@@ -196,7 +199,7 @@ impl Builder<'_> {
                 c: c as u32,
                 chunk_start: start as u32,
                 chunk_rows: rows as u32,
-                _pad: 0,
+                v: v as u32,
             };
             let dims = self.ctx.uniform("wte chunk dims", &dims);
             let embedding = [&a.step, &dims, &a.ids, &buf, wpe, &a.x];
@@ -316,7 +319,10 @@ impl Plan {
             ("qkv (n_ctx × 3·n_embd)", nu * 3 * cu),
             ("mlp.c_fc", cu * hu),
             ("attn.c_attn", cu * 3 * cu),
-            ("the logits", v as u64),
+            (
+                "the logits of a verification pass",
+                MAX_VERIFY as u64 * v as u64,
+            ),
         ] {
             if n * 4 > limit {
                 return Err(too_big(what, n * 4));
@@ -330,7 +336,7 @@ impl Plan {
         let most = ctx.max_workgroups as usize;
         let widest = [
             k::elementwise_grid(n_ctx, c)[0],
-            k::lm_head_grid(wte_rows)[0],
+            k::lm_head_grid(wte_rows, 1)[0],
             k::matmul_grid(Kernel::MatmulTiled, n_ctx, hid.max(3 * c))[0],
             k::attention_grid(config.n_head, n_ctx)[1],
         ];

@@ -54,12 +54,13 @@ pub struct GpuBackend {
     kernels: Kernels,
     wte: Vec<WteChunk>,
     blocks: Vec<Block>,
-    ln_f: wgpu::BindGroup,
+    ln_f: wgpu::BindGroup,       // the last row into xn's row 0
+    ln_f_all: wgpu::BindGroup,   // every row (the verification pass)
     step: wgpu::Buffer,          // uniform Step: T, pos
     ids: wgpu::Buffer,           // (n_ctx,) u32
-    logits: wgpu::Buffer,        // (V,)
-    staging: wgpu::Buffer,       // (V,) mappable copy of logits
-    logits_host: Vec<f32>,       // (V,)
+    logits: wgpu::Buffer,        // (MAX_VERIFY, V)
+    staging: wgpu::Buffer,       // (MAX_VERIFY, V) mappable copy of logits
+    logits_host: Vec<f32>,       // (rows, V) of the last forward
     _buffers: Vec<wgpu::Buffer>, // wpe, activations, uniforms: kept for the bind groups
     dispatches: usize,
 }
@@ -89,7 +90,7 @@ impl GpuBackend {
         self.dispatches
     }
 
-    /// The logits of the last forward.
+    /// The logits of the last forward (see `Backend::logits`).
     pub fn logits(&self) -> &[f32] {
         &self.logits_host
     }

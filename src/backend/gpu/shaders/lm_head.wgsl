@@ -1,22 +1,24 @@
-// lm_head: logits[chunk_start + r] = xn[0, :] · wte[r, :], the tied output head over one vocab
-// chunk of wte (the whole of wte when it fits one storage binding).
+// lm_head: logits[i, chunk_start + r] = xn[i, :] · wte[r, :], the tied output head over one vocab
+// chunk of wte (the whole of wte when it fits one storage binding), for the rows i of xn.
 //
-// xn row 0 holds ln_f of the last position (layernorm.wgsl with last_only = 1). wte is stored
+// A decode step or a prompt uses row 0 only: ln_f of the last position (layernorm.wgsl with
+// last_only = 1). A verification pass uses every row, ln_f of each position. wte is stored
 // (V, C), so each logit is a dot product along a contiguous row: the 32 lanes of a workgroup
 // row stride through it together (coalesced), then add their partial sums in workgroup memory.
 //
 // Bindings (group 0):
-//   0 dims: Dims  uniform   C, chunk_start, chunk_rows
-//   1 xn          storage, read        (n_ctx, C), row 0 used
+//   0 dims: Dims  uniform   C, chunk_start, chunk_rows, V
+//   1 xn          storage, read        (n_ctx, C), the first grid.y rows used
 //   2 wte         storage, read        (chunk_rows, C)
-//   3 logits      storage, read_write  (V,), rows chunk_start .. chunk_start+chunk_rows written
-// Workgroup: 32×8 threads (lanes along C × rows).  Grid: (ceil(chunk_rows / 8), 1, 1).
+//   3 logits      storage, read_write  (MAX_VERIFY, V), columns chunk_start .. +chunk_rows
+//                                      of the first grid.y rows written
+// Workgroup: 32×8 threads (lanes along C × rows).  Grid: (ceil(chunk_rows / 8), rows of xn, 1).
 
 struct Dims {
     C: u32,
     chunk_start: u32,
     chunk_rows: u32,
-    _pad: u32,
+    V: u32,
 }
 
 @group(0) @binding(0) var<uniform> dims: Dims;
@@ -32,10 +34,11 @@ var<workgroup> partial: array<array<f32, LANES>, ROWS>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let C = dims.C;
     let r = wid.x * ROWS + lid.y;
+    let i = wid.y; // the row of xn
     var s = 0.0;
     if (r < dims.chunk_rows) {
         for (var c = lid.x; c < C; c = c + LANES) {
-            s = s + xn[c] * wte[r * C + c];
+            s = s + xn[i * C + c] * wte[r * C + c];
         }
     }
     partial[lid.y][lid.x] = s;
@@ -47,6 +50,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         workgroupBarrier();
     }
     if (lid.x == 0u && r < dims.chunk_rows) {
-        logits[dims.chunk_start + r] = partial[lid.y][0];
+        logits[i * dims.V + dims.chunk_start + r] = partial[lid.y][0];
     }
 }

@@ -1,0 +1,307 @@
+//! Speculative decoding is exact: with a draft, greedy output is token for token the plain
+//! output, and sampled output has the target's distribution (a chi-square test that a wrong
+//! acceptance rule fails). The verification pass's rows equal single steps bit for bit.
+
+mod common;
+use common::*;
+use gpt2_web::sampling::{Sampler, SamplingParams};
+use gpt2_web::{BackendChoice, CpuDtype, Draft, GenerateParams, Model, StopReason};
+use pollster::block_on;
+
+fn load_as(dir: &str, dtype: CpuDtype) -> Model {
+    Model::load_dir(&root().join(dir), BackendChoice::Cpu, dtype).unwrap()
+}
+
+fn params(max_tokens: usize, draft: Draft) -> GenerateParams {
+    GenerateParams {
+        max_tokens,
+        ignore_eos: true,
+        draft,
+        ..Default::default()
+    }
+}
+
+/// Prompts of the demo model: ones whose continuation repeats, and ordinary ones.
+const PROMPTS: &[&str] = &[
+    "ROMEO: I love thee, I love thee, I love thee, I love thee, I love",
+    "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\nFirst Citizen:\n",
+    "The king is dead",
+    "O",
+];
+
+#[test]
+fn the_verification_pass_gives_each_row_a_single_step_would() {
+    for dtype in [CpuDtype::Q8, CpuDtype::F32] {
+        let mut model = load_as(DEMO, dtype);
+        let ids = model.tokenizer.encode(PROMPTS[0]).unwrap();
+        let (head, tail) = ids.split_at(ids.len() - 6);
+        block_on(model.forward(head, 0)).unwrap();
+        let all = block_on(model.forward_all(&ids, head.len()))
+            .unwrap()
+            .to_vec();
+        let v = model.config.vocab_size;
+        assert_eq!(all.len(), tail.len() * v);
+        block_on(model.forward(head, 0)).unwrap();
+        for i in 0..tail.len() {
+            let one = block_on(model.forward(&ids[..head.len() + i + 1], head.len() + i))
+                .unwrap()
+                .to_vec();
+            assert!(
+                one == all[i * v..(i + 1) * v],
+                "{dtype:?}: row {i} differs from the single step"
+            );
+        }
+    }
+}
+
+#[test]
+fn greedy_with_prompt_lookup_is_plain_greedy_token_for_token() {
+    let mut kept_any = false;
+    for (dir, dtype) in [
+        (DEMO, CpuDtype::Q8),
+        (DEMO, CpuDtype::F32),
+        (TINY, CpuDtype::Q8),
+        (TINY, CpuDtype::F32),
+    ] {
+        let mut model = load_as(dir, dtype);
+        let prompts: Vec<Vec<u32>> = if dir == TINY {
+            // The tiny model's vocabulary lacks most words: prompts as ids, one repeating.
+            let fx = fixture("tiny-random");
+            let mut p: Vec<Vec<u32>> = fx.cases.iter().map(|c| c.ids.clone()).collect();
+            p.push([5, 17, 99, 5, 17, 99, 5, 17].to_vec());
+            p
+        } else {
+            PROMPTS
+                .iter()
+                .map(|p| model.tokenizer.encode(p).unwrap())
+                .collect()
+        };
+        for ids in &prompts {
+            let (plain, _) = run_ids(&mut model, ids, params(40, Draft::None));
+            let (spec, events) = run_ids(&mut model, ids, params(40, Draft::PromptLookup));
+            assert_eq!(spec.tokens, plain.tokens, "{dir} {dtype:?} {ids:?}");
+            assert_eq!(spec.text, plain.text);
+            assert_eq!(events.len(), spec.tokens.len(), "one event per token");
+            let m = &spec.metrics;
+            let drafted_events = events.iter().filter(|e| e.drafted).count();
+            assert_eq!(drafted_events, m.accepted_draft_tokens);
+            assert_eq!(
+                m.target_forwards + m.accepted_draft_tokens,
+                spec.tokens.len()
+            );
+            assert_eq!(plain.metrics.target_forwards, plain.tokens.len());
+            kept_any |= m.accepted_draft_tokens > 0;
+        }
+    }
+    assert!(
+        kept_any,
+        "no draft token was ever kept: speculation did nothing"
+    );
+}
+
+#[test]
+fn a_repeating_prompt_takes_fewer_model_steps() {
+    let mut model = load_as(DEMO, CpuDtype::Q8);
+    let ids = model.tokenizer.encode(PROMPTS[0]).unwrap();
+    let (r, _) = run_ids(&mut model, &ids, params(64, Draft::PromptLookup));
+    let m = &r.metrics;
+    assert!(
+        m.target_forwards * 3 < r.tokens.len() * 2,
+        "{} forwards for {} tokens",
+        m.target_forwards,
+        r.tokens.len()
+    );
+}
+
+#[test]
+fn stops_are_exact_under_speculation() {
+    let mut model = load_as(DEMO, CpuDtype::Q8);
+    let ids = model.tokenizer.encode(PROMPTS[0]).unwrap();
+    for max in [1, 2, 3, 7, 13] {
+        let (r, ev) = run_ids(&mut model, &ids, params(max, Draft::PromptLookup));
+        assert_eq!(r.tokens.len(), max);
+        assert_eq!(ev.len(), max);
+        assert_eq!(r.stop_reason, StopReason::MaxTokens);
+    }
+    // A stop text inside a kept draft: nothing after it is emitted, as without a draft.
+    let (plain, _) = run_ids(&mut model, &ids, params(40, Draft::None));
+    let stop = plain.text.get(10..16).unwrap_or(" thee").to_string();
+    let with_stop = |draft| GenerateParams {
+        stop: vec![stop.clone()],
+        ..params(40, draft)
+    };
+    let (a, ea) = run_ids(&mut model, &ids, with_stop(Draft::None));
+    let (b, eb) = run_ids(&mut model, &ids, with_stop(Draft::PromptLookup));
+    assert_eq!(
+        (a.stop_reason, b.stop_reason),
+        (StopReason::Stop, StopReason::Stop)
+    );
+    assert_eq!((&a.text, &a.tokens), (&b.text, &b.tokens));
+    let texts = |e: &[gpt2_web::TokenEvent]| e.iter().map(|e| e.text.clone()).collect::<Vec<_>>();
+    assert_eq!(texts(&ea), texts(&eb));
+    // The context limit: the demo model holds 256 positions.
+    let long: Vec<u32> = ids.iter().cycle().take(250).copied().collect();
+    let (r, _) = run_ids(&mut model, &long, params(40, Draft::PromptLookup));
+    assert_eq!(r.stop_reason, StopReason::Context);
+    assert_eq!(r.tokens.len(), 256 - 250 + 1);
+}
+
+/// Pearson's chi-square of `counts` against probabilities `p` (cells with expected count < 5
+/// pooled), and its degrees of freedom.
+fn chi_square(counts: &[usize], p: &[f64]) -> (f64, usize) {
+    let n: usize = counts.iter().sum();
+    let (mut chi, mut cells, mut pool_o, mut pool_e) = (0.0, 0usize, 0.0, 0.0);
+    for (&o, &p) in counts.iter().zip(p) {
+        let e = p * n as f64;
+        if e < 5.0 {
+            pool_o += o as f64;
+            pool_e += e;
+        } else {
+            chi += (o as f64 - e).powi(2) / e;
+            cells += 1;
+        }
+    }
+    if pool_e > 0.0 {
+        chi += (pool_o - pool_e).powi(2) / pool_e.max(1e-9);
+        cells += 1;
+    }
+    (chi, cells.saturating_sub(1))
+}
+
+/// The 0.999 quantile of chi-square with `df` degrees of freedom (Wilson–Hilferty).
+fn chi_square_limit(df: usize) -> f64 {
+    let k = df as f64;
+    let z = 3.09;
+    k * (1.0 - 2.0 / (9.0 * k) + z * (2.0 / (9.0 * k)).sqrt()).powi(3)
+}
+
+#[test]
+fn the_acceptance_rule_keeps_the_distribution_and_a_wrong_one_is_caught() {
+    // One position, logits over 6 tokens, sampling at temperature 1 with top-k 5; the draft
+    // proposes token 2. Draws with the rule must follow p; "keep the draft whenever p(draft) >
+    // 0.1", a plausible mistake, must fail the same test.
+    let logits = [1.0f32, 0.2, 0.9, -0.5, 0.0, -3.0];
+    let sp = SamplingParams {
+        temperature: 1.0,
+        top_k: 5,
+        seed: 7,
+        ..Default::default()
+    };
+    let mut s = Sampler::new(sp).unwrap();
+    let mut top = Vec::new();
+    let p: Vec<f64> = {
+        let mut l = logits;
+        s.verify(&mut l, &[], None, 6, &mut top);
+        let mut p = vec![0.0; 6];
+        top.iter().for_each(|c| p[c.id as usize] = c.prob as f64);
+        p
+    };
+    let n = 20_000;
+    let (mut right, mut wrong) = (vec![0; 6], vec![0; 6]);
+    for _ in 0..n {
+        let mut l = logits;
+        let (id, _) = s.verify(&mut l, &[], Some(2), 0, &mut top);
+        right[id as usize] += 1;
+        let mut l = logits;
+        let id = if p[2] > 0.1 {
+            2
+        } else {
+            s.verify(&mut l, &[], None, 0, &mut top).0
+        };
+        wrong[id as usize] += 1;
+    }
+    let (chi, df) = chi_square(&right, &p);
+    assert!(
+        chi < chi_square_limit(df),
+        "rule: chi² {chi} with {df} df: {right:?} vs {p:?}"
+    );
+    let (chi, df) = chi_square(&wrong, &p);
+    assert!(
+        chi > chi_square_limit(df),
+        "the wrong rule passed: chi² {chi}"
+    );
+}
+
+#[test]
+fn sampled_sequences_under_speculation_follow_the_model() {
+    // The first three tokens, sampled at temperature 1 with top-k 3 over many seeds: their joint
+    // distribution must be the model's, computed exactly from its logits. The prompt holds the
+    // likely next tokens, so that lookup drafts from the second token on.
+    let mut model = load_as(TINY, CpuDtype::F32);
+    let sp = |seed| SamplingParams {
+        temperature: 1.0,
+        top_k: 3,
+        seed,
+        ..Default::default()
+    };
+    // Exact: p(a) p(b | a) p(c | a, b) over the top-3 sets.
+    let dist = |model: &mut Model, ids: &[u32]| -> Vec<(u32, f64)> {
+        let mut l = block_on(model.forward(ids, 0)).unwrap().to_vec();
+        let mut top = Vec::new();
+        Sampler::new(sp(0))
+            .unwrap()
+            .verify(&mut l, ids, None, 3, &mut top);
+        top.iter().map(|c| (c.id, c.prob as f64)).collect()
+    };
+    let mut prompt: Vec<u32> = vec![5, 17, 99];
+    for _ in 0..12 {
+        let next: Vec<u32> = dist(&mut model, &prompt).iter().map(|d| d.0).collect();
+        let missing: Vec<u32> = next.into_iter().filter(|t| !prompt.contains(t)).collect();
+        if missing.is_empty() {
+            break;
+        }
+        prompt.extend(missing);
+    }
+    let mut exact: Vec<(Vec<u32>, f64)> = Vec::new();
+    for (a, pa) in dist(&mut model, &prompt) {
+        let pa_ids = [prompt.clone(), vec![a]].concat();
+        for (b, pb) in dist(&mut model, &pa_ids) {
+            let pb_ids = [pa_ids.clone(), vec![b]].concat();
+            for (c, pc) in dist(&mut model, &pb_ids) {
+                exact.push((vec![a, b, c], pa * pb * pc));
+            }
+        }
+    }
+    let mut counts = vec![0usize; exact.len()];
+    let (mut drafted, n) = (0, 4000);
+    for seed in 0..n {
+        // Four tokens, so that the third may come from a draft too; the first three are counted.
+        let params = GenerateParams {
+            max_tokens: 4,
+            ignore_eos: true,
+            draft: Draft::PromptLookup,
+            sampling: sp(seed),
+            ..Default::default()
+        };
+        let (r, _) = run_ids(&mut model, &prompt, params);
+        drafted += r.metrics.drafted_tokens;
+        let at = exact.iter().position(|(s, _)| *s == r.tokens[..3]);
+        counts[at.unwrap_or_else(|| panic!("{:?} is outside the top-3 sets", r.tokens))] += 1;
+    }
+    assert!(
+        drafted > n as usize / 4,
+        "the drafter proposed too little to test ({drafted})"
+    );
+    eprintln!("{drafted} draft tokens over {n} generations of the prompt {prompt:?}");
+    let p: Vec<f64> = exact.iter().map(|e| e.1).collect();
+    let (chi, df) = chi_square(&counts, &p);
+    assert!(chi < chi_square_limit(df), "chi² {chi} with {df} df");
+}
+
+#[test]
+fn draft_settings_are_checked() {
+    let mut model = load(TINY);
+    for k in [0, 16] {
+        let p = GenerateParams {
+            draft_tokens: k,
+            ..params(4, Draft::PromptLookup)
+        };
+        let e = gpt2_web::Generation::from_ids(&model, vec![1, 2], p)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("draft_tokens"), "{e}");
+    }
+    assert!("prompt-lookup".parse::<Draft>().is_ok());
+    assert!("tea-leaves".parse::<Draft>().is_err());
+    let _ = &mut model;
+}
