@@ -21,6 +21,7 @@ import { Gpt2, MODEL_FILES } from './gpt2.js';
 import { LoopView } from './loop-view.js';
 import { DEMO_MODEL as DEMO } from './assets.js';
 import { wireEmbedPanel, stopAttribute } from './embed-code.js';
+import { runSpeculativeLab } from './lab-speculative.js';
 import { fmtMs, sentence, unescape, afterPaint } from './text.js';
 import { drawLatency as drawLatencyOn, drawLab as drawLabOn, fitLine } from './charts.js';
 const $ = (id) => document.getElementById(id);
@@ -61,7 +62,7 @@ function clearError() {
 
 function setBusy(busy) {
   const ready = model !== null;
-  for (const id of ['generate', 'lab-run', 'cmp-run']) $(id).disabled = busy || !ready;
+  for (const id of ['generate', 'lab-run', 'cmp-run', 'spec-run']) $(id).disabled = busy || !ready;
   $('load').disabled = busy;
   $('stop').disabled = !busy;
   window.pageState = busy ? 'busy' : ready ? 'ready' : 'error';
@@ -437,6 +438,11 @@ $('gen-form').addEventListener('submit', (e) => {
 $('stop').addEventListener('click', () => controller?.abort());
 $('lab-run').addEventListener('click', runLengthLab);
 $('cmp-run').addEventListener('click', runComparison);
+$('spec-run').addEventListener('click', () => lab('More than one token per step', async (signal) => {
+  const maxTokens = Math.round(numberField('spec-tokens', 'Tokens'));
+  window.speculativeLab = null;
+  window.speculativeLab = await runSpeculativeLab(model, { prompt: $('prompt').value, maxTokens, signal }, $);
+}));
 $('boundaries').addEventListener('change', (e) => $('output').classList.toggle('boundaries', e.target.checked));
 const loopView = new LoopView($('loop'));
 window.loopView = loopView;

@@ -165,3 +165,23 @@ export function drawLab(canvas, points, fit) {
     ctx.fill();
   }
 }
+
+/** Bars of `values` (one per step) on `canvas`, labelled axes; `empty` when there are none. */
+export function drawBars(canvas, values, xLabel, yLabel, empty) {
+  const { ctx, w, h } = canvas2d(canvas);
+  const c = colors();
+  if (values.length === 0) {
+    ctx.fillStyle = c.muted;
+    ctx.textAlign = 'center';
+    ctx.fillText(empty, w / 2, h / 2);
+    return;
+  }
+  const yMax = Math.max(...values, 1) * 1.1;
+  const { area, x, y } = axes(ctx, w, h, values.length, yMax, xLabel, yLabel, c);
+  const bw = Math.max(1, (area.right - area.left) / values.length - 1);
+  values.forEach((v, i) => {
+    ctx.fillStyle = v > 1 ? c.perceived : c.accent;
+    const top = y(v);
+    ctx.fillRect(x(i) + 0.5, top, bw, area.bottom - top);
+  });
+}

@@ -202,6 +202,20 @@ struct BenchCmd {
     /// Prompt length (default: 16, or a quarter of a smaller context)
     #[arg(long)]
     prompt_tokens: Option<usize>,
+    /// Instead of the length lab: each prompt of --prompts plain and with this drafter (greedy),
+    /// tokens per model forward and the wall-clock ratio
+    #[arg(long, value_name = "DRAFTER")]
+    draft: Option<DraftArg>,
+    /// The speculative benchmark's prompts: {"prompts": [{"name", "kind", "prompt"}]}
+    #[arg(
+        long,
+        value_name = "JSON",
+        default_value = "tools/speculative_prompts.json"
+    )]
+    prompts: PathBuf,
+    /// New tokens per run of the speculative benchmark
+    #[arg(long, default_value_t = 128)]
+    tokens: usize,
     /// The report as one JSON object
     #[arg(long)]
     json: bool,
@@ -348,6 +362,9 @@ impl BenchCmd {
                 "--lengths needs positive whole numbers, e.g. 10,40,80,160",
             ));
         }
+        if let Some(d) = self.draft {
+            return self.speculative(d);
+        }
         let mut model = self.model.load()?;
         let prompt_tokens = self
             .prompt_tokens
@@ -358,6 +375,38 @@ impl BenchCmd {
         } else {
             emit(report.table().trim_end())
         }
+    }
+}
+
+impl BenchCmd {
+    fn speculative(&self, draft: DraftArg) -> CliResult<()> {
+        #[derive(serde::Deserialize)]
+        struct Prompts {
+            prompts: Vec<gpt2_web::bench::SpecPrompt>,
+        }
+        let p = &self.prompts;
+        let bytes =
+            std::fs::read(p).map_err(|e| usage(format!("--prompts {}: {e}", p.display())))?;
+        let prompts: Prompts = serde_json::from_slice(&bytes)
+            .map_err(|e| usage(format!("--prompts {}: {e}", p.display())))?;
+        let draft = match draft {
+            DraftArg::PromptLookup => gpt2_web::Draft::PromptLookup,
+            DraftArg::None => return Err(usage("--draft none has nothing to compare")),
+        };
+        let mut model = self.model.load()?;
+        let runs =
+            gpt2_web::bench::speculative(&mut model, &prompts.prompts, draft, self.tokens, 3)?;
+        if self.json {
+            return emit(to_json(&runs)?);
+        }
+        emit(format!(
+            "backend {} ({} weights) | greedy, {} new tokens, plain vs {}, median of 3\n\n{}",
+            model.backend.name(),
+            model.backend.dtype_name(),
+            self.tokens,
+            draft.as_str(),
+            gpt2_web::bench::speculative_table(&runs).trim_end()
+        ))
     }
 }
 

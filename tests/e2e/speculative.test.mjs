@@ -1,0 +1,62 @@
+// Speculative decoding in the browser: the API's draft option gives the plain greedy text with fewer
+// model steps, one onToken per token with `drafted` marking kept draft tokens; bad draft options are
+// sentences; the page's lab shows the two side by side.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { serveAndLaunch, withPage, screenshotPath, MODEL_URL } from './harness.mjs';
+
+const T = { timeout: 120_000 };
+const env = serveAndLaunch();
+const REFRAIN = 'DESDEMONA:\nSing willow, willow, willow: sing all a green willow.\n'.repeat(3) + 'Sing willow,';
+
+test('draft: prompt-lookup gives the plain greedy text in fewer model steps, one event per token', T, async () => {
+  await withPage(env.browser, `${env.server.origin}/embed.html`, async (page) => {
+    const got = await page.evaluate(async ({ model, prompt }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const m = await Gpt2.load({ model, backend: 'cpu' });
+      const opts = { maxTokens: 48, temperature: 0, ignoreEos: true };
+      const plain = await m.generate(prompt, opts);
+      const events = [];
+      const spec = await m.generate(prompt, { ...opts, draft: 'prompt-lookup', draftTokens: 6, onToken: (e) => events.push(e) });
+      const errors = [];
+      for (const bad of [{ draft: 'tea-leaves' }, { draftTokens: 0 }, { draftTokens: 99 }, { draft: 3 }]) {
+        errors.push(await m.generate(prompt, bad).then(() => 'resolved', (e) => e.message));
+      }
+      m.dispose();
+      return { plain, spec, events, errors };
+    }, { model: `/${MODEL_URL}`, prompt: REFRAIN });
+    assert.deepEqual(got.spec.tokens, got.plain.tokens, 'speculative greedy differs from plain greedy');
+    assert.equal(got.spec.text, got.plain.text);
+    assert.equal(got.events.length, got.spec.tokens.length, 'one onToken per token');
+    assert.equal(got.events.map((e) => e.text).join(''), got.spec.text);
+    const m = got.spec.metrics;
+    assert.equal(got.events.filter((e) => e.drafted).length, m.acceptedDraftTokens);
+    assert.ok(m.targetForwards < m.outputTokens, `${m.targetForwards} forwards for ${m.outputTokens} tokens`);
+    assert.equal(got.plain.metrics.targetForwards, got.plain.metrics.outputTokens);
+    assert.match(got.errors[0], /invalid draft: "tea-leaves"; expected prompt-lookup or none/);
+    assert.match(got.errors[1], /invalid draftTokens: 0 is not in 1\.\.=15/);
+    assert.match(got.errors[2], /invalid draftTokens: 99 is not in 1\.\.=15/);
+    assert.match(got.errors[3], /invalid draft: 3 is not a string/);
+  });
+});
+
+test('the lab "more than one token per step" shows the same text, kept drafts and the ratio', T, async () => {
+  await withPage(env.browser, `${env.server.origin}/`, async (page) => {
+    await page.waitForFunction(() => window.pageState === 'ready', null, { timeout: 60_000 });
+    await page.fill('#prompt', REFRAIN);
+    await page.fill('#spec-tokens', '48');
+    await page.click('#spec-run');
+    await page.waitForFunction(() => window.speculativeLab || !document.getElementById('error').hidden, null, { timeout: 60_000 });
+    const lab = await page.evaluate(() => window.speculativeLab);
+    assert.ok(lab, await page.locator('#error').innerText());
+    assert.ok(lab.identical, 'the lab says the texts differ');
+    assert.ok(lab.steps.some((n) => n > 1), `no step gave more than one token: ${lab.steps}`);
+    assert.equal(lab.steps.reduce((a, b) => a + b, 0), lab.speculative.outputTokens);
+    assert.equal(lab.steps.length, lab.speculative.targetForwards);
+    assert.ok(await page.locator('#spec-output .drafted').count() > 0, 'no kept draft token is highlighted');
+    assert.equal(await page.locator('#spec-plain').innerText(), await page.locator('#spec-output').innerText());
+    assert.match(await page.locator('#spec-summary').innerText(), /The same text\. Plain: 48 tokens in 48 model steps/);
+    await page.locator('#spec-h').scrollIntoViewIfNeeded();
+    await page.locator('section[aria-labelledby="spec-h"]').screenshot({ path: screenshotPath('speculative-lab.png') });
+  });
+});
