@@ -24,6 +24,8 @@ export function tokensPerStep(events) {
 /** Runs the lab on `model`; `el(id)` finds the lab's elements. Resolves with what it showed. */
 export async function runSpeculativeLab(model, { prompt, maxTokens, signal }, el) {
   const options = { maxTokens, temperature: 0, ignoreEos: true, signal };
+  // A short warm-up of both paths first, so that neither timing pays for first use.
+  await model.generate(prompt, { ...options, maxTokens: 4, draft: 'prompt-lookup' });
   const plain = await model.generate(prompt, options);
   if (plain.stopReason === 'abort') return null;
   const events = [];
