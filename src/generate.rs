@@ -165,6 +165,9 @@ pub struct GenerationResult {
     pub metrics: Metrics,
 }
 
+/// Rows of a verification pass whose logits are computed at a time (a q8 tile's worth).
+const HEAD_ROWS: usize = 2;
+
 /// A token of a model step, not handed out yet.
 struct Pending {
     id: u32,
@@ -317,22 +320,30 @@ impl Generation {
         self.seq.clear();
         self.seq.extend_from_slice(&self.ids);
         self.seq.extend_from_slice(&self.draft);
+        // The row whose logits follow the last of `ids`, and the rows the sampler may need.
+        let (r0, need) = if self.draft.is_empty() {
+            (0, 1)
+        } else {
+            let r0 = self.ids.len() - 1 - self.fed;
+            (r0, r0 + 1 + self.draft.len())
+        };
+        // The head runs over a few rows at a time: after a rejected draft token, no more.
+        let mut have = (r0 + HEAD_ROWS).min(need);
         let rows = if self.draft.is_empty() {
             model.forward(&self.seq, self.fed).await?
         } else {
-            model.forward_all(&self.seq, self.fed).await?
+            model.forward_all(&self.seq, self.fed, have).await?
         };
         self.logits.clear();
         self.logits.extend_from_slice(rows);
-        // The row whose logits follow the last of `ids`.
-        let r0 = if self.draft.is_empty() {
-            0
-        } else {
-            self.ids.len() - 1 - self.fed
-        };
         self.seq.truncate(self.ids.len()); // now the history the sampler sees
         let mut kept = 0;
         for i in 0..=self.draft.len() {
+            if r0 + i >= have {
+                let more = (have + HEAD_ROWS).min(need);
+                self.logits.extend_from_slice(model.head_rows(have, more)?);
+                have = more;
+            }
             let row = &mut self.logits[(r0 + i) * v..][..v];
             let draft = self.draft.get(i).copied();
             let mut top = Vec::new();

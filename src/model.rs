@@ -150,24 +150,31 @@ impl Model {
         }
     }
 
-    /// Logits of every one of `seq[cached..]` (row after row), the others held in the KV cache
-    /// already: the verification pass of speculative decoding, with the same fall-back as
-    /// `forward` (after which the whole of `seq` runs on the CPU and its last rows are returned).
-    pub async fn forward_all(&mut self, seq: &[u32], cached: usize) -> Result<&[f32]> {
+    /// The verification pass of speculative decoding over `seq[cached..]`, the others held in
+    /// the KV cache already: the logits of the first `head` new ids, row after row (`head_rows`
+    /// gives more), with the same fall-back as `forward` (after which everything before the new
+    /// ids is recomputed on the CPU first).
+    pub async fn forward_all(&mut self, seq: &[u32], cached: usize, head: usize) -> Result<&[f32]> {
         let new = seq.get(cached..).unwrap_or_default();
         let v = self.config.vocab_size;
-        match self.backend.forward_all(new, cached).await.map(drop) {
+        let head = head.min(new.len());
+        match self.backend.forward_all(new, cached, head).await.map(drop) {
             Err(Error::Gpu(why)) if self.reload.is_some() => {
                 self.fall_back_to_cpu(format!("the GPU failed ({why}); continuing on the CPU"))?;
                 // Everything before the new ids once, then the new ids as one verification pass.
                 if cached > 0 {
                     self.backend.forward(&seq[..cached], 0).await?;
                 }
-                self.backend.forward_all(new, cached).await
+                self.backend.forward_all(new, cached, head).await
             }
             Err(e) => Err(e),
-            Ok(()) => Ok(&self.backend.logits()[..new.len() * v]),
+            Ok(()) => Ok(&self.backend.logits()[..head * v]),
         }
+    }
+
+    /// The logits of rows `from..to` of the last verification pass (`forward_all`).
+    pub fn head_rows(&mut self, from: usize, to: usize) -> Result<&[f32]> {
+        self.backend.head_rows(from, to)
     }
 
     /// Replaces the backend with the CPU one, built from the weights the model was loaded from,

@@ -272,7 +272,7 @@ fn speculative_greedy_on_the_gpu_is_plain_greedy() {
         };
         let ids: Vec<u32> = [5, 17, 99, 5, 17, 99, 5, 17, 99, 5].to_vec();
         block_on(model.forward(&ids[..4], 0)).unwrap();
-        let all = block_on(model.forward_all(&ids, 4)).unwrap().to_vec();
+        let all = block_on(model.forward_all(&ids, 4, 6)).unwrap().to_vec();
         let v = model.config.vocab_size;
         assert_eq!(all.len(), 6 * v);
         for i in 0..6 {

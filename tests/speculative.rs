@@ -36,11 +36,17 @@ fn the_verification_pass_gives_each_row_a_single_step_would() {
         let ids = model.tokenizer.encode(PROMPTS[0]).unwrap();
         let (head, tail) = ids.split_at(ids.len() - 6);
         block_on(model.forward(head, 0)).unwrap();
-        let all = block_on(model.forward_all(&ids, head.len()))
+        let v = model.config.vocab_size;
+        // The head over the first two rows, then the rest: the same as all at once.
+        let mut all = block_on(model.forward_all(&ids, head.len(), 2))
             .unwrap()
             .to_vec();
-        let v = model.config.vocab_size;
-        assert_eq!(all.len(), tail.len() * v);
+        assert_eq!(all.len(), 2 * v);
+        all.extend_from_slice(model.head_rows(2, tail.len()).unwrap());
+        assert!(
+            model.head_rows(2, tail.len() + 1).is_err(),
+            "rows past the pass"
+        );
         block_on(model.forward(head, 0)).unwrap();
         for i in 0..tail.len() {
             let one = block_on(model.forward(&ids[..head.len() + i + 1], head.len() + i))

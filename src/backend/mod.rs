@@ -58,11 +58,14 @@ impl Backend {
         }
     }
 
-    /// Logits of every one of `ids` placed at positions `pos..`, row after row (ids.len() × V):
-    /// the verification pass of speculative decoding. At most `MAX_VERIFY` ids. Each row equals,
-    /// bit for bit, what `forward` of that id alone after the ones before it gives, so a
-    /// speculative greedy generation is token for token the plain one.
-    pub async fn forward_all(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
+    /// The verification pass of speculative decoding: every one of `ids` placed at positions
+    /// `pos..` through the model, and the logits of (at least) the first `head` of them, row
+    /// after row; `head_rows` gives the others'. At most `MAX_VERIFY` ids. Each row equals, bit
+    /// for bit, what `forward` of that id alone after the ones before it gives, so a speculative
+    /// greedy generation is token for token the plain one. (The CPU computes the head, most of
+    /// a small model's work, only for the rows asked for: after a rejected draft token the rest
+    /// are never needed. The GPU computes every row in the same submission.)
+    pub async fn forward_all(&mut self, ids: &[u32], pos: usize, head: usize) -> Result<&[f32]> {
         self.config().check_ids(ids, pos)?;
         if ids.len() > MAX_VERIFY {
             return Err(Error::Backend(format!(
@@ -71,8 +74,16 @@ impl Backend {
             )));
         }
         match self {
-            Backend::Cpu(b) => b.forward_all(ids, pos),
+            Backend::Cpu(b) => b.forward_all(ids, pos, head),
             Backend::WebGpu(b) => b.forward_all(ids, pos).await,
+        }
+    }
+
+    /// The logits of rows `from..to` of the last verification pass.
+    pub fn head_rows(&mut self, from: usize, to: usize) -> Result<&[f32]> {
+        match self {
+            Backend::Cpu(b) => b.head_rows(from, to),
+            Backend::WebGpu(b) => b.rows(from, to),
         }
     }
 

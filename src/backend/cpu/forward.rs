@@ -8,7 +8,7 @@ use super::q8::Q8Act;
 use super::vmath::{dot, sum, weighted_sum};
 use super::CpuBackend;
 use crate::config::{Activation, Config};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Working buffers, grown to the longest batch seen and then reused.
 #[derive(Default)]
@@ -45,30 +45,63 @@ fn linear(
 }
 
 impl CpuBackend {
-    /// Logits of the last of `ids` at positions `pos..` (`all`: of every one of them, row after
-    /// row), on this thread.
-    pub(super) fn forward_here(&mut self, ids: &[u32], pos: usize, all: bool) -> Result<&[f32]> {
+    /// Logits of the last of `ids` at positions `pos..` (`head: Some(n)`: every row goes
+    /// through ln_f, and the first n rows through the head; `head_rows` adds the others), on
+    /// this thread.
+    pub(super) fn forward_here(
+        &mut self,
+        ids: &[u32],
+        pos: usize,
+        head: Option<usize>,
+    ) -> Result<&[f32]> {
         let t = ids.len();
         let mut s = std::mem::take(&mut self.scratch);
         let mut prof = Profiler::new(self.profile.is_some());
-        let result = self.run(ids, pos, all, &mut s, &mut prof);
+        let result = self.run(ids, pos, head, &mut s, &mut prof);
         self.scratch = s;
         result?;
         if let (Some(profile), Some(phases)) = (&mut self.profile, prof.finish()) {
-            profile.record(t, phases);
+            profile.record(t, phases, true);
         }
-        let rows = if all { t } else { 1 };
+        let rows = head.map_or(1, |n| n.min(t));
+        self.verify_rows = if head.is_some() { t } else { 0 };
         Ok(&self.logits[..rows * self.config.vocab_size])
+    }
+
+    /// The head over rows `from..to` of the last verification pass (`forward_here` with a
+    /// `head`), into those rows of the logits.
+    pub(super) fn head_rows_here(&mut self, from: usize, to: usize) -> Result<&[f32]> {
+        let (c, v) = (self.config.n_embd, self.config.vocab_size);
+        if from > to || to > self.verify_rows {
+            return Err(Error::Backend(format!(
+                "rows {from}..{to} of a verification pass of {} rows",
+                self.verify_rows
+            )));
+        }
+        let mut s = std::mem::take(&mut self.scratch);
+        let mut prof = Profiler::new(self.profile.is_some());
+        let h = &s.h[from * c..to * c];
+        self.wte.prepare(h, &mut s.act);
+        let out = &mut self.logits[from * v..to * v];
+        let result = self.wte.product(h, &s.act, None, out);
+        prof.lap(Phase::LmHead);
+        self.scratch = s;
+        result?;
+        if let (Some(profile), Some(phases)) = (&mut self.profile, prof.finish()) {
+            profile.record(self.verify_rows, phases, false);
+        }
+        Ok(&self.logits[from * v..to * v])
     }
 
     fn run(
         &mut self,
         ids: &[u32],
         pos: usize,
-        all: bool,
+        head: Option<usize>,
         s: &mut Scratch,
         prof: &mut Profiler,
     ) -> Result<()> {
+        let all = head.is_some();
         let (t, c) = (ids.len(), self.config.n_embd);
         let x = grow(&mut s.x, t * c);
         for (i, (&id, row)) in ids.iter().zip(x.chunks_exact_mut(c)).enumerate() {
@@ -86,16 +119,18 @@ impl CpuBackend {
             };
             self.block(layer, t, pos, q0, s, prof)?;
         }
-        // ln_f and the tied head over the rows whose logits are wanted (the last, or all).
+        // ln_f over the last row, or every row (kept in s.h for `head_rows_here`); the tied head
+        // over the last row, or the first `head` rows.
         let (first, v) = (if all { 0 } else { t - 1 }, self.config.vocab_size);
-        let rows = t - first;
         let eps = self.config.layer_norm_epsilon;
-        let h = grow(&mut s.h, rows * c);
+        let h = grow(&mut s.h, (t - first) * c);
         self.ln_f.forward(&s.x[first * c..t * c], eps, h);
         prof.lap(Phase::LayerNorm);
-        if self.logits.len() < rows * v {
-            self.logits.resize(rows * v, 0.0);
+        if self.logits.len() < (t - first) * v {
+            self.logits.resize((t - first) * v, 0.0);
         }
+        let rows = head.map_or(1, |n| n.min(t));
+        let h = &s.h[..rows * c];
         self.wte.prepare(h, &mut s.act);
         self.wte
             .product(h, &s.act, None, &mut self.logits[..rows * v])?;

@@ -69,6 +69,8 @@ pub struct CpuBackend {
     logits: Vec<f32>,       // (V,)
     profile: Option<Profile>,
     scratch: forward::Scratch,
+    /// Rows of the last verification pass whose ln_f output the scratch still holds.
+    verify_rows: usize,
 }
 
 impl CpuBackend {
@@ -97,6 +99,7 @@ impl CpuBackend {
             logits: vec![0.0; config.vocab_size],
             profile: None,
             scratch: Default::default(),
+            verify_rows: 0,
         })
     }
 
@@ -132,17 +135,27 @@ impl CpuBackend {
 
     /// Logits of the last of `ids` at positions `pos..` (checked by the caller).
     pub fn forward(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
-        self.forward_rows(ids, pos, false)
+        self.forward_rows(ids, pos, None)
     }
 
-    /// The logits of every one of `ids` at positions `pos..` (checked by the caller), row after
-    /// row: the verification pass of speculative decoding. Each row is the same, bit for bit, as
-    /// a forward of that one id after the ones before it.
-    pub fn forward_all(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
-        self.forward_rows(ids, pos, true)
+    /// The verification pass of speculative decoding: every one of `ids` at positions `pos..`
+    /// (checked by the caller) through the model, and the logits of the first `head` of them,
+    /// row after row; `head_rows` gives the others' when they are wanted. Each row is the same,
+    /// bit for bit, as a forward of that one id after the ones before it.
+    pub fn forward_all(&mut self, ids: &[u32], pos: usize, head: usize) -> Result<&[f32]> {
+        self.forward_rows(ids, pos, Some(head))
     }
 
-    fn forward_rows(&mut self, ids: &[u32], pos: usize, all: bool) -> Result<&[f32]> {
+    /// Logits of rows `from..to` of the last verification pass.
+    pub fn head_rows(&mut self, from: usize, to: usize) -> Result<&[f32]> {
+        #[cfg(feature = "threads")]
+        if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
+            return rayon::scope(move |_| self.head_rows_here(from, to));
+        }
+        self.head_rows_here(from, to)
+    }
+
+    fn forward_rows(&mut self, ids: &[u32], pos: usize, all: Option<usize>) -> Result<&[f32]> {
         // With a thread pool, the whole forward runs on one of its threads: one hop into the
         // pool per call, and the matrix products and heads inside split with no further hops.
         #[cfg(feature = "threads")]

@@ -103,16 +103,17 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// Adds one forward of `tokens` tokens.
-    pub(super) fn record(&mut self, tokens: usize, p: Phases) {
+    /// Adds one forward of `tokens` tokens (`call`: a forward of its own, not more rows of the
+    /// head of the last one).
+    pub(super) fn record(&mut self, tokens: usize, p: Phases, call: bool) {
         let into = if tokens > 1 {
             &mut self.prompt
         } else {
             &mut self.decode
         };
         into.add(&Phases {
-            calls: 1,
-            tokens,
+            calls: call as usize,
+            tokens: if call { tokens } else { 0 },
             ..p
         });
     }

@@ -95,6 +95,14 @@ impl GpuBackend {
         &self.logits_host
     }
 
+    /// Rows `from..to` of the last verification pass's logits (all computed already).
+    pub fn rows(&self, from: usize, to: usize) -> crate::error::Result<&[f32]> {
+        let v = self.config.vocab_size;
+        self.logits_host.get(from * v..to * v).ok_or_else(|| {
+            crate::error::Error::Backend(format!("rows {from}..{to} were not computed"))
+        })
+    }
+
     /// Destroys the device, as a driver reset would; later forwards fail with `Error::Gpu`.
     pub fn lose_device(&self) {
         self.ctx.lose_device();
