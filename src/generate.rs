@@ -165,9 +165,6 @@ pub struct GenerationResult {
     pub metrics: Metrics,
 }
 
-/// Rows of a verification pass whose logits are computed at a time (a q8 tile's worth).
-const HEAD_ROWS: usize = 2;
-
 /// A token of a model step, not handed out yet.
 struct Pending {
     id: u32,
@@ -328,7 +325,8 @@ impl Generation {
             (r0, r0 + 1 + self.draft.len())
         };
         // The head runs over a few rows at a time: after a rejected draft token, no more.
-        let mut have = (r0 + HEAD_ROWS).min(need);
+        let chunk = model.backend.head_chunk();
+        let mut have = (r0 + chunk).min(need);
         let rows = if self.draft.is_empty() {
             model.forward(&self.seq, self.fed).await?
         } else {
@@ -340,7 +338,7 @@ impl Generation {
         let mut kept = 0;
         for i in 0..=self.draft.len() {
             if r0 + i >= have {
-                let more = (have + HEAD_ROWS).min(need);
+                let more = (have + chunk).min(need);
                 self.logits.extend_from_slice(model.head_rows(have, more)?);
                 have = more;
             }

@@ -79,6 +79,14 @@ impl Backend {
         }
     }
 
+    /// Rows of a verification pass's head worth computing at once (the GPU computes them all).
+    pub fn head_chunk(&self) -> usize {
+        match self {
+            Backend::Cpu(b) => b.head_chunk(),
+            Backend::WebGpu(_) => MAX_VERIFY,
+        }
+    }
+
     /// The logits of rows `from..to` of the last verification pass.
     pub fn head_rows(&mut self, from: usize, to: usize) -> Result<&[f32]> {
         match self {

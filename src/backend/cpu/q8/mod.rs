@@ -25,6 +25,14 @@ pub const QK: usize = 32;
 const RG: usize = 4;
 /// Activation rows per tile of a prompt's product.
 const TILE: usize = 4;
+/// Activation rows whose product costs about one row's weight loads: a tile where the kernel
+/// shares them (wasm simd128's `dot4x4`), one where it computes rows one by one (AVX2, portable).
+pub const ROWS_SHARING_LOADS: usize =
+    if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+        TILE
+    } else {
+        1
+    };
 /// The weights' offset: stored byte = rounded weight + 64.
 const OFFSET: i32 = 64;
 /// How far ahead of the weights being read a kernel asks for the next ones, in bytes.
