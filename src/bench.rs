@@ -307,6 +307,7 @@ pub struct SpecRun {
 /// warm-up; the two runs of a repetition back to back.
 pub fn speculative(
     model: &mut Model,
+    mut draft_model: Option<&mut Model>,
     prompts: &[SpecPrompt],
     draft: crate::speculate::Draft,
     tokens: usize,
@@ -321,8 +322,14 @@ pub fn speculative(
     let mut out = Vec::new();
     for p in prompts {
         let ids = model.tokenizer.encode(&p.prompt)?;
-        let run = |model: &mut Model, d| {
-            Generation::from_ids(model, ids.clone(), params(d))?.run(model, &mut |_| {}, &|| false)
+        let mut run = |model: &mut Model, d| {
+            let dm = draft_model.as_deref_mut();
+            Generation::from_ids(model, ids.clone(), params(d))?.run_with(
+                model,
+                dm,
+                &mut |_| {},
+                &|| false,
+            )
         };
         run(model, draft)?; // warm-up
         let (mut plain, mut spec) = (Vec::new(), Vec::new());

@@ -189,6 +189,11 @@ pub struct Generation {
     logits: Vec<f32>,
     draft: Vec<u32>,
     seq: Vec<u32>,
+    /// With a draft model: its sampler (the same settings, its own generator), how many ids its
+    /// KV cache holds, and the distribution each draft token was drawn from.
+    draft_sampler: Sampler,
+    draft_fed: usize,
+    q: Vec<Vec<f32>>,
     forwards: usize,
     drafted: usize,
     accepted: usize,
@@ -228,6 +233,10 @@ impl Generation {
         let mut params = params;
         params.stop.retain(|s| !s.is_empty());
         let n_prompt = ids.len();
+        let draft_sampler = Sampler::new(SamplingParams {
+            seed: params.sampling.seed ^ 0x5eed_d4af7,
+            ..params.sampling.clone()
+        })?;
         let draft_len = DraftLength::new(match params.draft {
             Draft::None => 0,
             _ => params.draft_tokens,
@@ -244,6 +253,9 @@ impl Generation {
             logits: Vec::with_capacity(config.vocab_size),
             draft: Vec::new(),
             seq: Vec::new(),
+            draft_sampler,
+            draft_fed: 0,
+            q: Vec::new(),
             forwards: 0,
             drafted: 0,
             accepted: 0,
@@ -282,11 +294,20 @@ impl Generation {
     /// One token: the next of the last model step's, or a new model step (forward, sample —
     /// several tokens after a kept draft) and its first. `None` once generation has ended.
     pub async fn step(&mut self, model: &mut Model) -> Result<Option<TokenEvent>> {
+        self.step_with(model, None).await
+    }
+
+    /// `step` with the draft model of `Draft::Model`.
+    pub async fn step_with(
+        &mut self,
+        model: &mut Model,
+        draft_model: Option<&mut Model>,
+    ) -> Result<Option<TokenEvent>> {
         if self.done.is_some() {
             return Ok(None);
         }
         if self.pending.is_empty() {
-            self.model_step(model).await?;
+            self.model_step(model, draft_model).await?;
         }
         let Some(p) = self.pending.pop_front() else {
             return Err(Error::Backend("a model step produced no token".into()));
@@ -296,7 +317,11 @@ impl Generation {
 
     /// One forward pass: the unfed ids alone, or with a draft after them (the verification
     /// pass); the sampler keeps the draft's tokens while it agrees and adds its own next one.
-    async fn model_step(&mut self, model: &mut Model) -> Result<()> {
+    async fn model_step(
+        &mut self,
+        model: &mut Model,
+        draft_model: Option<&mut Model>,
+    ) -> Result<()> {
         let before = now_ms();
         let first = self.forwards == 0;
         let n_out = self.ids.len() - self.n_prompt;
@@ -309,9 +334,16 @@ impl Generation {
         } else {
             self.draft_len.get().min(room)
         };
-        match self.params.draft {
-            Draft::PromptLookup => prompt_lookup(&self.ids, k, &mut self.draft),
-            Draft::None => self.draft.clear(),
+        match (self.params.draft, draft_model) {
+            (Draft::PromptLookup, _) => prompt_lookup(&self.ids, k, &mut self.draft),
+            (Draft::None, _) => self.draft.clear(),
+            (Draft::Model, Some(dm)) => self.draft_with(dm, model.config.vocab_size, k).await?,
+            (Draft::Model, None) => {
+                return Err(Error::param(
+                    "draft",
+                    "a draft model was asked for but not given",
+                ))
+            }
         }
         let v = model.config.vocab_size;
         self.seq.clear();
@@ -345,9 +377,15 @@ impl Generation {
             let row = &mut self.logits[(r0 + i) * v..][..v];
             let draft = self.draft.get(i).copied();
             let mut top = Vec::new();
-            let (id, ok) =
-                self.sampler
-                    .verify(row, &self.seq, draft, self.params.top_logprobs, &mut top);
+            let n_top = self.params.top_logprobs;
+            let (id, ok) = match (draft, self.params.draft) {
+                (Some(d), Draft::Model) => {
+                    let q = &self.q[i];
+                    self.sampler
+                        .verify_with_q(row, &self.seq, d, q, n_top, &mut top)
+                }
+                _ => self.sampler.verify(row, &self.seq, draft, n_top, &mut top),
+            };
             self.pending.push_back(Pending {
                 id,
                 drafted: ok,
@@ -360,12 +398,47 @@ impl Generation {
             kept += 1;
         }
         self.fed = self.ids.len() + kept;
+        self.draft_fed = self.draft_fed.min(self.fed);
         self.draft_len.update(self.draft.len(), kept);
         self.forwards += 1;
         self.drafted += self.draft.len();
         self.accepted += kept;
         if first {
             self.prefill_ms = now_ms() - before;
+        }
+        Ok(())
+    }
+
+    /// Up to `k` draft tokens from the draft model, each drawn from its distribution (kept in
+    /// `q`) after the ids and the draft so far.
+    async fn draft_with(&mut self, dm: &mut Model, vocab: usize, k: usize) -> Result<()> {
+        self.draft.clear();
+        if dm.config.vocab_size != vocab {
+            return Err(Error::param(
+                "draft",
+                format!(
+                    "the draft model's vocabulary has {} ids, the model's {vocab}; they must be the same",
+                    dm.config.vocab_size
+                ),
+            ));
+        }
+        self.seq.clear();
+        self.seq.extend_from_slice(&self.ids);
+        let k = k.min(dm.config.n_positions.saturating_sub(self.ids.len()));
+        for j in 0..k {
+            let logits = dm.forward(&self.seq, self.draft_fed).await?;
+            self.draft_fed = self.seq.len();
+            self.logits.clear();
+            self.logits.extend_from_slice(logits);
+            if self.q.len() <= j {
+                self.q.push(Vec::new());
+            }
+            let q = &mut self.q[j];
+            self.draft_sampler
+                .distribution(&mut self.logits, &self.seq, q);
+            let d = self.draft_sampler.draw(q);
+            self.draft.push(d);
+            self.seq.push(d);
         }
         Ok(())
     }
@@ -517,6 +590,26 @@ pub fn generate(
 
 #[cfg(not(target_arch = "wasm32"))]
 impl Generation {
+    /// `run` with the draft model of `Draft::Model`.
+    pub fn run_with(
+        &mut self,
+        model: &mut Model,
+        mut draft_model: Option<&mut Model>,
+        on_token: &mut dyn FnMut(&TokenEvent),
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<GenerationResult> {
+        loop {
+            if cancelled() {
+                self.cancel();
+            }
+            let draft = draft_model.as_deref_mut();
+            match pollster::block_on(self.step_with(model, draft))? {
+                Some(ev) => on_token(&ev),
+                None => return Ok(self.result()),
+            }
+        }
+    }
+
     /// Drives the remaining steps natively (blocking on the backend), calling `on_token` once
     /// per token and asking `cancelled` before every forward pass.
     pub fn run(

@@ -198,23 +198,70 @@ impl Sampler {
         n_top: usize,
         top: &mut Vec<Candidate>,
     ) -> (u32, bool) {
-        top.clear();
+        self.verify_against(logits, history, draft.map(|d| (d, None)), n_top, top)
+    }
+
+    /// `verify` for a draft token drawn from a draft model's distribution `q` (dense over the
+    /// vocabulary, from `distribution` with the same settings): keep it with probability
+    /// min(1, p(d)/q(d)), else draw from max(0, p − q) normalised (Leviathan et al. 2023).
+    pub fn verify_with_q(
+        &mut self,
+        logits: &mut [f32],
+        history: &[u32],
+        draft: u32,
+        q: &[f32],
+        n_top: usize,
+        top: &mut Vec<Candidate>,
+    ) -> (u32, bool) {
+        self.verify_against(logits, history, Some((draft, Some(q))), n_top, top)
+    }
+
+    /// The distribution `pick` draws from, dense over the vocabulary (0 outside the candidates;
+    /// one-hot at the argmax when greedy), into `out`.
+    pub fn distribution(&mut self, logits: &mut [f32], history: &[u32], out: &mut Vec<f32>) {
+        out.clear();
+        out.resize(logits.len(), 0.0);
         self.apply_repetition_penalty(logits, history);
-        let p = self.params.clone();
-        if p.is_greedy() {
-            let id = argmax(logits);
-            if n_top > 0 {
-                self.gather(logits, 1.0, false);
-                self.truncate_and_normalise(n_top, top);
-            }
-            return (id, draft == Some(id));
+        if self.params.is_greedy() {
+            out[argmax(logits) as usize] = 1.0;
+            return;
         }
+        let max = self.filter(logits);
+        let total: f64 = self.cand.iter().map(|c| ((c.0 - max) as f64).exp()).sum();
+        for c in &self.cand {
+            out[c.1 as usize] = (((c.0 - max) as f64).exp() / total) as f32;
+        }
+    }
+
+    /// A token drawn from a dense distribution (`distribution`'s), with this sampler's
+    /// generator; the argmax when greedy.
+    pub fn draw(&mut self, dist: &[f32]) -> u32 {
+        if self.params.is_greedy() {
+            return argmax(dist);
+        }
+        let mut u = self.rng.next_f64() * dist.iter().map(|&p| p as f64).sum::<f64>();
+        let mut last = 0;
+        for (i, &p) in dist.iter().enumerate() {
+            if p > 0.0 {
+                last = i as u32;
+                u -= p as f64;
+                if u < 0.0 {
+                    return i as u32;
+                }
+            }
+        }
+        last
+    }
+
+    /// The candidates after temperature, top-k, top-p and min-p, in `cand` (sorted by logit,
+    /// descending, when restricted); returns their largest scaled logit.
+    fn filter(&mut self, logits: &[f32]) -> f32 {
+        let p = self.params.clone();
         let restrict = p.top_k > 0 || p.top_p < 1.0 || p.min_p > 0.0;
         self.gather(logits, p.temperature, restrict);
         if p.top_k > 0 && p.top_k < self.cand.len() {
             self.cand.truncate(p.top_k);
         }
-        // Softmax over the candidates (sorted by logit, descending, when restricted).
         let max = self
             .cand
             .iter()
@@ -238,23 +285,78 @@ impl Sampler {
             let keep = self.cand.iter().take_while(|c| c.0 >= cut).count().max(1);
             self.cand.truncate(keep);
         }
+        max
+    }
+
+    /// The rule behind `pick`, `verify` and `verify_with_q`: a draft token and, for a draft
+    /// model, its distribution q (None: q is one-hot at the draft).
+    fn verify_against(
+        &mut self,
+        logits: &mut [f32],
+        history: &[u32],
+        draft: Option<(u32, Option<&[f32]>)>,
+        n_top: usize,
+        top: &mut Vec<Candidate>,
+    ) -> (u32, bool) {
+        top.clear();
+        self.apply_repetition_penalty(logits, history);
+        let params = self.params.clone();
+        if params.is_greedy() {
+            let id = argmax(logits);
+            if n_top > 0 {
+                self.gather(logits, 1.0, false);
+                self.truncate_and_normalise(n_top, top);
+            }
+            return (id, draft.map(|d| d.0) == Some(id));
+        }
+        let restrict = params.top_k > 0 || params.top_p < 1.0 || params.min_p > 0.0;
+        let max = self.filter(logits);
         let weight = |c: &(f32, u32)| ((c.0 - max) as f64).exp();
-        let mut total: f64 = self.cand.iter().map(weight).sum();
+        let total: f64 = self.cand.iter().map(weight).sum();
+        // p after a rejected draft: p − q clipped at 0 (for a one-hot q, p without the draft).
+        let mut residual: Option<(u32, Option<&[f32]>)> = None;
         let mut chosen = None;
-        if let Some(d) = draft {
+        if let Some((d, q)) = draft {
             let p_d = self.cand.iter().find(|c| c.1 == d).map_or(0.0, weight) / total;
-            if self.rng.next_f64() < p_d {
+            let q_d = q.map_or(1.0, |q| q.get(d as usize).copied().unwrap_or(0.0) as f64);
+            let keep = if q_d > 0.0 { (p_d / q_d).min(1.0) } else { 1.0 };
+            if self.rng.next_f64() < keep {
                 chosen = Some((d, true));
             } else {
-                total -= p_d * total; // p without the draft
+                residual = Some((d, q));
             }
         }
         let (id, accepted) = chosen.unwrap_or_else(|| {
-            let mut u = self.rng.next_f64() * total;
-            let others = self.cand.iter().filter(|c| Some(c.1) != draft);
-            let mut id = others.clone().next_back().map_or(0, |c| c.1);
-            for c in others {
-                u -= weight(c);
+            // In the units of `weight`, so that plain sampling draws exactly as it always has.
+            let r = |c: &(f32, u32)| -> f64 {
+                match residual {
+                    None => weight(c),
+                    Some((d, None)) => {
+                        if c.1 == d {
+                            0.0
+                        } else {
+                            weight(c)
+                        }
+                    }
+                    Some((_, Some(q))) => {
+                        let q = q.get(c.1 as usize).copied().unwrap_or(0.0) as f64;
+                        (weight(c) - q * total).max(0.0)
+                    }
+                }
+            };
+            let mass: f64 = match residual {
+                None => total,
+                _ => self.cand.iter().map(r).sum(),
+            };
+            let mut u = self.rng.next_f64() * mass;
+            let mut id = match residual {
+                None => self.cand.last().map_or(0, |c| c.1),
+                _ => (self.cand.iter().rev().find(|c| r(c) > 0.0))
+                    .or(self.cand.first())
+                    .map_or(0, |c| c.1),
+            };
+            for c in &self.cand {
+                u -= r(c);
                 if u < 0.0 {
                     id = c.1;
                     break;

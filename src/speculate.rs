@@ -19,6 +19,9 @@ pub enum Draft {
     None,
     /// n-gram lookup in the prompt and the text so far.
     PromptLookup,
+    /// A smaller model with the same vocabulary, given to `Generation::step_with`, drafts with
+    /// the same sampler settings.
+    Model,
 }
 
 impl std::str::FromStr for Draft {
@@ -40,6 +43,7 @@ impl Draft {
         match self {
             Draft::None => "none",
             Draft::PromptLookup => "prompt-lookup",
+            Draft::Model => "model",
         }
     }
 }

@@ -330,3 +330,43 @@ fn eval_takes_a_text_shorter_than_one_window_as_one_window() {
     assert!(String::from_utf8_lossy(&one.stderr).contains("it takes two"));
     let _ = std::fs::remove_file(&file);
 }
+
+#[test]
+fn generate_with_a_draft_prints_the_plain_text_and_counts_model_steps() {
+    let base = [
+        "generate",
+        "--model",
+        DEMO,
+        "--prompt",
+        "ROMEO: I love thee, I love thee, I love thee,",
+        "--max-tokens",
+        "24",
+        "--backend",
+        "cpu",
+        "--json",
+    ];
+    let plain = stdout_json_lines(&gpt2(&base)).pop().unwrap();
+    for draft in ["prompt-lookup", DEMO] {
+        let args = [&base[..], &["--draft", draft]].concat();
+        let lines = stdout_json_lines(&gpt2(&args));
+        let last = lines.last().unwrap();
+        assert_eq!(last["tokens"], plain["tokens"], "--draft {draft}");
+        let m = &last["metrics"];
+        let (forwards, kept) = (
+            m["targetForwards"].as_u64().unwrap(),
+            m["acceptedDraftTokens"].as_u64().unwrap(),
+        );
+        assert_eq!(forwards + kept, 24, "--draft {draft}: {m}");
+        assert!(kept > 0, "--draft {draft}: nothing kept");
+        let drafted = lines[..lines.len() - 1]
+            .iter()
+            .filter(|l| l["drafted"] == true)
+            .count();
+        assert_eq!(drafted as u64, kept);
+    }
+    let bad = gpt2(&[&base[..], &["--draft", "no/such/dir"]].concat());
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("neither prompt-lookup nor a model folder")
+    );
+}

@@ -311,3 +311,145 @@ fn draft_settings_are_checked() {
     assert!("tea-leaves".parse::<Draft>().is_err());
     let _ = &mut model;
 }
+
+#[test]
+fn greedy_with_a_draft_model_is_plain_greedy_token_for_token() {
+    // The target in f32, the draft the same model in q8: close, not equal, distributions.
+    let mut target = load_as(DEMO, CpuDtype::F32);
+    let mut draft = load_as(DEMO, CpuDtype::Q8);
+    for prompt in PROMPTS {
+        let ids = target.tokenizer.encode(prompt).unwrap();
+        let (plain, _) = run_ids(&mut target, &ids, params(40, Draft::None));
+        let mut g = gpt2_web::Generation::from_ids(&target, ids, params(40, Draft::Model)).unwrap();
+        let mut events = Vec::new();
+        let spec = g
+            .run_with(
+                &mut target,
+                Some(&mut draft),
+                &mut |e| events.push(e.clone()),
+                &|| false,
+            )
+            .unwrap();
+        assert_eq!(spec.tokens, plain.tokens, "{prompt:?}");
+        assert_eq!(events.len(), spec.tokens.len());
+        let m = &spec.metrics;
+        assert!(
+            m.accepted_draft_tokens * 2 > m.drafted_tokens,
+            "{m:?}: q8 should mostly agree with f32"
+        );
+        assert_eq!(
+            m.target_forwards + m.accepted_draft_tokens,
+            spec.tokens.len()
+        );
+    }
+    // Without the draft model, or with one of another vocabulary: a sentence.
+    let mut g =
+        gpt2_web::Generation::from_ids(&target, vec![1, 2], params(4, Draft::Model)).unwrap();
+    let e = block_on(g.step(&mut target))
+        .and_then(|_| block_on(g.step(&mut target)))
+        .unwrap_err();
+    assert!(e.to_string().contains("draft model"), "{e}");
+    let mut tiny = load(TINY);
+    let mut g =
+        gpt2_web::Generation::from_ids(&target, vec![1, 2], params(4, Draft::Model)).unwrap();
+    let e = g
+        .run_with(&mut target, Some(&mut tiny), &mut |_| {}, &|| false)
+        .unwrap_err();
+    assert!(e.to_string().contains("vocabulary"), "{e}");
+}
+
+#[test]
+fn sampled_sequences_with_a_draft_model_follow_the_target() {
+    // Target: the tiny model in f32 at temperature 1, top-k 3. Draft: the same model in q8, so q
+    // differs from p a little and both the acceptance and the residual draw are exercised.
+    let mut target = load_as(TINY, CpuDtype::F32);
+    let mut draft = load_as(TINY, CpuDtype::Q8);
+    let sp = |seed| SamplingParams {
+        temperature: 1.0,
+        top_k: 3,
+        seed,
+        ..Default::default()
+    };
+    let prompt: Vec<u32> = vec![5, 17, 99];
+    let dist = |model: &mut Model, ids: &[u32]| -> Vec<(u32, f64)> {
+        let mut l = block_on(model.forward(ids, 0)).unwrap().to_vec();
+        let mut top = Vec::new();
+        Sampler::new(sp(0))
+            .unwrap()
+            .verify(&mut l, ids, None, 3, &mut top);
+        top.iter().map(|c| (c.id, c.prob as f64)).collect()
+    };
+    let mut exact: Vec<(Vec<u32>, f64)> = Vec::new();
+    for (a, pa) in dist(&mut target, &prompt) {
+        let pa_ids = [prompt.clone(), vec![a]].concat();
+        for (b, pb) in dist(&mut target, &pa_ids) {
+            let pb_ids = [pa_ids.clone(), vec![b]].concat();
+            for (c, pc) in dist(&mut target, &pb_ids) {
+                exact.push((vec![a, b, c], pa * pb * pc));
+            }
+        }
+    }
+    let mut counts = vec![0usize; exact.len()];
+    let (mut drafted, mut rejected, n) = (0, 0, 3000);
+    for seed in 0..n {
+        let params = GenerateParams {
+            max_tokens: 4,
+            ignore_eos: true,
+            draft: Draft::Model,
+            draft_tokens: 3,
+            sampling: sp(seed),
+            ..Default::default()
+        };
+        let mut g = gpt2_web::Generation::from_ids(&target, prompt.clone(), params).unwrap();
+        let r = g
+            .run_with(&mut target, Some(&mut draft), &mut |_| {}, &|| false)
+            .unwrap();
+        drafted += r.metrics.drafted_tokens;
+        rejected += r.metrics.drafted_tokens - r.metrics.accepted_draft_tokens;
+        let at = exact.iter().position(|(s, _)| *s == r.tokens[..3]);
+        counts[at.unwrap_or_else(|| panic!("{:?} is outside the top-3 sets", r.tokens))] += 1;
+    }
+    assert!(
+        drafted > n as usize && rejected > 0,
+        "drafted {drafted}, rejected {rejected}"
+    );
+    let p: Vec<f64> = exact.iter().map(|e| e.1).collect();
+    let (chi, df) = chi_square(&counts, &p);
+    assert!(chi < chi_square_limit(df), "chi² {chi} with {df} df");
+}
+
+#[test]
+fn the_draft_model_rule_keeps_the_distribution_and_a_wrong_one_is_caught() {
+    // p from the target's logits, q from the draft's (different); d ~ q, then the rule must give
+    // p. "Keep d whenever p(d) > 0" (ignoring q) gives q instead and must fail.
+    let target = [1.0f32, 0.2, 0.9, -0.5, 0.0, -3.0];
+    let draft = [0.1f32, 1.5, 0.3, 0.8, -1.0, 0.0];
+    let sp = |seed| SamplingParams {
+        temperature: 1.0,
+        seed,
+        ..Default::default()
+    };
+    let (mut s, mut ds) = (Sampler::new(sp(3)).unwrap(), Sampler::new(sp(4)).unwrap());
+    let (mut q, mut p) = (Vec::new(), Vec::new());
+    ds.distribution(&mut draft.clone(), &[], &mut q);
+    s.distribution(&mut target.clone(), &[], &mut p);
+    let p: Vec<f64> = p.iter().map(|&x| x as f64).collect();
+    let mut top = Vec::new();
+    let (mut right, mut wrong) = (vec![0; 6], vec![0; 6]);
+    for _ in 0..20_000 {
+        let d = ds.draw(&q);
+        let (id, _) = s.verify_with_q(&mut target.clone(), &[], d, &q, 0, &mut top);
+        right[id as usize] += 1;
+        wrong[d as usize] += 1;
+    }
+    let (chi, df) = chi_square(&right, &p);
+    assert!(
+        chi < chi_square_limit(df),
+        "rule: chi² {chi} with {df} df: {right:?} vs {p:?}"
+    );
+    let (chi, df) = chi_square(&wrong, &p);
+    assert!(
+        chi > chi_square_limit(df),
+        "the wrong rule passed: chi² {chi}"
+    );
+}

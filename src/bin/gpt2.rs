@@ -5,7 +5,7 @@
 //! the summary line of `generate` without `--json`.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use gpt2_web::{generate, BackendChoice, CpuDtype, GenerateParams, Model, SamplingParams};
+use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Model, SamplingParams};
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -55,7 +55,7 @@ enum DtypeArg {
 }
 
 /// Where the model is and what runs it.
-#[derive(Args)]
+#[derive(Args, Clone)]
 struct ModelArgs {
     /// A folder with config.json, model.safetensors and tokenizer.json
     #[arg(long, value_name = "DIR")]
@@ -155,10 +155,11 @@ struct GenerateCmd {
     /// End before this text (repeatable); it is not printed
     #[arg(long, value_name = "TEXT")]
     stop: Vec<String>,
-    /// Speculative decoding: draft tokens by prompt lookup (n-grams of the prompt and the text
-    /// so far), checked by one forward each step; the same text as without (greedy)
-    #[arg(long, value_name = "DRAFTER")]
-    draft: Option<DraftArg>,
+    /// Speculative decoding: "prompt-lookup" (n-grams of the prompt and the text so far) or the
+    /// folder of a smaller GPT-2 with the same vocabulary; one forward checks each draft, and the
+    /// text is the same as without (greedy) or has the same distribution (sampling)
+    #[arg(long, value_name = "prompt-lookup|DIR")]
+    draft: Option<String>,
     /// The most tokens one draft proposes (1..=15; the length adapts below it)
     #[arg(long, default_value_t = 8)]
     draft_tokens: usize,
@@ -167,12 +168,22 @@ struct GenerateCmd {
     json: bool,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum DraftArg {
-    /// n-gram lookup in the prompt and the text so far
-    PromptLookup,
-    /// no speculation
-    None,
+/// `--draft`: a drafter's name, or a draft model's folder (loaded with `model`'s backend and dtype).
+fn drafter(arg: Option<&str>, model: &ModelArgs) -> CliResult<(gpt2_web::Draft, Option<Model>)> {
+    match arg {
+        None | Some("none") => Ok((gpt2_web::Draft::None, None)),
+        Some("prompt-lookup") => Ok((gpt2_web::Draft::PromptLookup, None)),
+        Some(dir) if Path::new(dir).join("config.json").is_file() => {
+            let args = ModelArgs {
+                model: PathBuf::from(dir),
+                ..*model
+            };
+            Ok((gpt2_web::Draft::Model, Some(args.load()?)))
+        }
+        Some(other) => Err(usage(format!(
+            "--draft {other}: neither prompt-lookup nor a model folder (with config.json)"
+        ))),
+    }
 }
 
 #[derive(Args)]
@@ -202,10 +213,10 @@ struct BenchCmd {
     /// Prompt length (default: 16, or a quarter of a smaller context)
     #[arg(long)]
     prompt_tokens: Option<usize>,
-    /// Instead of the length lab: each prompt of --prompts plain and with this drafter (greedy),
-    /// tokens per model forward and the wall-clock ratio
-    #[arg(long, value_name = "DRAFTER")]
-    draft: Option<DraftArg>,
+    /// Instead of the length lab: each prompt of --prompts plain and with this drafter
+    /// (prompt-lookup or a draft model's folder; greedy), tokens per forward and the ratio
+    #[arg(long, value_name = "prompt-lookup|DIR")]
+    draft: Option<String>,
     /// The speculative benchmark's prompts: {"prompts": [{"name", "kind", "prompt"}]}
     #[arg(
         long,
@@ -283,13 +294,11 @@ impl GenerateCmd {
                 seed: self.seed,
             },
             stop: self.stop.clone(),
-            draft: match self.draft {
-                Some(DraftArg::PromptLookup) => gpt2_web::Draft::PromptLookup,
-                Some(DraftArg::None) | None => gpt2_web::Draft::None,
-            },
             draft_tokens: self.draft_tokens,
             ..Default::default()
         };
+        let (draft, mut draft_model) = drafter(self.draft.as_deref(), &self.model)?;
+        let params = GenerateParams { draft, ..params };
         params.validate().map_err(|e| usage(e.to_string()))?;
         let mut model = self.model.load()?;
         let mut out = std::io::stdout().lock();
@@ -301,7 +310,8 @@ impl GenerateCmd {
             };
             let _ = out.flush();
         };
-        let r = generate(&mut model, &prompt, params, &mut on_token, &|| false)?;
+        let mut g = gpt2_web::Generation::new(&model, &prompt, params)?;
+        let r = g.run_with(&mut model, draft_model.as_mut(), &mut on_token, &|| false)?;
         if self.json {
             return emit(to_json(&r)?);
         }
@@ -362,7 +372,7 @@ impl BenchCmd {
                 "--lengths needs positive whole numbers, e.g. 10,40,80,160",
             ));
         }
-        if let Some(d) = self.draft {
+        if let Some(d) = &self.draft {
             return self.speculative(d);
         }
         let mut model = self.model.load()?;
@@ -379,7 +389,7 @@ impl BenchCmd {
 }
 
 impl BenchCmd {
-    fn speculative(&self, draft: DraftArg) -> CliResult<()> {
+    fn speculative(&self, draft: &str) -> CliResult<()> {
         #[derive(serde::Deserialize)]
         struct Prompts {
             prompts: Vec<gpt2_web::bench::SpecPrompt>,
@@ -389,13 +399,19 @@ impl BenchCmd {
             std::fs::read(p).map_err(|e| usage(format!("--prompts {}: {e}", p.display())))?;
         let prompts: Prompts = serde_json::from_slice(&bytes)
             .map_err(|e| usage(format!("--prompts {}: {e}", p.display())))?;
-        let draft = match draft {
-            DraftArg::PromptLookup => gpt2_web::Draft::PromptLookup,
-            DraftArg::None => return Err(usage("--draft none has nothing to compare")),
-        };
+        let (kind, mut draft_model) = drafter(Some(draft), &self.model)?;
+        if kind == gpt2_web::Draft::None {
+            return Err(usage("--draft none has nothing to compare"));
+        }
         let mut model = self.model.load()?;
-        let runs =
-            gpt2_web::bench::speculative(&mut model, &prompts.prompts, draft, self.tokens, 3)?;
+        let runs = gpt2_web::bench::speculative(
+            &mut model,
+            draft_model.as_mut(),
+            &prompts.prompts,
+            kind,
+            self.tokens,
+            3,
+        )?;
         if self.json {
             return emit(to_json(&runs)?);
         }
@@ -404,7 +420,7 @@ impl BenchCmd {
             model.backend.name(),
             model.backend.dtype_name(),
             self.tokens,
-            draft.as_str(),
+            draft,
             gpt2_web::bench::speculative_table(&runs).trim_end()
         ))
     }
