@@ -72,41 +72,68 @@ pub fn prompt_lookup(ids: &[u32], k: usize, out: &mut Vec<u32>) {
 }
 
 /// How many tokens to draft: grows by one after a draft kept whole, halves after one rejected at
-/// its first token, and stays at one at least while there is anything to try. A rejected draft
-/// costs a verification pass instead of a decode step, about the same on a bandwidth-bound CPU,
-/// so a poor drafter keeps drafting little rather than stopping.
+/// its first token. At one token, three such rejections in a row pause drafting for 8 model steps
+/// (16, 32, … up to 256 if it keeps failing; a kept draft resets it), after which one token is
+/// tried again. So a drafter that never agrees with the model costs a few steps in hundreds, and
+/// one that starts to agree is found again.
 #[derive(Clone, Debug)]
 pub struct DraftLength {
     k: usize,
     max: usize,
+    misses: usize,
+    pause: usize,
+    backoff: usize,
 }
+
+/// Model steps without a draft after the first run of failures at one token.
+const FIRST_PAUSE: usize = 8;
+const LONGEST_PAUSE: usize = 256;
 
 impl DraftLength {
     pub fn new(max: usize) -> DraftLength {
         DraftLength {
             k: max.clamp(1, 4),
             max,
+            misses: 0,
+            pause: 0,
+            backoff: FIRST_PAUSE,
         }
     }
 
-    /// Tokens to draft now (0 when `max` is 0).
+    /// Tokens to draft now (0 when `max` is 0 or drafting is paused).
     pub fn get(&self) -> usize {
-        if self.max == 0 {
+        if self.max == 0 || self.pause > 0 {
             0
         } else {
             self.k
         }
     }
 
-    /// After a draft of `drafted` tokens of which `accepted` were kept.
+    /// After a model step with a draft of `drafted` tokens of which `accepted` were kept
+    /// (`drafted` 0: a step without a draft).
     pub fn update(&mut self, drafted: usize, accepted: usize) {
-        if drafted == 0 || self.max == 0 {
+        if self.max == 0 {
+            return;
+        }
+        if drafted == 0 {
+            self.pause = self.pause.saturating_sub(1);
             return;
         }
         if accepted == drafted {
             self.k = (self.k + 1).min(self.max);
+            (self.misses, self.backoff) = (0, FIRST_PAUSE);
         } else if accepted == 0 {
+            if self.k == 1 {
+                self.misses += 1;
+                if self.misses == 3 {
+                    self.pause = self.backoff;
+                    self.backoff = (self.backoff * 2).min(LONGEST_PAUSE);
+                    self.misses = 0;
+                }
+            }
             self.k = (self.k / 2).max(1);
+        } else {
+            self.misses = 0;
         }
     }
 }
@@ -148,10 +175,26 @@ mod tests {
             k.update(k.get(), k.get());
         }
         assert_eq!(k.get(), 8);
-        for _ in 0..10 {
-            k.update(k.get(), 0);
+        for _ in 0..4 {
+            k.update(k.get(), 0); // 8 → 4 → 2 → 1 → 1 (a first miss at one token)
         }
         assert_eq!(k.get(), 1);
+        k.update(1, 0);
+        k.update(1, 0); // the third miss at one token: a pause
+        for _ in 0..8 {
+            assert_eq!(k.get(), 0);
+            k.update(0, 0);
+        }
+        assert_eq!(k.get(), 1, "tried again after the pause");
+        for _ in 0..3 {
+            k.update(1, 0);
+        }
+        for _ in 0..16 {
+            assert_eq!(k.get(), 0, "the second pause is twice as long");
+            k.update(0, 0);
+        }
+        k.update(1, 1); // kept: drafting grows again and the pause resets
+        assert_eq!(k.get(), 2);
         assert_eq!(DraftLength::new(0).get(), 0);
     }
 }
