@@ -1,0 +1,145 @@
+use super::*;
+
+fn params(f: impl FnOnce(&mut SamplingParams)) -> SamplingParams {
+    let mut p = SamplingParams {
+        temperature: 1.0,
+        seed: 7,
+        ..Default::default()
+    };
+    f(&mut p);
+    p
+}
+
+/// The set of ids a sampler can pick from `logits`, found by sampling many times.
+fn support(p: SamplingParams, logits: &[f32]) -> Vec<u32> {
+    let mut s = Sampler::new(p).unwrap();
+    let mut ids: Vec<u32> = (0..2000)
+        .map(|_| s.pick(&mut logits.to_vec(), &[], 0, &mut Vec::new()))
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+// probabilities of ln([0.5, 0.25, 0.15, 0.1]) are exactly those numbers
+fn four() -> Vec<f32> {
+    [0.5f32, 0.25, 0.15, 0.1].iter().map(|p| p.ln()).collect()
+}
+
+#[test]
+fn top_k_keeps_the_k_largest() {
+    assert_eq!(support(params(|p| p.top_k = 2), &four()), [0, 1]);
+    assert_eq!(support(params(|p| p.top_k = 10), &four()), [0, 1, 2, 3]);
+}
+
+#[test]
+fn top_p_keeps_the_smallest_set_reaching_p() {
+    // cumulative: 0.5, 0.75, 0.9, 1.0
+    assert_eq!(support(params(|p| p.top_p = 0.5), &four()), [0]);
+    assert_eq!(support(params(|p| p.top_p = 0.6), &four()), [0, 1]);
+    assert_eq!(support(params(|p| p.top_p = 0.8), &four()), [0, 1, 2]);
+}
+
+#[test]
+fn min_p_drops_tokens_below_a_fraction_of_the_top() {
+    // threshold 0.4 × 0.5 = 0.2 keeps 0.5 and 0.25
+    assert_eq!(support(params(|p| p.min_p = 0.4), &four()), [0, 1]);
+    // threshold 0.25 × 0.5 = 0.125 keeps 0.15 too
+    assert_eq!(support(params(|p| p.min_p = 0.25), &four()), [0, 1, 2]);
+}
+
+#[test]
+fn repetition_penalty_divides_positive_and_multiplies_negative_logits() {
+    let mut s = Sampler::new(params(|p| p.repetition_penalty = 2.0)).unwrap();
+    let mut logits = vec![4.0, -1.0, 3.0, 1.0];
+    s.apply_repetition_penalty(&mut logits, &[0, 1, 0]);
+    assert_eq!(logits, [2.0, -2.0, 3.0, 1.0]);
+    // Greedy with the penalty now picks token 2.
+    let mut g = Sampler::new(SamplingParams {
+        repetition_penalty: 2.0,
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(
+        g.pick(&mut [4.0, -1.0, 3.0, 1.0], &[0], 0, &mut Vec::new()),
+        2
+    );
+}
+
+#[test]
+fn sampling_frequencies_follow_the_distribution() {
+    let mut s = Sampler::new(params(|_| {})).unwrap();
+    let mut counts = [0usize; 4];
+    let n = 20000;
+    for _ in 0..n {
+        counts[s.pick(&mut four(), &[], 0, &mut Vec::new()) as usize] += 1;
+    }
+    for (c, p) in counts.iter().zip([0.5, 0.25, 0.15, 0.1]) {
+        let f = *c as f64 / n as f64;
+        assert!((f - p).abs() < 0.015, "frequency {f} vs probability {p}");
+    }
+}
+
+#[test]
+fn seeded_sampling_is_reproducible_and_seed_dependent() {
+    let logits: Vec<f32> = (0..1000)
+        .map(|i| ((i * 7919) % 1000) as f32 / 300.0)
+        .collect();
+    let run = |seed| {
+        let mut s = Sampler::new(params(|p| {
+            p.seed = seed;
+            p.top_p = 0.95;
+        }))
+        .unwrap();
+        (0..50)
+            .map(|_| s.pick(&mut logits.clone(), &[], 0, &mut Vec::new()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(1), run(1));
+    assert_ne!(run(1), run(2));
+}
+
+#[test]
+fn rng_matches_reference_xoshiro256starstar() {
+    // First outputs for state [1, 2, 3, 4] from the reference C implementation.
+    let mut r = Rng { s: [1, 2, 3, 4] };
+    let got: Vec<u64> = (0..3).map(|_| r.next_u64()).collect();
+    assert_eq!(got, [11520, 0, 1509978240]);
+}
+
+#[test]
+fn temperature_zero_is_argmax_and_top_list_holds_the_pick() {
+    let mut s = Sampler::new(SamplingParams::default()).unwrap();
+    let mut top = Vec::new();
+    let id = s.pick(&mut four(), &[], 3, &mut top);
+    assert_eq!(id, 0);
+    assert_eq!(top.iter().map(|c| c.id).collect::<Vec<_>>(), [0, 1, 2]);
+    assert!((top[0].prob - 0.5).abs() < 1e-6);
+    let sum: f32 = top.iter().map(|c| c.prob).sum();
+    assert!(sum <= 1.0 + 1e-6);
+}
+
+#[test]
+fn top_list_is_the_distribution_after_filtering() {
+    let mut s = Sampler::new(params(|p| p.top_k = 2)).unwrap();
+    let mut top = Vec::new();
+    s.pick(&mut four(), &[], 10, &mut top);
+    assert_eq!(top.len(), 2);
+    assert!((top[0].prob - 2.0 / 3.0).abs() < 1e-6, "{top:?}");
+}
+
+#[test]
+fn out_of_range_parameters_are_named() {
+    for (p, name) in [
+        (params(|p| p.temperature = -1.0), "temperature"),
+        (params(|p| p.top_p = 0.0), "top_p"),
+        (params(|p| p.min_p = 2.0), "min_p"),
+        (
+            params(|p| p.repetition_penalty = f32::NAN),
+            "repetition_penalty",
+        ),
+    ] {
+        let e = Sampler::new(p).err().unwrap().to_string();
+        assert!(e.contains(name), "{e}");
+    }
+}
