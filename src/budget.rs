@@ -80,11 +80,12 @@ impl Footprint {
             2 * c * 4,
         ])?;
         let kv_cache = mul(&[2, l, t, c, 4])?;
-        // x, h, qkv (3), a: 6C per row; the MLP's H; the q8 activations (one byte a value); logits.
+        // x, h, qkv (3), a: 6C per row; the MLP's H; the q8 activations (one byte a value); the
+        // logits of a verification pass (speculative decoding), MAX_VERIFY rows.
         let activations = add(&[
             mul(&[t, 6 * c + h, 4])?,
             mul(&[t, c.max(h) + c.max(h) / 8])?,
-            mul(&[v, 4])?,
+            mul(&[crate::config::MAX_VERIFY as u64, v, 4])?,
         ])?;
         let largest = (v * c).max(c * h).max(3 * c * c).max(t * c);
         let conversion = mul(&[largest, 4, if dtype == CpuDtype::F32 { 2 } else { 1 }])?;
