@@ -112,7 +112,11 @@ impl Options {
             stop: self.stop.clone(),
             top_logprobs: whole("topLogprobs", self.top_logprobs, 100.0)? as usize,
             ignore_eos: self.ignore_eos,
-            draft: self.draft.parse().map_err(js_err)?,
+            // "model": a loaded draft model that gpt2.js passes to the worker beside the options.
+            draft: match self.draft.as_str() {
+                "model" => crate::Draft::Model,
+                other => other.parse().map_err(js_err)?,
+            },
             draft_tokens: whole("draftTokens", self.draft_tokens, 1e9)? as usize,
         };
         params.validate().map_err(js_err)?;
@@ -163,15 +167,50 @@ struct State {
 }
 
 impl State {
-    /// One step (a GPU failure continues on the CPU inside `Model::forward`).
-    async fn step(&mut self) -> crate::Result<Option<crate::TokenEvent>> {
+    /// One step, with a draft model if given (a GPU failure continues on the CPU inside
+    /// `Model::forward`).
+    async fn step(
+        &mut self,
+        draft: Option<&mut Model>,
+    ) -> crate::Result<Option<crate::TokenEvent>> {
         let Some(g) = self.generation.as_mut() else {
             return Err(crate::Error::Backend(
                 "no generation in progress: call start first".into(),
             ));
         };
-        g.step(&mut self.model).await
+        g.step_with(&mut self.model, draft).await
     }
+}
+
+/// The engine's state, taken out while a step runs (`BUSY` if it already is).
+fn take(cell: &Rc<RefCell<Option<State>>>) -> Result<State, JsValue> {
+    cell.borrow_mut()
+        .take()
+        .ok_or_else(|| JsValue::from(JsError::new(BUSY)))
+}
+
+/// A step's outcome for JS: the token event with its candidates' text, or `undefined` at the end.
+fn token_js(st: &State, out: crate::Result<Option<crate::TokenEvent>>) -> Result<JsValue, JsValue> {
+    match out.map_err(js_err)? {
+        None => Ok(JsValue::UNDEFINED),
+        Some(mut ev) => {
+            let tok = &st.model.tokenizer;
+            let top = std::mem::take(&mut ev.top);
+            to_js(&TokenJs {
+                top: (!top.is_empty()).then(|| {
+                    top.iter()
+                        .map(|c| TopJs {
+                            id: c.id,
+                            text: tok.decode(&[c.id]),
+                            prob: c.prob,
+                        })
+                        .collect()
+                }),
+                event: ev,
+            })
+        }
+    }
+    .map_err(JsValue::from)
 }
 
 /// What a model of this `config.json` with a weights file of `weightsBytes` will need in memory on
@@ -335,32 +374,33 @@ impl Engine {
     pub fn step(&self) -> js_sys::Promise {
         let cell = self.state.clone();
         wasm_bindgen_futures::future_to_promise(async move {
-            let mut st = cell
-                .borrow_mut()
-                .take()
-                .ok_or_else(|| JsValue::from(JsError::new(BUSY)))?;
-            let out = st.step().await.map_err(js_err);
-            let out = out.and_then(|ev| match ev {
-                None => Ok(JsValue::UNDEFINED),
-                Some(mut ev) => {
-                    let tok = &st.model.tokenizer;
-                    let top = std::mem::take(&mut ev.top);
-                    to_js(&TokenJs {
-                        top: (!top.is_empty()).then(|| {
-                            top.iter()
-                                .map(|c| TopJs {
-                                    id: c.id,
-                                    text: tok.decode(&[c.id]),
-                                    prob: c.prob,
-                                })
-                                .collect()
-                        }),
-                        event: ev,
-                    })
-                }
-            });
+            let mut st = take(&cell)?;
+            let out = st.step(None).await;
+            let out = token_js(&st, out);
             *cell.borrow_mut() = Some(st);
-            out.map_err(JsValue::from)
+            out
+        })
+    }
+
+    /// `step` with `draft`'s model drafting (the generation's `draft: 'model'`); both engines
+    /// are busy until it resolves.
+    #[wasm_bindgen(js_name = stepWith)]
+    pub fn step_with(&self, draft: &Engine) -> js_sys::Promise {
+        let (cell, draft_cell) = (self.state.clone(), draft.state.clone());
+        wasm_bindgen_futures::future_to_promise(async move {
+            let mut st = take(&cell)?;
+            let mut dst = match take(&draft_cell) {
+                Ok(d) => d,
+                Err(e) => {
+                    *cell.borrow_mut() = Some(st);
+                    return Err(e);
+                }
+            };
+            let out = st.step(Some(&mut dst.model)).await;
+            let out = token_js(&st, out);
+            *cell.borrow_mut() = Some(st);
+            *draft_cell.borrow_mut() = Some(dst);
+            out
         })
     }
 

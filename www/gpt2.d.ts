@@ -147,9 +147,11 @@ export interface GenerateOptions {
    * Speculative decoding: 'prompt-lookup' drafts the next tokens from n-grams of the prompt and the
    * text so far, and one forward pass checks the whole draft, so one model step can give several
    * tokens. Greedy output is token for token the same as without; sampled output has exactly the
-   * same distribution. Default 'none'.
+   * same distribution. A loaded model (`await Gpt2.load({ model: smallerFolder })`) drafts
+   * instead: any GPT-2 with the same vocabulary, with the same sampler settings; it is busy while
+   * the generation runs. Default 'none'.
    */
-  draft?: 'prompt-lookup' | 'none';
+  draft?: 'prompt-lookup' | 'none' | Gpt2;
   /** The most tokens one draft proposes, 1–15 (the length adapts below it). Default 8. */
   draftTokens?: number;
 }

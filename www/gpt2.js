@@ -365,6 +365,19 @@ export class Gpt2 {
   async generate(prompt, options = {}) {
     if (this.#disposed) throw new Error('this model has been disposed');
     if (typeof prompt !== 'string') throw new Error('the prompt must be a string');
+    // A loaded model as the draft: the worker steps the two together.
+    let draftModel;
+    if (options?.draft instanceof Gpt2) {
+      const d = options.draft;
+      if (d.#disposed) throw new Error('the draft model has been disposed');
+      if (d.#id === this.#id) {
+        throw new Error('the draft model is this model (loads of one folder with one backend share it); load a smaller one');
+      }
+      draftModel = d.#id;
+      options = { ...options, draft: 'model' };
+    } else if (options?.draft === 'model') {
+      throw new Error("invalid draft: pass the loaded draft model itself (draft: await Gpt2.load(…)), not 'model'");
+    }
     const { signal, onToken, options: opts } = checkOptions(options);
     if (signal?.aborted) return emptyResult();
     let settle;
@@ -380,7 +393,7 @@ export class Gpt2 {
       }
     });
     const backend = (change) => this.#backendChanged(change);
-    const { id, promise } = request(this.#conn, { op: 'generate', model: this.#id, prompt, options: opts }, { token, backend });
+    const { id, promise } = request(this.#conn, { op: 'generate', model: this.#id, prompt, options: opts, draftModel }, { token, backend });
     const onAbort = () => this.#conn.worker.postMessage({ op: 'abort', id });
     signal?.addEventListener('abort', onAbort, { once: true });
     try {

@@ -6,7 +6,8 @@
 //   page → worker  { id, op: 'load', source: { urls } | { files }, backend, dtype, threads,
 //                    builds: { [name]: { js, wasm } },  (assets.js: absolute URLs of the wasm builds)
 //                    files: { config, weights, tokenizer } }  (gpt2.js's MODEL_FILES: their names)
-//                  { id, op: 'generate', model, prompt, options }
+//                  { id, op: 'generate', model, prompt, options, draftModel? }  (draftModel: a
+//                    loaded model's id, for options.draft === 'model')
 //                  { id, op: 'abort' }                (id = the generate request's id)
 //                  { id, op: 'tokenize', model, text }
 //                  { id, op: 'dispose', model }
@@ -396,7 +397,10 @@ function enqueue(msg) {
   } catch (e) {
     return reply(msg.id, 'error', { message: describe(e) });
   }
-  const job = { id: msg.id, model: msg.model, prompt: msg.prompt, options: msg.options, aborted: false };
+  if (msg.draftModel !== undefined && !models.has(msg.draftModel)) {
+    return reply(msg.id, 'error', { message: 'the draft model is not loaded (disposed?)' });
+  }
+  const job = { id: msg.id, model: msg.model, prompt: msg.prompt, options: msg.options, draftModel: msg.draftModel, aborted: false };
   jobs.set(job.id, job);
   m.queue.push(job);
   if (!m.running) pump(m);
@@ -429,7 +433,9 @@ async function run(m, job) {
     if (job.aborted || m.disposed) engine.cancel(); // ends before the next forward pass
     let token;
     try {
-      m.stepping = engine.step();
+      const draft = job.draftModel === undefined ? null : models.get(job.draftModel);
+      if (job.draftModel !== undefined && !draft) throw new Error('the draft model was disposed during generation');
+      m.stepping = draft ? engine.stepWith(draft.engine) : engine.step();
       token = await m.stepping;
     } catch (e) {
       // A trap (a Rust panic) leaves the engine unusable; say so instead of "busy" from now on.

@@ -60,3 +60,30 @@ test('the lab "more than one token per step" shows the same text, kept drafts an
     await page.locator('section[aria-labelledby="spec-h"]').screenshot({ path: screenshotPath('speculative-lab.png') });
   });
 });
+
+test('a loaded model as the draft gives the plain greedy text; itself or a disposed one is a sentence', T, async () => {
+  await withPage(env.browser, `${env.server.origin}/embed.html`, async (page) => {
+    const got = await page.evaluate(async ({ model, prompt }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const target = await Gpt2.load({ model, backend: 'cpu', dtype: 'f32' });
+      const draft = await Gpt2.load({ model, backend: 'cpu', dtype: 'q8' });
+      const opts = { maxTokens: 32, temperature: 0, ignoreEos: true };
+      const plain = await target.generate(prompt, opts);
+      const events = [];
+      const spec = await target.generate(prompt, { ...opts, draft, onToken: (e) => events.push(e) });
+      const fail = (o) => target.generate(prompt, o).then(() => 'resolved', (e) => e.message);
+      const errors = [await fail({ draft: target }), await fail({ draft: 'model' })];
+      draft.dispose();
+      errors.push(await fail({ draft }));
+      target.dispose();
+      return { plain, spec, events, errors };
+    }, { model: `/${MODEL_URL}`, prompt: REFRAIN });
+    assert.deepEqual(got.spec.tokens, got.plain.tokens, 'greedy with a draft model differs from plain');
+    assert.equal(got.events.length, got.spec.tokens.length);
+    const m = got.spec.metrics;
+    assert.ok(m.acceptedDraftTokens > 0 && m.targetForwards < m.outputTokens, JSON.stringify(m));
+    assert.match(got.errors[0], /the draft model is this model/);
+    assert.match(got.errors[1], /pass the loaded draft model itself/);
+    assert.match(got.errors[2], /the draft model has been disposed/);
+  });
+});
