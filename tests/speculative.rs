@@ -181,6 +181,42 @@ fn chi_square_limit(df: usize) -> f64 {
     k * (1.0 - 2.0 / (9.0 * k) + z * (2.0 / (9.0 * k)).sqrt()).powi(3)
 }
 
+/// Sampling at temperature 1 with top-k 3 and `seed`.
+fn top3(seed: u64) -> SamplingParams {
+    SamplingParams {
+        temperature: 1.0,
+        top_k: 3,
+        seed,
+        ..Default::default()
+    }
+}
+
+/// The sampler's distribution (top-3) after `ids`, from the model's logits.
+fn dist(model: &mut Model, ids: &[u32]) -> Vec<(u32, f64)> {
+    let mut l = block_on(model.forward(ids, 0)).unwrap().to_vec();
+    let mut top = Vec::new();
+    Sampler::new(top3(0))
+        .unwrap()
+        .verify(&mut l, ids, None, 3, &mut top);
+    top.iter().map(|c| (c.id, c.prob as f64)).collect()
+}
+
+/// Every three-token continuation of `prompt` under `top3` sampling, with its exact probability
+/// p(a) p(b | a) p(c | a, b).
+fn exact_three(model: &mut Model, prompt: &[u32]) -> Vec<(Vec<u32>, f64)> {
+    let mut exact = Vec::new();
+    for (a, pa) in dist(model, prompt) {
+        let pa_ids = [prompt, &[a]].concat();
+        for (b, pb) in dist(model, &pa_ids) {
+            let pb_ids = [&pa_ids[..], &[b]].concat();
+            for (c, pc) in dist(model, &pb_ids) {
+                exact.push((vec![a, b, c], pa * pb * pc));
+            }
+        }
+    }
+    exact
+}
+
 #[test]
 fn the_acceptance_rule_keeps_the_distribution_and_a_wrong_one_is_caught() {
     // One position, logits over 6 tokens, sampling at temperature 1 with top-k 5; the draft
@@ -234,21 +270,6 @@ fn sampled_sequences_under_speculation_follow_the_model() {
     // distribution must be the model's, computed exactly from its logits. The prompt holds the
     // likely next tokens, so that lookup drafts from the second token on.
     let mut model = load_as(TINY, CpuDtype::F32);
-    let sp = |seed| SamplingParams {
-        temperature: 1.0,
-        top_k: 3,
-        seed,
-        ..Default::default()
-    };
-    // Exact: p(a) p(b | a) p(c | a, b) over the top-3 sets.
-    let dist = |model: &mut Model, ids: &[u32]| -> Vec<(u32, f64)> {
-        let mut l = block_on(model.forward(ids, 0)).unwrap().to_vec();
-        let mut top = Vec::new();
-        Sampler::new(sp(0))
-            .unwrap()
-            .verify(&mut l, ids, None, 3, &mut top);
-        top.iter().map(|c| (c.id, c.prob as f64)).collect()
-    };
     let mut prompt: Vec<u32> = vec![5, 17, 99];
     for _ in 0..12 {
         let next: Vec<u32> = dist(&mut model, &prompt).iter().map(|d| d.0).collect();
@@ -258,16 +279,7 @@ fn sampled_sequences_under_speculation_follow_the_model() {
         }
         prompt.extend(missing);
     }
-    let mut exact: Vec<(Vec<u32>, f64)> = Vec::new();
-    for (a, pa) in dist(&mut model, &prompt) {
-        let pa_ids = [prompt.clone(), vec![a]].concat();
-        for (b, pb) in dist(&mut model, &pa_ids) {
-            let pb_ids = [pa_ids.clone(), vec![b]].concat();
-            for (c, pc) in dist(&mut model, &pb_ids) {
-                exact.push((vec![a, b, c], pa * pb * pc));
-            }
-        }
-    }
+    let exact = exact_three(&mut model, &prompt);
     let mut counts = vec![0usize; exact.len()];
     let (mut drafted, n) = (0, 4000);
     for seed in 0..n {
@@ -276,7 +288,7 @@ fn sampled_sequences_under_speculation_follow_the_model() {
             max_tokens: 4,
             ignore_eos: true,
             draft: Draft::PromptLookup,
-            sampling: sp(seed),
+            sampling: top3(seed),
             ..Default::default()
         };
         let (r, _) = run_ids(&mut model, &prompt, params);
@@ -364,31 +376,8 @@ fn sampled_sequences_with_a_draft_model_follow_the_target() {
     // differs from p a little and both the acceptance and the residual draw are exercised.
     let mut target = load_as(TINY, CpuDtype::F32);
     let mut draft = load_as(TINY, CpuDtype::Q8);
-    let sp = |seed| SamplingParams {
-        temperature: 1.0,
-        top_k: 3,
-        seed,
-        ..Default::default()
-    };
     let prompt: Vec<u32> = vec![5, 17, 99];
-    let dist = |model: &mut Model, ids: &[u32]| -> Vec<(u32, f64)> {
-        let mut l = block_on(model.forward(ids, 0)).unwrap().to_vec();
-        let mut top = Vec::new();
-        Sampler::new(sp(0))
-            .unwrap()
-            .verify(&mut l, ids, None, 3, &mut top);
-        top.iter().map(|c| (c.id, c.prob as f64)).collect()
-    };
-    let mut exact: Vec<(Vec<u32>, f64)> = Vec::new();
-    for (a, pa) in dist(&mut target, &prompt) {
-        let pa_ids = [prompt.clone(), vec![a]].concat();
-        for (b, pb) in dist(&mut target, &pa_ids) {
-            let pb_ids = [pa_ids.clone(), vec![b]].concat();
-            for (c, pc) in dist(&mut target, &pb_ids) {
-                exact.push((vec![a, b, c], pa * pb * pc));
-            }
-        }
-    }
+    let exact = exact_three(&mut target, &prompt);
     let mut counts = vec![0usize; exact.len()];
     let (mut drafted, mut rejected, n) = (0, 0, 3000);
     for seed in 0..n {
@@ -397,7 +386,7 @@ fn sampled_sequences_with_a_draft_model_follow_the_target() {
             ignore_eos: true,
             draft: Draft::Model,
             draft_tokens: 3,
-            sampling: sp(seed),
+            sampling: top3(seed),
             ..Default::default()
         };
         let mut g = gpt2_web::Generation::from_ids(&target, prompt.clone(), params).unwrap();

@@ -492,14 +492,6 @@ impl Generation {
         on_token: &mut dyn FnMut(&TokenEvent),
         cancelled: &dyn Fn() -> bool,
     ) -> Result<GenerationResult> {
-        loop {
-            if cancelled() {
-                self.cancel();
-            }
-            match pollster::block_on(self.step(model))? {
-                Some(ev) => on_token(&ev),
-                None => return Ok(self.result()),
-            }
-        }
+        self.run_with(model, None, on_token, cancelled)
     }
 }
