@@ -33,6 +33,7 @@ fn js_err(e: crate::Error) -> JsError {
             "min_p" => "minP",
             "repetition_penalty" => "repetitionPenalty",
             "draft_tokens" => "draftTokens",
+            "kv_cache" => "kvCache",
             other => other,
         };
         return JsError::new(&format!("invalid {js}: {msg}"));
@@ -57,6 +58,7 @@ struct Options {
     profile: bool,
     draft: String,
     draft_tokens: f64,
+    kv_cache: bool,
 }
 
 impl Default for Options {
@@ -75,6 +77,7 @@ impl Default for Options {
             profile: false,
             draft: "none".into(),
             draft_tokens: 8.0,
+            kv_cache: true,
         }
     }
 }
@@ -118,6 +121,7 @@ impl Options {
                 other => other.parse().map_err(js_err)?,
             },
             draft_tokens: whole("draftTokens", self.draft_tokens, 1e9)? as usize,
+            kv_cache: self.kv_cache,
         };
         params.validate().map_err(js_err)?;
         Ok(params)

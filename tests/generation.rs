@@ -270,3 +270,46 @@ fn a_tiny_temperature_is_greedy() {
         );
     }
 }
+
+#[test]
+fn without_the_kv_cache_the_tokens_are_the_same() {
+    // The naive loop recomputes the whole sequence at every step: one more row each time, the
+    // same next token. q8's rows do not depend on the rows beside them, so it is exact by
+    // construction; f32 prompts past 16 rows take candle's matmul, so the test holds its tokens.
+    for dtype in [gpt2_web::CpuDtype::Q8, gpt2_web::CpuDtype::F32] {
+        for (name, dir) in [("tiny-random", TINY), ("gpt2-shakespeare", DEMO)] {
+            let fx = fixture(name);
+            let mut m =
+                gpt2_web::Model::load_dir(&root().join(dir), gpt2_web::BackendChoice::Cpu, dtype)
+                    .unwrap();
+            for case in &fx.cases {
+                let params = |kv_cache| GenerateParams {
+                    kv_cache,
+                    ignore_eos: true,
+                    ..greedy(20)
+                };
+                let (cached, _) = run_ids(&mut m, &case.ids, params(true));
+                let (naive, events) = run_ids(&mut m, &case.ids, params(false));
+                assert_eq!(
+                    naive.tokens, cached.tokens,
+                    "{name} {dtype:?} {:?}",
+                    case.prompt
+                );
+                assert_eq!(events.len(), naive.tokens.len());
+                assert_eq!(naive.metrics.target_forwards, naive.tokens.len());
+            }
+        }
+    }
+    let e = gpt2_web::Generation::from_ids(
+        &load(TINY),
+        vec![1, 2],
+        GenerateParams {
+            kv_cache: false,
+            draft: gpt2_web::Draft::PromptLookup,
+            ..greedy(4)
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("needs the KV cache"), "{e}");
+}

@@ -298,3 +298,22 @@ fn speculative_greedy_on_the_gpu_is_plain_greedy() {
         );
     }
 }
+
+#[test]
+fn without_the_kv_cache_the_gpu_gives_the_same_tokens() {
+    for dir in [TINY, common::DEMO] {
+        let Some(mut model) = gpu_model(dir) else {
+            return;
+        };
+        let ids: Vec<u32> = vec![5, 17, 99, 7];
+        let params = |kv_cache| GenerateParams {
+            max_tokens: 16,
+            ignore_eos: true,
+            kv_cache,
+            ..Default::default()
+        };
+        let (cached, _) = common::run_ids(&mut model, &ids, params(true));
+        let (naive, _) = common::run_ids(&mut model, &ids, params(false));
+        assert_eq!(naive.tokens, cached.tokens, "{dir}");
+    }
+}

@@ -154,6 +154,11 @@ export interface GenerateOptions {
   draft?: 'prompt-lookup' | 'none' | Gpt2;
   /** The most tokens one draft proposes, 1–15 (the length adapts below it). Default 8. */
   draftTokens?: number;
+  /**
+   * false: no KV cache, every step recomputes the whole sequence (the lesson's naive loop). The
+   * same tokens; the time per token grows with the position. Not with `draft`. Default true.
+   */
+  kvCache?: boolean;
 }
 
 /** Where the CPU's forward passes spent their time, in milliseconds. The phases add up to totalMs. */

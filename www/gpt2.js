@@ -28,7 +28,7 @@ const EMBED_HELP = "see the README's \"Embedding\" section";
 const OPTION_TYPES = {
   maxTokens: 'number', temperature: 'number', topK: 'number', topP: 'number', minP: 'number',
   repetitionPenalty: 'number', seed: 'number', stop: 'string[]', topLogprobs: 'number',
-  ignoreEos: 'boolean', profile: 'boolean', draft: 'string', draftTokens: 'number',
+  ignoreEos: 'boolean', profile: 'boolean', draft: 'string', draftTokens: 'number', kvCache: 'boolean',
 };
 
 // ---------------------------------------------------------------------------------------------

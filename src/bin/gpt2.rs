@@ -163,6 +163,9 @@ struct GenerateCmd {
     /// The most tokens one draft proposes (1..=15; the length adapts below it)
     #[arg(long, default_value_t = 8)]
     draft_tokens: usize,
+    /// Recompute the whole sequence at every step, as the naive loop does (the same text)
+    #[arg(long)]
+    no_kv_cache: bool,
     /// One JSON line per token, then the result
     #[arg(long)]
     json: bool,
@@ -295,6 +298,7 @@ impl GenerateCmd {
             },
             stop: self.stop.clone(),
             draft_tokens: self.draft_tokens,
+            kv_cache: !self.no_kv_cache,
             ..Default::default()
         };
         let (draft, mut draft_model) = drafter(self.draft.as_deref(), &self.model)?;

@@ -40,6 +40,10 @@ pub struct GenerateParams {
     pub draft: Draft,
     /// The most tokens one draft may propose (the length adapts below it), 1..=15.
     pub draft_tokens: usize,
+    /// Keep each position's keys and values between steps (the default). Without the cache
+    /// every step recomputes the whole sequence, as the lesson's naive loop: the same tokens,
+    /// a step that grows with the position.
+    pub kv_cache: bool,
 }
 
 impl Default for GenerateParams {
@@ -52,6 +56,7 @@ impl Default for GenerateParams {
             ignore_eos: false,
             draft: Draft::None,
             draft_tokens: 8,
+            kv_cache: true,
         }
     }
 }
@@ -75,6 +80,12 @@ impl GenerateParams {
                     "a stop text of {} bytes; at most {MAX_STOP_BYTES}",
                     long.len()
                 ),
+            ));
+        }
+        if !self.kv_cache && self.draft != Draft::None {
+            return Err(Error::param(
+                "draft",
+                "speculative decoding needs the KV cache, which is turned off",
             ));
         }
         let most = crate::backend::MAX_VERIFY - 1;

@@ -16,6 +16,9 @@ impl Generation {
         draft_model: Option<&mut Model>,
     ) -> Result<()> {
         let before = now_ms();
+        if !self.params.kv_cache {
+            self.fed = 0; // the naive loop: the whole sequence again, nothing remembered
+        }
         let first = self.forwards == 0;
         let n_out = self.ids.len() - self.n_prompt;
         // A draft may not run past max_tokens or the context (the prompt's step drafts nothing).

@@ -1,4 +1,4 @@
-// Speculative decoding in the browser: the API's draft option gives the plain greedy text with fewer
+// Speculative decoding and the naive loop (kvCache: false) in the browser: the API's draft option gives the plain greedy text with fewer
 // model steps, one onToken per token with `drafted` marking kept draft tokens; bad draft options are
 // sentences; the page's lab shows the two side by side.
 import { test } from 'node:test';
@@ -85,5 +85,23 @@ test('a loaded model as the draft gives the plain greedy text; itself or a dispo
     assert.match(got.errors[0], /the draft model is this model/);
     assert.match(got.errors[1], /pass the loaded draft model itself/);
     assert.match(got.errors[2], /the draft model has been disposed/);
+  });
+});
+
+test('kvCache: false recomputes the whole sequence every step and gives the same tokens', T, async () => {
+  await withPage(env.browser, `${env.server.origin}/embed.html`, async (page) => {
+    const got = await page.evaluate(async ({ model }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const m = await Gpt2.load({ model, backend: 'cpu' });
+      const opts = { maxTokens: 24, temperature: 0, ignoreEos: true };
+      const cached = await m.generate('ROMEO:', opts);
+      const naive = await m.generate('ROMEO:', { ...opts, kvCache: false });
+      const error = await m.generate('ROMEO:', { kvCache: false, draft: 'prompt-lookup' }).then(() => 'resolved', (e) => e.message);
+      m.dispose();
+      return { cached, naive, error };
+    }, { model: `/${MODEL_URL}` });
+    assert.deepEqual(got.naive.tokens, got.cached.tokens);
+    assert.equal(got.naive.text, got.cached.text);
+    assert.match(got.error, /invalid draft: speculative decoding needs the KV cache/);
   });
 });
