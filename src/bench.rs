@@ -406,3 +406,96 @@ pub fn speculative_table(runs: &[SpecRun]) -> String {
     }
     s
 }
+
+/// The naive loop against the cached one: the time of each step by position, one generation of
+/// each, and the line step ≈ a + b·position through the naive steps (the cached ones are flat).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NaiveReport {
+    pub prompt_tokens: usize,
+    pub tokens: usize,
+    /// Milliseconds of each step after the first, by output position: with the cache, without.
+    pub cached_step_ms: Vec<f64>,
+    pub naive_step_ms: Vec<f64>,
+    pub cached_total_ms: f64,
+    pub naive_total_ms: f64,
+    /// naive step ≈ fit_a_ms + fit_b_ms × position (position = prompt + tokens so far).
+    pub fit_a_ms: f64,
+    pub fit_b_ms: f64,
+    pub fit_r2: f64,
+    /// Whether the two generations gave the same tokens (they must).
+    pub identical: bool,
+}
+
+/// One generation of `tokens` tokens after `prompt_tokens`, with the KV cache and without.
+pub fn naive(model: &mut Model, prompt_tokens: usize, tokens: usize) -> Result<NaiveReport> {
+    let n_ctx = model.config.n_positions;
+    let prompt_tokens = prompt_tokens.clamp(1, n_ctx.saturating_sub(2).max(1));
+    let tokens = tokens.clamp(2, n_ctx - prompt_tokens + 1);
+    let prompt = prompt_ids(model, prompt_tokens)?;
+    let mut one = |kv_cache| -> Result<(GenerationResult, Vec<f64>)> {
+        let params = GenerateParams {
+            max_tokens: tokens,
+            ignore_eos: true,
+            kv_cache,
+            ..Default::default()
+        };
+        let mut times = Vec::new();
+        let mut g = Generation::from_ids(model, prompt.clone(), params)?;
+        let r = g.run(model, &mut |e| times.push(e.elapsed_ms), &|| false)?;
+        let steps = times.windows(2).map(|w| w[1] - w[0]).collect();
+        Ok((r, steps))
+    };
+    one(true)?; // warm-up
+    let (cached, cached_step_ms) = one(true)?;
+    let (naive, naive_step_ms) = one(false)?;
+    let xs: Vec<f64> = (0..naive_step_ms.len())
+        .map(|i| (prompt_tokens + i + 1) as f64)
+        .collect();
+    let (a, b, r2) = fit_line(&xs, &naive_step_ms);
+    Ok(NaiveReport {
+        prompt_tokens,
+        tokens,
+        cached_step_ms,
+        naive_step_ms,
+        cached_total_ms: cached.metrics.total_ms,
+        naive_total_ms: naive.metrics.total_ms,
+        fit_a_ms: a,
+        fit_b_ms: b,
+        fit_r2: r2,
+        identical: cached.tokens == naive.tokens,
+    })
+}
+
+impl NaiveReport {
+    /// Step times at eight positions, the line and the totals, as text.
+    pub fn table(&self) -> String {
+        let n = self.naive_step_ms.len();
+        let mut s = format!(
+            "{} prompt tokens, {} new tokens, greedy; one generation each\n\n{:>9} {:>14} {:>17}\n",
+            self.prompt_tokens, self.tokens, "position", "cached ms/step", "no cache ms/step"
+        );
+        for k in 0..8.min(n) {
+            let i = k * (n - 1) / 7; // eight positions from the first step to the last
+            s += &format!(
+                "{:>9} {:>14.2} {:>17.2}\n",
+                self.prompt_tokens + i + 1,
+                self.cached_step_ms[i],
+                self.naive_step_ms[i]
+            );
+        }
+        s += &format!(
+            "\nwithout the cache a step ≈ {:.2} ms + {:.4} ms × position (R² = {:.3}), so the total \
+             grows with the square of the length: {:.1} ms against {:.1} ms with the cache ({:.2}×); \
+             same tokens: {}\n",
+            self.fit_a_ms,
+            self.fit_b_ms,
+            self.fit_r2,
+            self.naive_total_ms,
+            self.cached_total_ms,
+            self.naive_total_ms / self.cached_total_ms,
+            if self.identical { "yes" } else { "NO" }
+        );
+        s
+    }
+}

@@ -370,3 +370,52 @@ fn generate_with_a_draft_prints_the_plain_text_and_counts_model_steps() {
         String::from_utf8_lossy(&bad.stderr).contains("neither prompt-lookup nor a model folder")
     );
 }
+
+#[test]
+fn bench_without_the_kv_cache_prints_steps_by_position_and_the_line() {
+    let o = gpt2(&[
+        "bench",
+        "--model",
+        TINY,
+        "--backend",
+        "cpu",
+        "--no-kv-cache",
+        "--tokens",
+        "12",
+        "--prompt-tokens",
+        "4",
+        "--json",
+    ]);
+    let r = &stdout_json_lines(&o)[0];
+    assert_eq!(r["tokens"], 12);
+    assert_eq!(r["identical"], true, "{r}");
+    for key in ["cachedStepMs", "naiveStepMs"] {
+        assert_eq!(
+            r[key].as_array().map(Vec::len),
+            Some(11),
+            "{key}: a step per token after the first"
+        );
+    }
+    for key in ["fitAMs", "fitBMs", "fitR2", "cachedTotalMs", "naiveTotalMs"] {
+        assert!(
+            r[key].as_f64().is_some_and(f64::is_finite),
+            "{key}: {}",
+            r[key]
+        );
+    }
+    let text = gpt2(&[
+        "bench",
+        "--model",
+        TINY,
+        "--backend",
+        "cpu",
+        "--no-kv-cache",
+        "--tokens",
+        "12",
+    ]);
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        out.contains("without the cache a step ≈") && out.contains("same tokens: yes"),
+        "{out}"
+    );
+}

@@ -227,9 +227,13 @@ struct BenchCmd {
         default_value = "tools/speculative_prompts.json"
     )]
     prompts: PathBuf,
-    /// New tokens per run of the speculative benchmark
+    /// New tokens per run of the speculative benchmark and of --no-kv-cache
     #[arg(long, default_value_t = 128)]
     tokens: usize,
+    /// Instead of the length lab: one generation with the KV cache and one without, the time of
+    /// each step by position, and the line through the steps without it
+    #[arg(long)]
+    no_kv_cache: bool,
     /// The report as one JSON object
     #[arg(long)]
     json: bool,
@@ -378,6 +382,16 @@ impl BenchCmd {
         }
         if let Some(d) = &self.draft {
             return self.speculative(d);
+        }
+        if self.no_kv_cache {
+            let mut model = self.model.load()?;
+            let prompt_tokens = self.prompt_tokens.unwrap_or(16);
+            let report = gpt2_web::bench::naive(&mut model, prompt_tokens, self.tokens)?;
+            return if self.json {
+                emit(to_json(&report)?)
+            } else {
+                emit(report.table().trim_end())
+            };
         }
         let mut model = self.model.load()?;
         let prompt_tokens = self
