@@ -140,14 +140,11 @@ impl Model {
     /// model falls back to the CPU (`gpu_unavailable` says why) and runs the whole of `seq`.
     pub async fn forward(&mut self, seq: &[u32], cached: usize) -> Result<&[f32]> {
         let new = seq.get(cached..).unwrap_or_default();
-        match self.backend.forward(new, cached).await.map(drop) {
-            Err(Error::Gpu(why)) if self.reload.is_some() => {
-                self.fall_back_to_cpu(format!("the GPU failed ({why}); continuing on the CPU"))?;
-                self.backend.forward(seq, 0).await
-            }
-            Err(e) => Err(e),
-            Ok(()) => Ok(&self.backend.logits()[..self.config.vocab_size]),
+        let ran = self.backend.forward(new, cached).await.map(drop);
+        if self.recover(ran)? {
+            return self.backend.forward(seq, 0).await;
         }
+        Ok(&self.backend.logits()[..self.config.vocab_size])
     }
 
     /// The verification pass of speculative decoding over `seq[cached..]`, the others held in
@@ -158,17 +155,28 @@ impl Model {
         let new = seq.get(cached..).unwrap_or_default();
         let v = self.config.vocab_size;
         let head = head.min(new.len());
-        match self.backend.forward_all(new, cached, head).await.map(drop) {
+        let ran = self.backend.forward_all(new, cached, head).await.map(drop);
+        if self.recover(ran)? {
+            // Everything before the new ids once, then the new ids as one verification pass.
+            if cached > 0 {
+                self.backend.forward(&seq[..cached], 0).await?;
+            }
+            return self.backend.forward_all(new, cached, head).await;
+        }
+        Ok(&self.backend.logits()[..head * v])
+    }
+
+    /// The fall-back policy, once for every kind of forward: a GPU failure, when the weights
+    /// can be had again, moves the model to the CPU (`Ok(true)`: run it again there); other
+    /// errors pass through; success is `Ok(false)`.
+    fn recover(&mut self, ran: Result<()>) -> Result<bool> {
+        match ran {
             Err(Error::Gpu(why)) if self.reload.is_some() => {
                 self.fall_back_to_cpu(format!("the GPU failed ({why}); continuing on the CPU"))?;
-                // Everything before the new ids once, then the new ids as one verification pass.
-                if cached > 0 {
-                    self.backend.forward(&seq[..cached], 0).await?;
-                }
-                self.backend.forward_all(new, cached, head).await
+                Ok(true)
             }
             Err(e) => Err(e),
-            Ok(()) => Ok(&self.backend.logits()[..head * v]),
+            Ok(()) => Ok(false),
         }
     }
 

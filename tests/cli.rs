@@ -373,7 +373,7 @@ fn generate_with_a_draft_prints_the_plain_text_and_counts_model_steps() {
 
 #[test]
 fn bench_without_the_kv_cache_prints_steps_by_position_and_the_line() {
-    let o = gpt2(&[
+    let base = [
         "bench",
         "--model",
         TINY,
@@ -382,10 +382,8 @@ fn bench_without_the_kv_cache_prints_steps_by_position_and_the_line() {
         "--no-kv-cache",
         "--tokens",
         "12",
-        "--prompt-tokens",
-        "4",
-        "--json",
-    ]);
+    ];
+    let o = gpt2(&[&base[..], &["--prompt-tokens", "4", "--json"]].concat());
     let r = &stdout_json_lines(&o)[0];
     assert_eq!(r["tokens"], 12);
     assert_eq!(r["identical"], true, "{r}");
@@ -403,16 +401,7 @@ fn bench_without_the_kv_cache_prints_steps_by_position_and_the_line() {
             r[key]
         );
     }
-    let text = gpt2(&[
-        "bench",
-        "--model",
-        TINY,
-        "--backend",
-        "cpu",
-        "--no-kv-cache",
-        "--tokens",
-        "12",
-    ]);
+    let text = gpt2(&base);
     let out = String::from_utf8_lossy(&text.stdout);
     assert!(
         out.contains("without the cache a step ≈") && out.contains("same tokens: yes"),

@@ -217,6 +217,20 @@ fn exact_three(model: &mut Model, prompt: &[u32]) -> Vec<(Vec<u32>, f64)> {
     exact
 }
 
+/// The counts drawn with the rule follow `p`; those drawn with the wrong rule do not.
+fn assert_rule_and_catch_the_wrong_one(right: &[usize], wrong: &[usize], p: &[f64]) {
+    let (chi, df) = chi_square(right, p);
+    assert!(
+        chi < chi_square_limit(df),
+        "rule: chi² {chi} with {df} df: {right:?} vs {p:?}"
+    );
+    let (chi, df) = chi_square(wrong, p);
+    assert!(
+        chi > chi_square_limit(df),
+        "the wrong rule passed: chi² {chi}"
+    );
+}
+
 #[test]
 fn the_acceptance_rule_keeps_the_distribution_and_a_wrong_one_is_caught() {
     // One position, logits over 6 tokens, sampling at temperature 1 with top-k 5; the draft
@@ -252,16 +266,7 @@ fn the_acceptance_rule_keeps_the_distribution_and_a_wrong_one_is_caught() {
         };
         wrong[id as usize] += 1;
     }
-    let (chi, df) = chi_square(&right, &p);
-    assert!(
-        chi < chi_square_limit(df),
-        "rule: chi² {chi} with {df} df: {right:?} vs {p:?}"
-    );
-    let (chi, df) = chi_square(&wrong, &p);
-    assert!(
-        chi > chi_square_limit(df),
-        "the wrong rule passed: chi² {chi}"
-    );
+    assert_rule_and_catch_the_wrong_one(&right, &wrong, &p);
 }
 
 #[test]
@@ -431,14 +436,5 @@ fn the_draft_model_rule_keeps_the_distribution_and_a_wrong_one_is_caught() {
         right[id as usize] += 1;
         wrong[d as usize] += 1;
     }
-    let (chi, df) = chi_square(&right, &p);
-    assert!(
-        chi < chi_square_limit(df),
-        "rule: chi² {chi} with {df} df: {right:?} vs {p:?}"
-    );
-    let (chi, df) = chi_square(&wrong, &p);
-    assert!(
-        chi > chi_square_limit(df),
-        "the wrong rule passed: chi² {chi}"
-    );
+    assert_rule_and_catch_the_wrong_one(&right, &wrong, &p);
 }
