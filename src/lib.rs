@@ -33,7 +33,10 @@ pub use config::Config;
 pub use error::{Error, Result};
 #[cfg(not(target_arch = "wasm32"))]
 pub use generate::generate;
-pub use generate::{GenerateParams, Generation, GenerationResult, Metrics, StopReason, TokenEvent};
+pub use generate::{
+    Beam, EarlyStopping, GenerateParams, Generation, GenerationResult, Metrics, Progress,
+    StopReason, TokenEvent,
+};
 pub use model::Model;
 pub use sampling::{Candidate, SamplingParams};
 pub use speculate::Draft;

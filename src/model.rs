@@ -34,6 +34,8 @@ pub struct Model {
     pub cpu_dtype: CpuDtype,
     /// Set while on the GPU: where a CPU backend would get its weights.
     reload: Option<Reload>,
+    /// How many times the backend was replaced (a fall-back): every KV cache is empty after.
+    pub epoch: usize,
 }
 
 impl Model {
@@ -108,6 +110,7 @@ impl Model {
             gpu_unavailable,
             cpu_dtype,
             reload: None,
+            epoch: 0,
         })
     }
 
@@ -180,6 +183,25 @@ impl Model {
         }
     }
 
+    /// `Backend::kv_slots` with the fall-back: after one (`epoch` changes) the CPU backend has
+    /// one empty slot, and the caller makes its slots again and recomputes its sequences.
+    pub async fn kv_slots(&mut self, n: usize) -> Result<()> {
+        let ran = self.backend.kv_slots(n).await;
+        self.recover(ran).map(drop)
+    }
+
+    /// `Backend::kv_use` with the fall-back (see `kv_slots`).
+    pub async fn kv_use(&mut self, slot: usize, len: usize) -> Result<()> {
+        let ran = self.backend.kv_use(slot, len).await;
+        self.recover(ran).map(drop)
+    }
+
+    /// `Backend::kv_copy` with the fall-back (see `kv_slots`).
+    pub async fn kv_copy(&mut self, from: usize, to: usize, len: usize) -> Result<()> {
+        let ran = self.backend.kv_copy(from, to, len).await;
+        self.recover(ran).map(drop)
+    }
+
     /// The logits of rows `from..to` of the last verification pass (`forward_all`).
     pub fn head_rows(&mut self, from: usize, to: usize) -> Result<&[f32]> {
         self.backend.head_rows(from, to)
@@ -203,6 +225,7 @@ impl Model {
         let weights = Gpt2Weights::load(&bytes, &self.config)?;
         self.backend = Backend::Cpu(CpuBackend::new(&self.config, &weights, self.cpu_dtype)?);
         self.gpu_unavailable = Some(why);
+        self.epoch += 1;
         Ok(())
     }
 }

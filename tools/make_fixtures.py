@@ -177,19 +177,82 @@ def shakespeare_prompts():
     return [(text, tok.encode(text).ids) for text in SHAKESPEARE_PROMPTS]
 
 
+# Beam search settings the engine must reproduce. eos "greedy-3": the case's fourth greedy token
+# is declared end-of-text, so beams end early and the finishing rules (length penalty, early
+# stopping) decide; None: the model's own (tiny-random has none).
+BEAM_SETTINGS = [
+    dict(num_beams=2, length_penalty=1.0, early_stopping=False, eos=None),
+    dict(num_beams=4, length_penalty=1.0, early_stopping=False, eos="greedy-3"),
+    dict(num_beams=3, length_penalty=0.5, early_stopping=True, eos="greedy-3"),
+    dict(num_beams=5, length_penalty=2.0, early_stopping="never", eos="greedy-3"),
+    dict(num_beams=8, length_penalty=1.0, early_stopping=False, eos=None),
+]
+BEAM_NEW = 16
+
+
+@torch.no_grad()
+def write_beam_fixture(name):
+    """<name>-beams.json: transformers' generate(num_beams=...) on every case of <name>.json."""
+    with open(os.path.join(FIXTURES, f"{name}.json"), encoding="utf-8") as f:
+        fixture = json.load(f)
+    model = load_reference(fixture["model_dir"])
+    runs = []
+    for i, case in enumerate(fixture["cases"]):
+        ids = case["ids"]
+        x = torch.tensor([ids])
+        for setting in BEAM_SETTINGS:
+            eos = case["greedy_ids"][3] if setting["eos"] == "greedy-3" else model.config.eos_token_id
+            n = setting["num_beams"]
+            out = model.generate(
+                x, attention_mask=torch.ones_like(x), use_cache=True, do_sample=False, num_beams=n,
+                num_return_sequences=n, length_penalty=setting["length_penalty"],
+                early_stopping=setting["early_stopping"], max_new_tokens=BEAM_NEW, eos_token_id=eos,
+                pad_token_id=0, bos_token_id=None, temperature=None, top_k=None, top_p=None,
+                repetition_penalty=None, return_dict_in_generate=True, output_scores=True,
+                output_logits=True)
+            beams = []
+            for j in range(n):
+                length = int((out.beam_indices[j] >= 0).sum())
+                if out.sequences_scores[j] < -1e8:
+                    continue  # a slot no hypothesis filled
+                beams.append(dict(ids=out.sequences[j, len(ids):len(ids) + length].tolist(),
+                                  score=round(float(out.sequences_scores[j]), 6)))
+            scores = [b["score"] for b in beams]
+            gap = min((a - b for a, b in zip(scores, scores[1:])), default=float("inf"))
+            runs.append(dict(case=i, num_beams=n, length_penalty=setting["length_penalty"],
+                             early_stopping=setting["early_stopping"], eos_token_id=eos,
+                             max_new_tokens=BEAM_NEW, beams=beams))
+            print(f"{name} case {i} beams {n}: {len(beams)} finished, best {len(beams[0]['ids'])} tokens "
+                  f"score {scores[0]:.4f}, smallest score gap {gap:.2e}")
+    with open(os.path.join(FIXTURES, f"{name}-beams.json"), "w", encoding="utf-8") as f:
+        f.write(f'{{"transformers": "{transformers.__version__}", "runs": [\n')
+        f.write(",\n".join(json.dumps(r) for r in runs))
+        f.write("\n]}\n")
+    print(f"wrote tests/fixtures/{name}-beams.json")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--only", choices=["tiny-random", "gpt2-shakespeare"], help="make one model's fixtures")
+    p.add_argument("--beams-only", action="store_true",
+                   help="only <model>-beams.json, from the models and cases already there")
     args = p.parse_args()
     torch.set_num_threads(2)
     os.makedirs(FIXTURES, exist_ok=True)
+    if args.beams_only:
+        for name in ["tiny-random", "gpt2-shakespeare"]:
+            if args.only in (None, name):
+                write_beam_fixture(name)
+        return
     if args.only in (None, "tiny-random"):
         save_tiny(make_tiny_model())
         write_fixture("tiny-random", TINY_DIR, tiny_prompts())
+        write_beam_fixture("tiny-random")
     if args.only in (None, "gpt2-shakespeare"):
         if not os.path.exists(os.path.join(ROOT, SHAKESPEARE_DIR, "model.safetensors")):
             raise SystemExit(f"{SHAKESPEARE_DIR}/model.safetensors missing: run tools/train_demo_model.py first")
         write_fixture("gpt2-shakespeare", SHAKESPEARE_DIR, shakespeare_prompts())
+        write_beam_fixture("gpt2-shakespeare")
 
 
 if __name__ == "__main__":

@@ -79,6 +79,34 @@ impl Backend {
         }
     }
 
+    /// Makes `n` KV caches (slots), one per sequence kept at once (beam search); slot 0, the
+    /// one every backend starts with, is in use afterwards and keeps what it held. `n = 1` frees
+    /// the others.
+    pub async fn kv_slots(&mut self, n: usize) -> Result<()> {
+        match self {
+            Backend::Cpu(b) => b.kv_slots(n),
+            Backend::WebGpu(b) => b.kv_slots(n).await,
+        }
+    }
+
+    /// Makes `slot` the KV cache later forwards read and write; its first `len` positions (and
+    /// the previous slot's) are the ones that matter.
+    pub async fn kv_use(&mut self, slot: usize, len: usize) -> Result<()> {
+        match self {
+            Backend::Cpu(b) => b.kv_use(slot, len),
+            Backend::WebGpu(b) => b.kv_use(slot, len).await,
+        }
+    }
+
+    /// Copies positions `0..len` of slot `from`'s KV cache into slot `to`'s (a beam that
+    /// continues another's sequence), without recomputing them.
+    pub async fn kv_copy(&mut self, from: usize, to: usize, len: usize) -> Result<()> {
+        match self {
+            Backend::Cpu(b) => b.kv_copy(from, to, len),
+            Backend::WebGpu(b) => b.kv_copy(from, to, len).await,
+        }
+    }
+
     /// Rows of a verification pass's head worth computing at once (the GPU computes them all).
     pub fn head_chunk(&self) -> usize {
         match self {

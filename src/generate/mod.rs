@@ -17,7 +17,10 @@ use crate::tokenizer::Detokenizer;
 use serde::Serialize;
 use std::collections::VecDeque;
 
+mod beam;
 mod step;
+
+pub use beam::{Beam, EarlyStopping, MAX_BEAMS};
 
 /// The most stop texts one generation takes, and the longest (each is matched against the
 /// text's tail after every token).
@@ -44,6 +47,11 @@ pub struct GenerateParams {
     /// every step recomputes the whole sequence, as the lesson's naive loop: the same tokens,
     /// a step that grows with the position.
     pub kv_cache: bool,
+    /// Beam search with this many beams; 1 is the one-sequence loop (greedy or sampling).
+    pub num_beams: usize,
+    /// Beam scores are `log-probability / length ^ length_penalty` (transformers' default 1).
+    pub length_penalty: f32,
+    pub early_stopping: EarlyStopping,
 }
 
 impl Default for GenerateParams {
@@ -57,6 +65,9 @@ impl Default for GenerateParams {
             draft: Draft::None,
             draft_tokens: 8,
             kv_cache: true,
+            num_beams: 1,
+            length_penalty: 1.0,
+            early_stopping: EarlyStopping::Heuristic,
         }
     }
 }
@@ -86,6 +97,30 @@ impl GenerateParams {
             return Err(Error::param(
                 "draft",
                 "speculative decoding needs the KV cache, which is turned off",
+            ));
+        }
+        if !(1..=MAX_BEAMS).contains(&self.num_beams) {
+            return Err(Error::param(
+                "num_beams",
+                format!("{} is not in 1..={MAX_BEAMS}", self.num_beams),
+            ));
+        }
+        if !self.length_penalty.is_finite() || self.length_penalty.abs() > 100.0 {
+            return Err(Error::param(
+                "length_penalty",
+                format!("{} is not a number in -100..=100", self.length_penalty),
+            ));
+        }
+        if self.num_beams > 1 && self.draft != Draft::None {
+            return Err(Error::param(
+                "draft",
+                "speculative decoding and beam search do not go together",
+            ));
+        }
+        if self.num_beams > 1 && !self.sampling.is_greedy() {
+            return Err(Error::param(
+                "num_beams",
+                "beam search here is deterministic: set temperature to 0",
             ));
         }
         let most = crate::backend::MAX_VERIFY - 1;
@@ -176,6 +211,18 @@ pub struct GenerationResult {
     pub tokens: Vec<u32>,
     pub stop_reason: StopReason,
     pub metrics: Metrics,
+    /// With beam search: every finished beam, best (the one above) first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub beams: Vec<Beam>,
+}
+
+/// What one call of `Generation::next` did.
+#[derive(Debug)]
+pub enum Progress {
+    Token(TokenEvent),
+    /// A model step that settled no token yet (beam search, while its beams disagree).
+    Working,
+    Done,
 }
 
 /// A token of a model step, not handed out yet.
@@ -218,6 +265,9 @@ pub struct Generation {
     token_times: Vec<f64>,
     end_ms: f64,
     done: Option<StopReason>,
+    /// Beam search's state, and its finished beams once it ends.
+    beam: Option<Box<beam::BeamSearch>>,
+    beams: Vec<Beam>,
 }
 
 impl Generation {
@@ -255,7 +305,6 @@ impl Generation {
             _ => params.draft_tokens,
         });
         Ok(Generation {
-            params,
             sampler,
             detok: Detokenizer::default(),
             ids,
@@ -279,6 +328,17 @@ impl Generation {
             token_times: Vec::new(),
             end_ms: t0,
             done: None,
+            beam: (params.num_beams > 1).then(|| {
+                let p = &params;
+                Box::new(beam::BeamSearch::new(
+                    p.num_beams,
+                    p.length_penalty,
+                    p.early_stopping,
+                    p.kv_cache,
+                ))
+            }),
+            beams: Vec::new(),
+            params,
         })
     }
 
@@ -314,18 +374,41 @@ impl Generation {
     pub async fn step_with(
         &mut self,
         model: &mut Model,
-        draft_model: Option<&mut Model>,
+        mut draft_model: Option<&mut Model>,
     ) -> Result<Option<TokenEvent>> {
+        loop {
+            match self.next(model, draft_model.as_deref_mut()).await? {
+                Progress::Token(ev) => return Ok(Some(ev)),
+                Progress::Working => continue,
+                Progress::Done => return Ok(None),
+            }
+        }
+    }
+
+    /// The next token, or one model step that settled none (beam search), or the end. Callers
+    /// that can be cancelled (the browser) call this, so an abort lands within a model step.
+    pub async fn next(
+        &mut self,
+        model: &mut Model,
+        draft_model: Option<&mut Model>,
+    ) -> Result<Progress> {
         if self.done.is_some() {
-            return Ok(None);
+            return Ok(Progress::Done);
         }
         if self.pending.is_empty() {
-            self.model_step(model, draft_model).await?;
+            if self.beam.is_some() {
+                self.beam_step(model).await?;
+            } else {
+                self.model_step(model, draft_model).await?;
+            }
         }
         let Some(p) = self.pending.pop_front() else {
-            return Err(Error::Backend("a model step produced no token".into()));
+            return Ok(match self.beam_finished() {
+                true => Progress::Done,
+                false => Progress::Working,
+            });
         };
-        Ok(Some(self.append(model, p)))
+        Ok(Progress::Token(self.append(model, p)))
     }
 
     /// Appends one token: its text, the stop checks, its event.
@@ -455,6 +538,7 @@ impl Generation {
             tokens,
             stop_reason: self.done.unwrap_or(StopReason::Abort),
             metrics,
+            beams: self.beams.clone(),
         }
     }
 }
@@ -488,9 +572,10 @@ impl Generation {
                 self.cancel();
             }
             let draft = draft_model.as_deref_mut();
-            match pollster::block_on(self.step_with(model, draft))? {
-                Some(ev) => on_token(&ev),
-                None => return Ok(self.result()),
+            match pollster::block_on(self.next(model, draft))? {
+                Progress::Token(ev) => on_token(&ev),
+                Progress::Working => {}
+                Progress::Done => return Ok(self.result()),
             }
         }
     }

@@ -66,7 +66,11 @@ pub struct CpuBackend {
     ln_f: LayerNorm,
     k_cache: Vec<Vec<f32>>, // n_layer × (n_head, n_ctx, head_size)
     v_cache: Vec<Vec<f32>>, // n_layer × (n_head, n_ctx, head_size)
-    logits: Vec<f32>,       // (V,)
+    /// The KV caches of the other sequences (beam search): slot `active`'s is `k_cache` and
+    /// `v_cache`, and its entry here is empty until another slot is used.
+    slots: Vec<KvSet>,
+    active: usize,
+    logits: Vec<f32>, // (V,)
     profile: Option<Profile>,
     scratch: forward::Scratch,
     /// Rows of the last verification pass whose ln_f output the scratch still holds.
@@ -96,6 +100,8 @@ impl CpuBackend {
             ln_f: LayerNorm::new(&w.ln_f),
             k_cache: cache()?,
             v_cache: cache()?,
+            slots: vec![KvSet::default()],
+            active: 0,
             logits: vec![0.0; config.vocab_size],
             profile: None,
             scratch: Default::default(),
@@ -127,10 +133,101 @@ impl CpuBackend {
             + self.wte.allocated_bytes()
             + 4 * self.wpe.capacity()
             + self.ln_f.allocated_bytes();
-        let kv: usize = (self.k_cache.iter().chain(&self.v_cache))
+        let parked = self.slots.iter().flat_map(|s| s.k.iter().chain(&s.v));
+        let kv: usize = (self.k_cache.iter().chain(&self.v_cache).chain(parked))
             .map(|c| 4 * c.capacity())
             .sum();
         (weights, kv)
+    }
+
+    /// Makes `n` KV cache slots (at least 1), each a whole cache: slot 0 is the one the
+    /// backend started with and is the one in use afterwards; slots past `n` are freed.
+    pub fn kv_slots(&mut self, n: usize) -> Result<()> {
+        self.kv_use(0, 0)?;
+        let n = n.max(1);
+        self.slots.truncate(n);
+        while self.slots.len() < n {
+            let cache = || -> Result<Vec<Vec<f32>>> {
+                let size = self.config.n_positions * self.config.n_embd;
+                (0..self.config.n_layer)
+                    .map(|_| crate::platform::try_zeroed(size, "a KV cache for beam search"))
+                    .collect()
+            };
+            let set = KvSet {
+                k: cache()?,
+                v: cache()?,
+            };
+            self.slots.push(set);
+        }
+        Ok(())
+    }
+
+    /// Makes `slot` the KV cache later forwards read and write (an exchange of pointers: `len`,
+    /// the positions that matter, is for backends that copy).
+    pub fn kv_use(&mut self, slot: usize, _len: usize) -> Result<()> {
+        if slot >= self.slots.len() {
+            return Err(no_slot(slot, self.slots.len()));
+        }
+        if slot != self.active {
+            let parked = &mut self.slots[self.active];
+            std::mem::swap(&mut self.k_cache, &mut parked.k);
+            std::mem::swap(&mut self.v_cache, &mut parked.v);
+            let next = &mut self.slots[slot];
+            std::mem::swap(&mut self.k_cache, &mut next.k);
+            std::mem::swap(&mut self.v_cache, &mut next.v);
+            self.active = slot;
+        }
+        Ok(())
+    }
+
+    /// Copies positions `0..len` of slot `from`'s KV cache into slot `to`'s.
+    pub fn kv_copy(&mut self, from: usize, to: usize, len: usize) -> Result<()> {
+        let n = self.slots.len();
+        if from >= n || to >= n {
+            return Err(no_slot(from.max(to), n));
+        }
+        if from == to {
+            return Ok(());
+        }
+        let (nh, hs, n_ctx) = (
+            self.config.n_head,
+            self.config.head_size(),
+            self.config.n_positions,
+        );
+        let len = len.min(n_ctx);
+        let mut dst = self.take_set(to);
+        let src = self.take_set(from);
+        for (d, s) in (dst.k.iter_mut().chain(&mut dst.v)).zip(src.k.iter().chain(&src.v)) {
+            for h in 0..nh {
+                let at = h * n_ctx * hs;
+                d[at..at + len * hs].copy_from_slice(&s[at..at + len * hs]);
+            }
+        }
+        self.put_set(from, src);
+        self.put_set(to, dst);
+        Ok(())
+    }
+
+    /// Takes slot `slot`'s caches out, wherever they are (the active one's are `k_cache` and
+    /// `v_cache`); `put_set` puts them back.
+    fn take_set(&mut self, slot: usize) -> KvSet {
+        if slot == self.active {
+            KvSet {
+                k: std::mem::take(&mut self.k_cache),
+                v: std::mem::take(&mut self.v_cache),
+            }
+        } else {
+            std::mem::take(&mut self.slots[slot])
+        }
+    }
+
+    fn put_set(&mut self, slot: usize, set: KvSet) {
+        if slot == self.active {
+            self.k_cache = set.k;
+            self.v_cache = set.v;
+        } else {
+            self.slots[slot] = set;
+        }
     }
 
     /// Logits of the last of `ids` at positions `pos..` (checked by the caller).
@@ -189,4 +286,15 @@ impl CpuBackend {
     pub fn profile(&self) -> Option<Profile> {
         self.profile
     }
+}
+
+/// One sequence's KV cache: n_layer × (n_head, n_ctx, head_size) keys and values.
+#[derive(Default)]
+struct KvSet {
+    k: Vec<Vec<f32>>,
+    v: Vec<Vec<f32>>,
+}
+
+fn no_slot(slot: usize, n: usize) -> Error {
+    Error::Backend(format!("KV cache slot {slot} does not exist ({n} made)"))
 }

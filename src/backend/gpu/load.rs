@@ -127,6 +127,8 @@ impl Builder<'_> {
             staging,
             _buffers: buffers,
             dispatches: 0,
+            slots: Vec::new(),
+            active: 0,
         }
     }
 
@@ -280,6 +282,7 @@ impl Builder<'_> {
             ln_2,
             c_fc: self.linear("mlp.c_fc", &b.c_fc, &s.c_fc, &a.xn, &a.fc, a),
             mlp_c_proj: self.linear("mlp.c_proj", &b.mlp_c_proj, &s.mlp_c_proj, &a.fc, &a.x, a),
+            kv: [k_cache.clone(), v_cache.clone()],
             _buffers: [k_cache, v_cache, att_dims]
                 .into_iter()
                 .chain(ln_1_bufs)

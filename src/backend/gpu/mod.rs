@@ -11,6 +11,7 @@ pub mod context;
 mod forward;
 pub mod kernels;
 mod load;
+mod slots;
 
 pub use context::{Context, GpuOptions};
 
@@ -44,6 +45,8 @@ struct Block {
     ln_2: wgpu::BindGroup,
     c_fc: Linear,       // (C, H)
     mlp_c_proj: Linear, // (H, C)
+    /// The KV cache the kernels are bound to: keys and values, (n_ctx, C) each.
+    kv: [wgpu::Buffer; 2],
     _buffers: Vec<wgpu::Buffer>,
 }
 
@@ -63,6 +66,11 @@ pub struct GpuBackend {
     logits_host: Vec<f32>,       // (rows, V) of the last forward
     _buffers: Vec<wgpu::Buffer>, // wpe, activations, uniforms: kept for the bind groups
     dispatches: usize,
+    /// The KV caches of several sequences (beam search), slot × layer × [k, v]; empty with one.
+    /// The kernels always use the blocks' caches, so making a slot active copies its positions
+    /// in there, after copying the active one's out.
+    slots: Vec<Vec<[wgpu::Buffer; 2]>>,
+    active: usize,
 }
 
 impl GpuBackend {
