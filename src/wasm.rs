@@ -34,6 +34,9 @@ fn js_err(e: crate::Error) -> JsError {
             "repetition_penalty" => "repetitionPenalty",
             "draft_tokens" => "draftTokens",
             "kv_cache" => "kvCache",
+            "num_beams" => "numBeams",
+            "length_penalty" => "lengthPenalty",
+            "early_stopping" => "earlyStopping",
             other => other,
         };
         return JsError::new(&format!("invalid {js}: {msg}"));
@@ -59,6 +62,9 @@ struct Options {
     draft: String,
     draft_tokens: f64,
     kv_cache: bool,
+    num_beams: f64,
+    length_penalty: f32,
+    early_stopping: serde_json::Value,
 }
 
 impl Default for Options {
@@ -78,6 +84,9 @@ impl Default for Options {
             draft: "none".into(),
             draft_tokens: 8.0,
             kv_cache: true,
+            num_beams: 1.0,
+            length_penalty: 1.0,
+            early_stopping: serde_json::Value::Bool(false),
         }
     }
 }
@@ -122,6 +131,18 @@ impl Options {
             },
             draft_tokens: whole("draftTokens", self.draft_tokens, 1e9)? as usize,
             kv_cache: self.kv_cache,
+            num_beams: whole("numBeams", self.num_beams, 1e9)? as usize,
+            length_penalty: self.length_penalty,
+            early_stopping: match &self.early_stopping {
+                serde_json::Value::Bool(false) => crate::EarlyStopping::Heuristic,
+                serde_json::Value::Bool(true) => crate::EarlyStopping::Yes,
+                serde_json::Value::String(s) if s == "never" => crate::EarlyStopping::Never,
+                other => {
+                    return Err(JsError::new(&format!(
+                        "invalid earlyStopping: {other}; expected true, false or \"never\""
+                    )))
+                }
+            },
         };
         params.validate().map_err(js_err)?;
         Ok(params)
@@ -173,16 +194,13 @@ struct State {
 impl State {
     /// One step, with a draft model if given (a GPU failure continues on the CPU inside
     /// `Model::forward`).
-    async fn step(
-        &mut self,
-        draft: Option<&mut Model>,
-    ) -> crate::Result<Option<crate::TokenEvent>> {
+    async fn step(&mut self, draft: Option<&mut Model>) -> crate::Result<crate::Progress> {
         let Some(g) = self.generation.as_mut() else {
             return Err(crate::Error::Backend(
                 "no generation in progress: call start first".into(),
             ));
         };
-        g.step_with(&mut self.model, draft).await
+        g.next(&mut self.model, draft).await
     }
 }
 
@@ -193,11 +211,13 @@ fn take(cell: &Rc<RefCell<Option<State>>>) -> Result<State, JsValue> {
         .ok_or_else(|| JsValue::from(JsError::new(BUSY)))
 }
 
-/// A step's outcome for JS: the token event with its candidates' text, or `undefined` at the end.
-fn token_js(st: &State, out: crate::Result<Option<crate::TokenEvent>>) -> Result<JsValue, JsValue> {
+/// A step's outcome for JS: the token event with its candidates' text, `null` after a model step
+/// that settled no token (beam search), or `undefined` at the end.
+fn token_js(st: &State, out: crate::Result<crate::Progress>) -> Result<JsValue, JsValue> {
     match out.map_err(js_err)? {
-        None => Ok(JsValue::UNDEFINED),
-        Some(mut ev) => {
+        crate::Progress::Done => Ok(JsValue::UNDEFINED),
+        crate::Progress::Working => Ok(JsValue::NULL),
+        crate::Progress::Token(mut ev) => {
             let tok = &st.model.tokenizer;
             let top = std::mem::take(&mut ev.top);
             to_js(&TokenJs {
@@ -374,7 +394,8 @@ impl Engine {
         Ok(())
     }
 
-    /// Runs one step; resolves to the token event, or `undefined` when generation has ended.
+    /// Runs one step; resolves to the token event, `null` after a model step that settled no
+    /// token yet (beam search), or `undefined` when generation has ended.
     pub fn step(&self) -> js_sys::Promise {
         let cell = self.state.clone();
         wasm_bindgen_futures::future_to_promise(async move {

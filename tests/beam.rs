@@ -5,69 +5,7 @@
 
 mod common;
 use common::*;
-use gpt2_web::{
-    BackendChoice, CpuDtype, EarlyStopping, GenerateParams, GenerationResult, Model, StopReason,
-};
-use serde::Deserialize;
-
-#[derive(Deserialize)]
-struct BeamFixture {
-    transformers: String,
-    runs: Vec<Run>,
-}
-
-#[derive(Deserialize)]
-struct Run {
-    case: usize,
-    num_beams: usize,
-    length_penalty: f32,
-    early_stopping: serde_json::Value,
-    eos_token_id: Option<u32>,
-    max_new_tokens: usize,
-    beams: Vec<WantBeam>,
-}
-
-#[derive(Deserialize)]
-struct WantBeam {
-    ids: Vec<u32>,
-    score: f32,
-}
-
-fn beam_fixture(name: &str) -> BeamFixture {
-    let path = fixtures().join(format!("{name}-beams.json"));
-    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
-}
-
-fn params(run: &Run) -> GenerateParams {
-    let early = match &run.early_stopping {
-        serde_json::Value::Bool(true) => EarlyStopping::Yes,
-        serde_json::Value::Bool(false) => EarlyStopping::Heuristic,
-        _ => EarlyStopping::Never,
-    };
-    GenerateParams {
-        max_tokens: run.max_new_tokens,
-        num_beams: run.num_beams,
-        length_penalty: run.length_penalty,
-        early_stopping: early,
-        ..Default::default()
-    }
-}
-
-fn beam_run(model: &mut Model, ids: &[u32], run: &Run, kv_cache: bool) -> GenerationResult {
-    // transformers' end-of-text for this run (tiny-random has none: a token it cannot make).
-    model.config.eos_token_id = run.eos_token_id.unwrap_or(u32::MAX);
-    let p = GenerateParams {
-        kv_cache,
-        ..params(run)
-    };
-    let (r, events) = run_ids(model, ids, p);
-    let streamed: Vec<u32> = events.iter().map(|e| e.id).collect();
-    assert_eq!(
-        streamed, r.tokens,
-        "the events carry the best beam's tokens"
-    );
-    r
-}
+use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Model, StopReason};
 
 /// Every run of a model's fixture: the best beam's tokens exactly, and every finished beam's
 /// tokens and score (to `tol`).

@@ -408,3 +408,57 @@ fn bench_without_the_kv_cache_prints_steps_by_position_and_the_line() {
         "{out}"
     );
 }
+
+#[test]
+fn generate_with_beams_prints_transformers_best_beam_and_every_beam() {
+    let fx = fixture("gpt2-shakespeare");
+    let beams = beam_fixture("gpt2-shakespeare");
+    let run = (beams.runs.iter())
+        .find(|r| r.case == 1 && r.num_beams == 2)
+        .unwrap();
+    assert_eq!(run.eos_token_id, Some(50256), "the model's own end-of-text");
+    let (n, lp) = (run.num_beams.to_string(), run.length_penalty.to_string());
+    let max = run.max_new_tokens.to_string();
+    let args = [
+        "generate",
+        "--model",
+        DEMO,
+        "--backend",
+        "cpu",
+        "--dtype",
+        "f32",
+        "--prompt",
+        &fx.cases[1].prompt,
+        "--max-tokens",
+        &max,
+        "--num-beams",
+        &n,
+        "--length-penalty",
+        &lp,
+        "--early-stopping",
+        "false",
+    ];
+    let lines = stdout_json_lines(&gpt2(&[&args[..], &["--json"]].concat()));
+    let last = lines.last().unwrap();
+    let ids = |v: &Value| -> Vec<u32> {
+        (v.as_array().unwrap().iter())
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    assert_eq!(ids(&last["tokens"]), run.beams[0].ids);
+    let got: Vec<Vec<u32>> = (last["beams"].as_array().unwrap().iter())
+        .map(|b| ids(&b["tokens"]))
+        .collect();
+    let want: Vec<Vec<u32>> = run.beams.iter().map(|b| b.ids.clone()).collect();
+    assert_eq!(got, want);
+    assert_eq!(lines.len() - 1, run.beams[0].ids.len(), "a line per token");
+    // Without --json: the text, then a line per beam with its score on stderr.
+    let o = gpt2(&args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("[beam ").count(), run.num_beams, "{err}");
+    let mut bad = args.to_vec();
+    *bad.last_mut().unwrap() = "sometimes"; // --early-stopping sometimes
+    let bad = gpt2(&bad);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("expected true, false or never"));
+}

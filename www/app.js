@@ -1,5 +1,6 @@
-// The demo page: load a model, stream a generation, show perceived vs total latency, and run the
-// two labs (latency vs output length; greedy vs sampling). Plain DOM, no framework.
+// The demo page: load a model, stream a generation, show perceived vs total latency, predict a
+// total and measure it, and run the labs (latency vs output length; greedy, sampling, beam;
+// without a KV cache; more than one token per step). Plain DOM, no framework.
 //
 // URL parameters: ?model=<folder URL> loads that folder at start instead of the demo model;
 // ?backend=auto|cpu|webgpu picks the backend of that first load, ?dtype=q8|f32 its CPU weights.
@@ -15,13 +16,20 @@
 //                the number of tokens the running generation had shown by then
 //   loopView     the "watch the loop" view (www/loop-view.js)
 //   labResult    { points: [{ n, totalMs, ttftMs, tpotMs }], fit: { a, b, r2 } } after the length lab
-//   comparison   { rows, greedyIdentical, sampledDistinct } after the greedy-vs-sampling lab
+//   comparison   { rows, greedyIdentical, sampledDistinct } after the greedy/sampling/beam lab
+//   naiveLab     { identical, cached: { fit, totalMs, points }, naive: {…} } after the no-KV-cache lab
+//   prediction   { n, predictedMs, measuredMs, off } after "predict, then measure"
+//   speculativeLab  after the "more than one token per step" lab
 
 import { Gpt2, MODEL_FILES } from './gpt2.js';
 import { LoopView } from './loop-view.js';
 import { DEMO_MODEL as DEMO } from './assets.js';
 import { wireEmbedPanel, stopAttribute } from './embed-code.js';
 import { runSpeculativeLab } from './lab-speculative.js';
+import { runDecodingLab } from './lab-decoding.js';
+import { runNaiveLab } from './lab-naive.js';
+import { predictionText, measurePrediction } from './predict.js';
+import { PRESETS } from './presets.js';
 import { fmtMs, sentence, unescape, afterPaint } from './text.js';
 import { drawLatency as drawLatencyOn, drawLab as drawLabOn, fitLine } from './charts.js';
 const $ = (id) => document.getElementById(id);
@@ -32,10 +40,11 @@ let model = null;
 let controller = null; // aborts the running generation or lab
 let latency = []; // elapsedMs of each token of the current generation
 let chartQueued = false;
+let lastMetrics = null; // the last Generate's metrics, for "predict, then measure"
 
 Object.assign(window, {
   pageState: 'loading', gpt2Model: null, lastResult: null, tokenEvents: 0, visibleMs: null, backendChanges: [],
-  labResult: null, comparison: null,
+  labResult: null, comparison: null, naiveLab: null, prediction: null, speculativeLab: null,
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -62,7 +71,8 @@ function clearError() {
 
 function setBusy(busy) {
   const ready = model !== null;
-  for (const id of ['generate', 'lab-run', 'cmp-run', 'spec-run']) $(id).disabled = busy || !ready;
+  for (const id of ['generate', 'lab-run', 'cmp-run', 'spec-run', 'naive-run']) $(id).disabled = busy || !ready;
+  $('predict-run').disabled = busy || !ready || !(lastMetrics?.outputTokens > 1);
   $('load').disabled = busy;
   $('stop').disabled = !busy;
   window.pageState = busy ? 'busy' : ready ? 'ready' : 'error';
@@ -259,6 +269,8 @@ async function generate() {
     window.lastResult = r;
     showMetrics(r);
     const m = r.metrics;
+    if (r.stopReason !== 'abort') lastMetrics = m;
+    updatePrediction();
     $('status').textContent = `Done: ${m.outputTokens} tokens in ${fmtMs(m.totalMs)} (${r.stopReason.replace('_', ' ')}).` +
       (window.backendChanges.length > switches ? ` ${$('backend-note').textContent}` : '');
   } catch (e) {
@@ -343,45 +355,52 @@ function runLengthLab() {
 }
 
 function runComparison() {
-  return lab('Greedy vs sampling', async (signal) => {
+  return lab('Greedy, sampling, beam', async (signal) => {
     const seeds = listField('cmp-seeds', 'Seeds');
-    const temperature = numberField('cmp-temperature', 'Sampling temperature');
-    const maxTokens = Math.round(numberField('cmp-tokens', 'Tokens'));
-    const prompt = $('prompt').value;
-    const body = $('cmp-table').tBodies[0];
-    body.replaceChildren();
-    $('cmp-summary').textContent = '';
-    window.comparison = null;
-    const rows = [];
-    for (const mode of ['greedy', 'sampled']) {
-      for (const seed of seeds) {
-        if (signal.aborted) return;
-        const r = await model.generate(prompt, { maxTokens, seed, temperature: mode === 'greedy' ? 0 : temperature, signal });
-        if (r.stopReason === 'abort') return;
-        const m = r.metrics;
-        rows.push({ mode, seed, text: r.text, tokens: m.outputTokens, ttftMs: m.ttftMs, tpotMs: m.tpotMs, totalMs: m.totalMs });
-        const tr = body.insertRow();
-        const cell = (text, cls) => Object.assign(tr.insertCell(), { textContent: text, className: cls ?? '' });
-        cell(mode === 'greedy' ? 'greedy (t = 0)' : `sampled (t = ${temperature})`, 'mode');
-        cell(String(seed), 'num');
-        cell(r.text.replace(/\r?\n/g, '↵') || '(nothing)', 'text'); // ↵ keeps newline-heavy samples one row high
-        cell(String(m.outputTokens), 'num');
-        cell(fmtMs(m.ttftMs), 'num');
-        cell(m.outputTokens > 1 ? fmtMs(m.tpotMs) : '–', 'num');
-        cell(fmtMs(m.totalMs), 'num');
-      }
-    }
-    const of = (mode) => rows.filter((r) => r.mode === mode);
-    const greedyIdentical = new Set(of('greedy').map((r) => r.text)).size === 1;
-    const sampledDistinct = new Set(of('sampled').map((r) => r.text)).size;
-    const tpot = (mode) => {
-      const rs = of(mode).filter((r) => r.tokens > 1);
-      return rs.reduce((s, r) => s + r.tpotMs, 0) / Math.max(1, rs.length);
+    const beams = listField('cmp-beams', 'Beams');
+    if (beams.some((n) => n < 2 || n > 16)) throw new Error('Beams must be numbers of beams from 2 to 16, such as 2, 4, 8');
+    const options = {
+      prompt: $('prompt').value, seeds, beams, signal,
+      temperature: numberField('cmp-temperature', 'Sampling temperature'),
+      maxTokens: Math.round(numberField('cmp-tokens', 'Tokens')),
     };
-    $('cmp-summary').textContent = `Greedy: ${greedyIdentical ? 'the same text for every seed' : 'texts differ (unexpected)'}. ` +
-      `Sampled: ${sampledDistinct} different texts from ${seeds.length} seeds. Mean time per token: greedy ` +
-      `${fmtMs(tpot('greedy'))}, sampled ${fmtMs(tpot('sampled'))}.`;
-    window.comparison = { rows, greedyIdentical, sampledDistinct };
+    window.comparison = null;
+    window.comparison = await runDecodingLab(model, options, $);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Presets and "predict, then measure".
+
+/** Puts a preset's settings into the form and says why they suit; '' leaves the form as it is. */
+function applyPreset(name) {
+  const p = PRESETS[name];
+  $('preset-why').hidden = !p;
+  $('preset-why').textContent = p ? `${p.label}: ${p.why}` : '';
+  if (!p) return;
+  const o = p.options;
+  const fields = { 'max-tokens': o.maxTokens, temperature: o.temperature, 'top-k': o.topK, 'top-p': o.topP, 'min-p': o.minP, 'repetition-penalty': o.repetitionPenalty };
+  for (const [id, v] of Object.entries(fields)) $(id).value = String(v);
+  const escape = (t) => t.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/\t/g, '\\t');
+  $('stop-seqs').value = o.stop.map(escape).join('\n');
+}
+
+function updatePrediction() {
+  const n = $('predict-tokens').valueAsNumber;
+  $('predict-out').textContent = Number.isInteger(n) && n >= 1 ? predictionText(lastMetrics, n) : 'Tokens must be a whole number from 1.';
+  setBusy(controller !== null);
+}
+
+function runPrediction() {
+  return lab('Predict, then measure', async (signal) => {
+    const n = Math.round(numberField('predict-tokens', 'Tokens'));
+    const prompt = $('prompt').value;
+    await lengthsThatFit(prompt, [n]);
+    window.prediction = null;
+    const got = await measurePrediction(model, lastMetrics, { prompt, options: formOptions(), n, signal });
+    if (!got) return;
+    $('predict-out').textContent = got.text;
+    window.prediction = got;
   });
 }
 
@@ -438,6 +457,19 @@ $('gen-form').addEventListener('submit', (e) => {
 $('stop').addEventListener('click', () => controller?.abort());
 $('lab-run').addEventListener('click', runLengthLab);
 $('cmp-run').addEventListener('click', runComparison);
+$('naive-run').addEventListener('click', () => lab('Without a KV cache', async (signal) => {
+  const prompt = $('prompt').value;
+  const [maxTokens] = await lengthsThatFit(prompt, [Math.round(numberField('naive-tokens', 'Tokens'))]);
+  window.naiveLab = null;
+  window.naiveLab = await runNaiveLab(model, { prompt, maxTokens, signal }, $);
+}));
+$('preset').addEventListener('change', (e) => applyPreset(e.target.value));
+// Editing a setting by hand leaves the preset: the form is custom from then on.
+for (const id of ['max-tokens', 'temperature', 'top-k', 'top-p', 'min-p', 'repetition-penalty', 'stop-seqs']) {
+  $(id).addEventListener('input', () => { $('preset').value = ''; $('preset-why').hidden = true; });
+}
+$('predict-tokens').addEventListener('input', updatePrediction);
+$('predict-run').addEventListener('click', runPrediction);
 $('spec-run').addEventListener('click', () => lab('More than one token per step', async (signal) => {
   const maxTokens = Math.round(numberField('spec-tokens', 'Tokens'));
   window.speculativeLab = null;

@@ -185,3 +185,44 @@ export function drawBars(canvas, values, xLabel, yLabel, empty) {
     ctx.fillRect(x(i) + 0.5, top, bw, area.bottom - top);
   });
 }
+
+/**
+ * Points of several series on `canvas`, each `{ label, points: [[x, y]], fit: { a, b } | null, colour }`
+ * (colour: a key of the page's colours), with each series' fitted line and a legend.
+ */
+export function drawSeries(canvas, series, xLabel, yLabel, empty) {
+  const { ctx, w, h } = canvas2d(canvas);
+  const c = colors();
+  const all = series.flatMap((s) => s.points);
+  if (all.length === 0) {
+    ctx.fillStyle = c.muted;
+    ctx.textAlign = 'center';
+    ctx.fillText(empty, w / 2, h / 2);
+    return;
+  }
+  const xMax = Math.max(...all.map((p) => p[0])) * 1.05;
+  // The slowest outliers (a GC pause) would flatten the rest: scale to the 98th percentile.
+  const ys = all.map((p) => p[1]).sort((a, b) => a - b);
+  const yMax = Math.max(ys[Math.floor(0.98 * (ys.length - 1))] * 1.25, 1e-3);
+  const { area, x, y } = axes(ctx, w, h, xMax, yMax, xLabel, yLabel, c);
+  series.forEach((s, k) => {
+    const colour = c[s.colour] ?? c.accent;
+    ctx.fillStyle = colour;
+    for (const [px, py] of s.points) {
+      if (py > yMax) continue;
+      ctx.fillRect(x(px) - 1.5, y(py) - 1.5, 3, 3);
+    }
+    if (s.fit) {
+      ctx.strokeStyle = colour;
+      ctx.lineWidth = 2;
+      ctx.beginPath();
+      ctx.moveTo(x(0), y(s.fit.a));
+      ctx.lineTo(x(xMax), y(Math.min(yMax, s.fit.a + s.fit.b * xMax)));
+      ctx.stroke();
+      ctx.lineWidth = 1;
+    }
+    ctx.textAlign = 'left';
+    ctx.textBaseline = 'top';
+    ctx.fillText(s.label, area.left + 8, area.top + 4 + 16 * k);
+  });
+}

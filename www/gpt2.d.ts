@@ -159,6 +159,34 @@ export interface GenerateOptions {
    * same tokens; the time per token grows with the position. Not with `draft`. Default true.
    */
   kvCache?: boolean;
+  /**
+   * Beam search with this many beams (1–16; 1 = off): keeps the numBeams most likely sequences by
+   * total log-probability, exactly as transformers' `generate(num_beams=N, do_sample=False)`.
+   * Deterministic (temperature must be 0); not with `draft`. Each step runs one forward pass per
+   * beam. `onToken` fires for a token once every beam that could still win agrees on it, so tokens
+   * arrive in bursts and the rest at the end; `result.beams` has every finished beam. Default 1.
+   */
+  numBeams?: number;
+  /** Beams are ranked by total log-probability / length ^ lengthPenalty (> 0 favours longer ones). Default 1. */
+  lengthPenalty?: number;
+  /**
+   * When beam search stops: false (transformers' heuristic: when the best running beam cannot beat
+   * the worst finished one at its current length), true (as soon as numBeams beams finished), or
+   * 'never' (only when no running beam could beat them at any length). Default false.
+   */
+  earlyStopping?: boolean | 'never';
+}
+
+/** A finished beam of beam search. */
+export interface Beam {
+  /** Its generated ids, a final end-of-text included. */
+  tokens: number[];
+  /** Its text, without end-of-text, cut before a stop text. */
+  text: string;
+  /** Its total log-probability. */
+  logprob: number;
+  /** logprob / length ^ lengthPenalty: the ranking, best first. */
+  score: number;
 }
 
 /** Where the CPU's forward passes spent their time, in milliseconds. The phases add up to totalMs. */
@@ -190,7 +218,7 @@ export interface Metrics {
   outputTokens: number;
   prefillTokensPerSec: number;
   decodeTokensPerSec: number;
-  /** Forward passes of the model: outputTokens without a draft, fewer when drafts are kept. */
+  /** Forward passes of the model: outputTokens without a draft, fewer when drafts are kept, one per beam per step with beams. */
   targetForwards: number;
   /** Tokens the drafter proposed, and how many of them the model kept. */
   draftedTokens: number;
@@ -206,6 +234,8 @@ export interface GenerateResult {
   metrics: Metrics;
   /** With `profile: true` on the CPU: the prompt's forward pass and the decode steps' (one each), apart. */
   profile?: { prompt: Phases; decode: Phases };
+  /** With `numBeams` > 1: every finished beam, best (this result's text) first. */
+  beams?: Beam[];
 }
 
 /** A GPT-2 model running in a Web Worker. */
@@ -297,3 +327,16 @@ export interface TokenStream extends AsyncIterableIterator<TokenEvent> {
 }
 
 export default Gpt2;
+
+/** A preset: the lesson's settings for one use, and why they suit it. */
+export interface Preset {
+  label: string;
+  /** One sentence: why these settings suit the use. */
+  why: string;
+  /** generate() options to spread into your own: `{ ...PRESETS.autocomplete.options, signal }`. */
+  options: Readonly<Pick<GenerateOptions, 'maxTokens' | 'temperature' | 'topK' | 'topP' | 'minP' | 'repetitionPenalty'> & { stop: readonly string[] }>;
+}
+
+/** autocomplete (greedy, 8 tokens, stop at a newline), creative (t 0.8, top-p 0.95, 160 tokens), extraction (greedy, 24 tokens, stop texts). */
+export declare const PRESETS: Readonly<Record<'autocomplete' | 'creative' | 'extraction', Preset>>;
+

@@ -16,6 +16,7 @@
 // when the last handle is disposed.
 
 import { WORKER, WORKER_OPTIONS, BUILDS, DEMO_MODEL } from './assets.js';
+import { PRESETS } from './presets.js';
 
 const BACKENDS = ['auto', 'cpu', 'webgpu'];
 const DTYPES = ['q8', 'f32'];
@@ -29,6 +30,7 @@ const OPTION_TYPES = {
   maxTokens: 'number', temperature: 'number', topK: 'number', topP: 'number', minP: 'number',
   repetitionPenalty: 'number', seed: 'number', stop: 'string[]', topLogprobs: 'number',
   ignoreEos: 'boolean', profile: 'boolean', draft: 'string', draftTokens: 'number', kvCache: 'boolean',
+  numBeams: 'number', lengthPenalty: 'number', earlyStopping: 'boolean or "never"',
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -225,7 +227,8 @@ function checkOptions(options) {
     if (key === 'stop' && typeof v === 'string') v = [v];
     const ok = type === 'string[]' ? Array.isArray(v) && v.every((s) => typeof s === 'string')
       : type === 'number' ? typeof v === 'number' && Number.isFinite(v)
-        : typeof v === type;
+        : type === 'boolean or "never"' ? typeof v === 'boolean' || v === 'never'
+          : typeof v === type;
     if (!ok) throw new Error(`invalid ${key}: ${JSON.stringify(value)} is not ${type === 'string[]' ? 'a list of strings' : `a ${type}`}`);
     clean[key] = v;
   }
@@ -521,3 +524,5 @@ export class Gpt2 {
 }
 
 export default Gpt2;
+/** The lesson's settings by use: autocomplete, creative, extraction (`{ label, why, options }`). */
+export { PRESETS };

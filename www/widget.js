@@ -11,6 +11,8 @@
 //   max-tokens, temperature, top-k, top-p, min-p, seed   as in gpt2.js's generate() (max-tokens default 48;
 //                 without seed, each sampled run draws a new one, so Generate again gives new text)
 //   stop          a stop text (write \n for a newline), or a JSON list of texts: stop='["\n\n", "."]'
+//   preset        autocomplete | creative | extraction: the lesson's settings for that use (presets.js);
+//                 the attributes above override its values
 //   draft         prompt-lookup: speculative decoding, several tokens per model step where the text
 //                 repeats (the same text when greedy); the readout then counts model steps
 //   readout       show time to first token, first visible text, total, time per token, tokens
@@ -27,6 +29,7 @@
 // reach in (except the --gpt2-* colour variables below), and the widget's does not leak out.
 
 import { Gpt2 } from './gpt2.js';
+import { PRESETS, preset } from './presets.js';
 import { LoopView } from './loop-view.js';
 import { fmtMs, sentence, unescape, afterPaint } from './text.js';
 
@@ -123,7 +126,7 @@ const shown = (s) => JSON.stringify(s);
 export const ATTRIBUTES = {
   model: false, backend: false, prompt: false, 'max-tokens': false, temperature: false, 'top-k': false,
   'top-p': false, 'min-p': false, seed: false, stop: false, readout: true, watch: true, 'top-logprobs': false,
-  draft: false, autorun: true,
+  draft: false, preset: false, autorun: true,
 };
 
 export class Gpt2Generator extends HTMLElement {
@@ -353,8 +356,10 @@ export class Gpt2Generator extends HTMLElement {
       }
       return v;
     };
+    const p = this.#preset();
+    const base = p ? { ...p.options, stop: [...p.options.stop] } : { maxTokens: 48 };
     const options = {
-      maxTokens: num('max-tokens', true) ?? 48,
+      maxTokens: num('max-tokens', true),
       temperature: num('temperature'),
       topK: num('top-k', true),
       topP: num('top-p'),
@@ -365,7 +370,18 @@ export class Gpt2Generator extends HTMLElement {
       draft: this.#draft(),
     };
     for (const k of Object.keys(options)) if (options[k] === undefined) delete options[k];
-    return options;
+    return { ...base, ...options }; // an attribute overrides the preset's value
+  }
+
+  /** The preset attribute's preset (presets.js), or null. */
+  #preset() {
+    const name = this.getAttribute('preset');
+    if (name === null || name.trim() === '') return null;
+    try {
+      return preset(name);
+    } catch {
+      throw new Error(`the preset attribute must be ${Object.keys(PRESETS).join(', ')}, not "${name}"`);
+    }
   }
 
   /** The draft attribute: 'prompt-lookup', or nothing. */
@@ -417,13 +433,15 @@ export class Gpt2Generator extends HTMLElement {
     let settings;
     try {
       const o = this.#options();
+      const p = this.#preset();
       const parts = [o.temperature ? `temperature ${o.temperature}` : 'greedy (temperature 0)'];
+      if (p) parts.unshift(`${p.label} preset`);
       if (o.temperature && o.topK) parts.push(`top-k ${o.topK}`);
       if (o.temperature && o.topP !== undefined && o.topP < 1) parts.push(`top-p ${o.topP}`);
       if (o.temperature) parts.push(o.seed !== undefined ? `seed ${o.seed}` : 'new seed each run');
       parts.push(`up to ${o.maxTokens} tokens`);
       if (o.draft) parts.push('speculative (prompt lookup)');
-      if (o.stop) parts.push(`stops at ${o.stop.map(shown).join(' or ')}`);
+      if (o.stop?.length) parts.push(`stops at ${o.stop.map(shown).join(' or ')}`);
       settings = parts.join(' · ');
     } catch (e) {
       settings = sentence(e.message);

@@ -451,7 +451,7 @@ async function run(m, job) {
       reply(job.id, 'backend', { backend, reason: engine.gpuUnavailable });
     }
     if (token === undefined) break;
-    reply(job.id, 'token', { token });
+    if (token !== null) reply(job.id, 'token', { token }); // null: a beam step settled none
     await nextTask(); // lets an 'abort' message in
   }
   if (m.disposed) throw new Error('the model was disposed during generation');

@@ -166,6 +166,18 @@ struct GenerateCmd {
     /// Recompute the whole sequence at every step, as the naive loop does (the same text)
     #[arg(long)]
     no_kv_cache: bool,
+    /// Beam search with N beams (1..=16; 1 is off): transformers' generate(num_beams=N,
+    /// do_sample=False). Tokens print once every beam agrees on them; --json ends with every
+    /// finished beam and its score
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    num_beams: usize,
+    /// Beams are ranked by log-probability / length ^ this (> 0 favours longer ones)
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    length_penalty: f32,
+    /// When beam search may stop: false (transformers' heuristic), true (as soon as N beams
+    /// finished) or never (only when no running beam can do better)
+    #[arg(long, default_value = "false", value_name = "false|true|never")]
+    early_stopping: String,
     /// One JSON line per token, then the result
     #[arg(long)]
     json: bool,
@@ -303,6 +315,10 @@ impl GenerateCmd {
             stop: self.stop.clone(),
             draft_tokens: self.draft_tokens,
             kv_cache: !self.no_kv_cache,
+            num_beams: self.num_beams,
+            length_penalty: self.length_penalty,
+            early_stopping: (self.early_stopping.parse())
+                .map_err(|e: gpt2_web::Error| usage(e.to_string()))?,
             ..Default::default()
         };
         let (draft, mut draft_model) = drafter(self.draft.as_deref(), &self.model)?;
@@ -335,6 +351,9 @@ impl GenerateCmd {
             m.total_ms,
             r.stop_reason.as_str()
         );
+        for (i, b) in r.beams.iter().enumerate() {
+            eprintln!("[beam {i}: score {:.4}, {:?}]", b.score, b.text);
+        }
         if let Some(why) = &model.gpu_unavailable {
             eprintln!("[on the CPU because: {why}]");
         }

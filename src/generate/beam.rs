@@ -152,12 +152,8 @@ impl BeamSearch {
             seq.clear();
             seq.extend_from_slice(prompt);
             seq.extend_from_slice(&r.ids);
-            let fed = if self.kv_cache {
-                model.kv_use(r.slot, seq.len()).await?;
-                r.fed.min(seq.len() - 1)
-            } else {
-                0
-            };
+            let len = seq.len();
+            let fed = self.enter(model, b, len).await?.min(len - 1);
             let epoch = model.epoch;
             let logits = model.forward(&seq, fed).await?;
             log_softmax(logits, &mut self.logprobs);
@@ -174,6 +170,23 @@ impl BeamSearch {
         candidates.truncate(2 * self.n);
         self.choose(model, &candidates, ends).await?;
         Ok(forwards)
+    }
+
+    /// Makes beam `b`'s slot the one in use; returns how many of its ids the slot holds (0
+    /// without the cache, or when a fall-back emptied every cache).
+    async fn enter(&mut self, model: &mut Model, b: usize, len: usize) -> Result<usize> {
+        if !self.kv_cache {
+            return Ok(0);
+        }
+        loop {
+            if self.epoch != model.epoch {
+                self.make_slots(model).await?;
+            }
+            model.kv_use(self.running[b].slot, len).await?;
+            if self.epoch == model.epoch {
+                return Ok(self.running[b].fed);
+            }
+        }
     }
 
     /// (Re)makes a slot per beam; after a fall-back nothing is cached any more.
@@ -242,7 +255,7 @@ impl BeamSearch {
                 Some(s) => (s, parent.fed),
                 None => {
                     let s = free.next().expect("n slots for at most n beams");
-                    if self.kv_cache && parent.fed > 0 {
+                    if self.kv_cache && parent.fed > 0 && self.epoch == model.epoch {
                         model.kv_copy(parent.slot, s, parent.fed).await?;
                     }
                     (s, parent.fed)

@@ -2,7 +2,8 @@
 #![allow(dead_code)]
 
 use gpt2_web::{
-    generate, BackendChoice, CpuDtype, GenerateParams, GenerationResult, Model, TokenEvent,
+    generate, BackendChoice, CpuDtype, EarlyStopping, GenerateParams, GenerationResult, Model,
+    TokenEvent,
 };
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -109,4 +110,65 @@ pub fn run_ids(
         .run(model, &mut |e| events.push(e.clone()), &|| false)
         .expect("step");
     (r, events)
+}
+
+// Beam search fixtures (`<model>-beams.json`, tools/make_fixtures.py).
+
+#[derive(Deserialize)]
+pub struct BeamFixture {
+    pub transformers: String,
+    pub runs: Vec<Run>,
+}
+
+#[derive(Deserialize)]
+pub struct Run {
+    pub case: usize,
+    pub num_beams: usize,
+    pub length_penalty: f32,
+    pub early_stopping: serde_json::Value,
+    pub eos_token_id: Option<u32>,
+    pub max_new_tokens: usize,
+    pub beams: Vec<WantBeam>,
+}
+
+#[derive(Deserialize)]
+pub struct WantBeam {
+    pub ids: Vec<u32>,
+    pub score: f32,
+}
+
+pub fn beam_fixture(name: &str) -> BeamFixture {
+    let path = fixtures().join(format!("{name}-beams.json"));
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+pub fn beam_params(run: &Run) -> GenerateParams {
+    let early = match &run.early_stopping {
+        serde_json::Value::Bool(true) => EarlyStopping::Yes,
+        serde_json::Value::Bool(false) => EarlyStopping::Heuristic,
+        _ => EarlyStopping::Never,
+    };
+    GenerateParams {
+        max_tokens: run.max_new_tokens,
+        num_beams: run.num_beams,
+        length_penalty: run.length_penalty,
+        early_stopping: early,
+        ..Default::default()
+    }
+}
+
+pub fn beam_run(model: &mut Model, ids: &[u32], run: &Run, kv_cache: bool) -> GenerationResult {
+    // transformers' end-of-text for this run (tiny-random has none: a token it cannot make).
+    model.config.eos_token_id = run.eos_token_id.unwrap_or(u32::MAX);
+    let p = GenerateParams {
+        kv_cache,
+        ..beam_params(run)
+    };
+    let (r, events) = run_ids(model, ids, p);
+    let streamed: Vec<u32> = events.iter().map(|e| e.id).collect();
+    assert_eq!(
+        streamed, r.tokens,
+        "the events carry the best beam's tokens"
+    );
+    r
 }

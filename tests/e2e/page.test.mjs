@@ -172,7 +172,7 @@ test('a ?model= of another origin is not downloaded until the visitor presses Lo
   });
 });
 
-test('the labs fit total = a + b·n and compare greedy with sampling; a screenshot is written', T, async () => {
+test('the labs fit total = a + b·n and compare greedy, sampling and beam; a screenshot is written', T, async () => {
   await withPage(env.browser, pageUrl(), async (page) => {
     await waitLoaded(page);
     await page.fill('#prompt', PROMPT);
@@ -189,14 +189,15 @@ test('the labs fit total = a + b·n and compare greedy with sampling; a screensh
 
     await page.fill('#cmp-seeds', '1, 2');
     await page.fill('#cmp-tokens', '12');
+    await page.fill('#cmp-beams', '2');
     await page.click('#cmp-run');
     await page.waitForFunction(() => window.comparison || !document.getElementById('error').hidden, null, { timeout: 60_000 });
     const cmp = await page.evaluate(() => window.comparison);
     assert.ok(cmp, await text(page, '#error'));
-    assert.equal(cmp.rows.length, 4);
+    assert.equal(cmp.rows.length, 5);
     assert.equal(cmp.greedyIdentical, true, 'greedy text changed with the seed');
     assert.equal(cmp.sampledDistinct, 2, 'sampling gave the same text for two seeds');
-    assert.equal(await page.locator('#cmp-table tbody tr').count(), 4);
+    assert.equal(await page.locator('#cmp-table tbody tr').count(), 5);
 
     const { result } = await generate(page, { maxTokens: 48, temperature: 0.8, boundaries: true });
     const tokens = await page.locator('#output .tok').count();
