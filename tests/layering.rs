@@ -59,7 +59,7 @@ fn target_of(path: &str) -> String {
         "Backend" | "BackendChoice" => "backend",
         "Model" => "model",
         "GenerateParams" | "Generation" | "GenerationResult" | "Metrics" | "StopReason"
-        | "TokenEvent" | "generate" => "generate",
+        | "TokenEvent" | "Progress" | "Beam" | "EarlyStopping" | "generate" => "generate",
         _ => "",
     };
     if !reexport.is_empty() {
