@@ -19,8 +19,8 @@ const Q8_BLOCK_BYTES: u64 = 32 + 4;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Footprint {
-    /// `model.safetensors` itself, held while the model is built (and, on WebGPU, kept for a
-    /// fall-back to the CPU).
+    /// Bytes of `model.safetensors` held at once while the model is built: the whole file when
+    /// it is loaded from memory, one tensor (the largest, f32 on disk at most) when it streams.
     pub file: u64,
     /// The weights in their runtime format (q8 or f32).
     pub weights: u64,
@@ -28,7 +28,8 @@ pub struct Footprint {
     pub kv_cache: u64,
     /// Working buffers of a forward over a full context, and the logits.
     pub activations: u64,
-    /// The largest tensor widened to f32 (twice for a transposed f32 copy) while it is converted.
+    /// Working memory of converting a tensor: none for q8 (quantized from the file's bytes), the
+    /// largest tensor's f32 copy for f32 (Conv1D weights are transposed through one).
     pub conversion: u64,
 }
 
@@ -88,7 +89,12 @@ impl Footprint {
             mul(&[crate::config::MAX_VERIFY as u64, v, 4])?,
         ])?;
         let largest = (v * c).max(c * h).max(3 * c * c).max(t * c);
-        let conversion = mul(&[largest, 4, if dtype == CpuDtype::F32 { 2 } else { 1 }])?;
+        // q8 is quantized straight from the file's bytes; f32 Conv1D weights are transposed
+        // through one copy.
+        let conversion = match dtype {
+            CpuDtype::F32 => mul(&[largest, 4])?,
+            CpuDtype::Q8 => 0,
+        };
         Ok(Footprint {
             file: file_bytes,
             weights,
@@ -96,6 +102,19 @@ impl Footprint {
             activations,
             conversion,
         })
+    }
+
+    /// The CPU backend's footprint when the weights stream in: one tensor's bytes at a time
+    /// (as f32, the widest a file stores) instead of the whole file.
+    pub fn streamed_cpu(config: &Config, dtype: CpuDtype) -> Result<Footprint> {
+        let (c, h, v, t) = (
+            config.n_embd as u64,
+            config.n_inner as u64,
+            config.vocab_size as u64,
+            config.n_positions as u64,
+        );
+        let largest = (v * c).max(c * h).max(3 * c * c).max(t * c);
+        Footprint::cpu(config, dtype, mul(&[largest, 4])?)
     }
 
     /// The most memory held at once: while the last tensor converts, with the file still there.

@@ -237,12 +237,13 @@ fn token_js(st: &State, out: crate::Result<crate::Progress>) -> Result<JsValue, 
     .map_err(JsValue::from)
 }
 
-/// What a model of this `config.json` with a weights file of `weightsBytes` will need in memory on
-/// the CPU at `dtype`, checked against what this build can address before anything is downloaded
-/// or allocated: `{ file, weights, kvCache, activations, conversion, peak, limit }` in bytes, or
-/// an error sentence that names the model's size and the limit.
+/// What a model of this `config.json` will need in memory on the CPU at `dtype` when its weights
+/// stream in, checked against what this build can address before anything is downloaded or
+/// allocated: `{ file, weights, kvCache, activations, conversion, peak, limit }` in bytes (`file`:
+/// the most bytes of the weights file held at once, one tensor), or an error sentence that names
+/// the model's size and the limit.
 #[wasm_bindgen(js_name = checkMemory)]
-pub fn check_memory(config: &[u8], weights_bytes: f64, dtype: String) -> Result<JsValue, JsError> {
+pub fn check_memory(config: &[u8], dtype: String) -> Result<JsValue, JsError> {
     #[derive(Serialize)]
     struct Plan {
         #[serde(flatten)]
@@ -252,8 +253,7 @@ pub fn check_memory(config: &[u8], weights_bytes: f64, dtype: String) -> Result<
     }
     let config = crate::Config::from_json(config).map_err(js_err)?;
     let dtype: CpuDtype = dtype.parse().map_err(js_err)?;
-    let footprint = crate::budget::Footprint::cpu(&config, dtype, weights_bytes.max(0.0) as u64)
-        .map_err(js_err)?;
+    let footprint = crate::budget::Footprint::streamed_cpu(&config, dtype).map_err(js_err)?;
     let limit = crate::platform::memory_limit();
     footprint.check(limit).map_err(js_err)?;
     to_js(&Plan {
@@ -288,8 +288,8 @@ const BUSY: &str = "the model is busy with another step; wait for it to finish";
 #[wasm_bindgen]
 impl Engine {
     /// Builds the model from the bytes of `config.json`, `model.safetensors` and
-    /// `tokenizer.json`. `backend` is "auto", "cpu" or "webgpu"; `dtype` ("q8" or "f32") is the
-    /// weight format on the CPU.
+    /// `tokenizer.json` at once. `backend` is "auto", "cpu" or "webgpu"; `dtype` ("q8" or "f32")
+    /// is the weight format on the CPU. (The worker streams the weights with `EngineLoader`.)
     pub async fn load(
         config: Vec<u8>,
         weights: Vec<u8>,
@@ -302,6 +302,10 @@ impl Engine {
         let model = Model::from_bytes(&config, weights, &tokenizer, choice, dtype)
             .await
             .map_err(js_err)?;
+        Ok(Engine::new(model))
+    }
+
+    fn new(model: Model) -> Engine {
         let c = &model.config;
         let config = ConfigJs {
             n_layer: c.n_layer,
@@ -311,13 +315,32 @@ impl Engine {
             vocab_size: c.vocab_size,
             n_params: c.n_params(),
         };
-        Ok(Engine {
+        Engine {
             state: Rc::new(RefCell::new(Some(State {
                 model,
                 generation: None,
             }))),
             config,
-        })
+        }
+    }
+
+    /// Bytes this model holds in wasm memory on the CPU, `{ weights, kvCache }` (allocated, as
+    /// `budget::Footprint` predicts them); `undefined` on the GPU, whose weights are on the device.
+    #[wasm_bindgen(getter, js_name = memoryUse)]
+    pub fn memory_use(&self) -> Result<JsValue, JsError> {
+        let s = self.state.borrow();
+        let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
+        let crate::Backend::Cpu(b) = &st.model.backend else {
+            return Ok(JsValue::UNDEFINED);
+        };
+        let (weights, kv_cache) = b.allocated_bytes();
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Use {
+            weights: usize,
+            kv_cache: usize,
+        }
+        to_js(&Use { weights, kv_cache })
     }
 
     /// "webgpu" or "cpu": what actually runs (it changes to "cpu" if the GPU is lost).
@@ -452,4 +475,136 @@ impl Engine {
             profile: st.model.backend.profile(),
         })
     }
+}
+
+/// A model whose `model.safetensors` is arriving: the worker pushes each chunk of its download
+/// (or of a chosen file) as it comes, and each tensor is converted (or uploaded to the GPU) at
+/// once, so the file is never whole in wasm memory.
+#[wasm_bindgen]
+pub struct EngineLoader {
+    loader: crate::model::Loader,
+}
+
+#[wasm_bindgen]
+impl EngineLoader {
+    /// Checks `config.json`, `tokenizer.json` and the memory the model needs, and opens the GPU
+    /// for "webgpu" (or "auto" when a hardware adapter fits), before any weight is read.
+    pub async fn start(
+        config: Vec<u8>,
+        tokenizer: Vec<u8>,
+        backend: String,
+        dtype: String,
+    ) -> Result<EngineLoader, JsError> {
+        let choice: BackendChoice = backend.parse().map_err(js_err)?;
+        let dtype: CpuDtype = dtype.parse().map_err(js_err)?;
+        let loader = crate::model::Loader::new(&config, &tokenizer, choice, dtype)
+            .await
+            .map_err(js_err)?;
+        Ok(EngineLoader { loader })
+    }
+
+    /// The next bytes of the weights file.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsError> {
+        self.loader.push(chunk).map_err(js_err)
+    }
+
+    /// Bytes of the weights read so far.
+    #[wasm_bindgen(getter)]
+    pub fn loaded(&self) -> f64 {
+        self.loader.progress().0 as f64
+    }
+
+    /// The weights file's length from its header (undefined until the header has come).
+    #[wasm_bindgen(getter)]
+    pub fn total(&self) -> Option<f64> {
+        self.loader.progress().1.map(|n| n as f64)
+    }
+
+    /// The tensor whose bytes come next (undefined before the header and after the last).
+    #[wasm_bindgen(getter)]
+    pub fn tensor(&self) -> Option<String> {
+        self.loader.progress().2.map(str::to_string)
+    }
+
+    /// Whether the weights go to the GPU.
+    #[wasm_bindgen(getter, js_name = onGpu)]
+    pub fn on_gpu(&self) -> bool {
+        self.loader.on_gpu()
+    }
+
+    /// The engine, once the whole file was pushed. `reopen()` must return a promise of a fresh
+    /// reader of the weights file (its `read()` as a ReadableStream reader's): a fall-back from
+    /// the GPU to the CPU reads the file again through it instead of keeping it.
+    pub async fn finish(self, reopen: Option<js_sys::Function>) -> Result<Engine, JsError> {
+        let reload = reopen.map(|f| {
+            crate::model::Reload::Source(Box::new(JsSource {
+                reopen: f,
+                reader: None,
+            }))
+        });
+        let model = self.loader.finish(reload).await.map_err(js_err)?;
+        Ok(Engine::new(model))
+    }
+}
+
+/// The weights file read again through a JS reader (`EngineLoader::finish`'s `reopen`).
+struct JsSource {
+    reopen: js_sys::Function,
+    reader: Option<JsValue>,
+}
+
+impl JsSource {
+    async fn next(&mut self) -> crate::Result<Option<Vec<u8>>> {
+        let fail = |what: &str, e: JsValue| {
+            let msg = e
+                .dyn_ref::<js_sys::Error>()
+                .map(|e| String::from(e.message()))
+                .unwrap_or_else(|| format!("{e:?}"));
+            crate::Error::Backend(format!("reading the weights again {what}: {msg}"))
+        };
+        let reader = match self.reader.take() {
+            Some(r) => r,
+            None => {
+                let p = self
+                    .reopen
+                    .call0(&JsValue::NULL)
+                    .map_err(|e| fail("failed", e))?;
+                wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&p))
+                    .await
+                    .map_err(|e| fail("failed", e))?
+            }
+        };
+        let read = js_sys::Reflect::get(&reader, &"read".into())
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+            .ok_or_else(|| crate::Error::Backend("reopen() did not give a reader".into()))?;
+        let p = read.call0(&reader).map_err(|e| fail("broke off", e))?;
+        let step = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&p))
+            .await
+            .map_err(|e| fail("broke off", e))?;
+        let done = js_sys::Reflect::get(&step, &"done".into()).map_err(|e| fail("broke off", e))?;
+        if done.is_truthy() {
+            return Ok(None);
+        }
+        let value =
+            js_sys::Reflect::get(&step, &"value".into()).map_err(|e| fail("broke off", e))?;
+        self.reader = Some(reader);
+        Ok(Some(js_sys::Uint8Array::new(&value).to_vec()))
+    }
+}
+
+impl crate::weights::stream::Source for JsSource {
+    fn next_chunk(&mut self) -> crate::weights::stream::NextChunk<'_> {
+        Box::pin(self.next())
+    }
+}
+
+/// Bytes of this engine's wasm memory: it only grows, so after a load it is the load's peak.
+#[wasm_bindgen(js_name = memoryBytes)]
+pub fn memory_bytes() -> f64 {
+    wasm_bindgen::memory()
+        .unchecked_into::<js_sys::WebAssembly::Memory>()
+        .buffer()
+        .unchecked_into::<js_sys::ArrayBuffer>()
+        .byte_length() as f64
 }

@@ -20,6 +20,8 @@
 //   naiveLab     { identical, cached: { fit, totalMs, points }, naive: {…} } after the no-KV-cache lab
 //   prediction   { n, predictedMs, measuredMs, off } after "predict, then measure"
 //   speculativeLab  after the "more than one token per step" lab
+//   memoryUse    { plan, wasmBytes, weights, kvCache } after a load (model.plan, model.memory())
+//   fallBackBytes  bytes of the weights read again after the GPU was lost
 
 import { Gpt2, MODEL_FILES } from './gpt2.js';
 import { LoopView } from './loop-view.js';
@@ -157,13 +159,23 @@ async function loadModel(source, backend, dtype) {
         $('backend').textContent = now;
         showBackendNote(`switched to the ${now === 'cpu' ? 'CPU' : 'GPU'} during generation: ${reason ?? 'no reason given'}`);
       },
-      onProgress: ({ file, loaded: got, total, cached }) => {
+      onProgress: ({ file, loaded: got, total, tensor, cached, plan, fallBack }) => {
+        if (fallBack) { // the GPU was lost mid-generation: the weights are read again for the CPU
+          window.fallBackBytes = got;
+          $('status').textContent = `The GPU was lost: reading the weights again for the CPU (${fmtMB(got)})…`;
+          return;
+        }
+        if (plan) { // before the weights: what the model will need, and what this build allows
+          $('memory-info').textContent = memoryText(plan);
+          return;
+        }
         files.set(file, { got, total: Math.max(total, got) });
         let sum = 0;
         let of = 0;
         for (const f of files.values()) { sum += f.got; of += f.total; }
         bar.value = of > 0 ? sum / of : 0;
-        text.textContent = `${file}: ${fmtMB(got)}${total ? ` of ${fmtMB(total)}` : ''}${cached ? ' (from the browser cache)' : ''}`;
+        text.textContent = `${file}: ${fmtMB(got)}${total ? ` of ${fmtMB(total)}` : ''}${cached ? ' (from the browser cache)' : ''}` +
+          (tensor ? `, converting ${tensor}` : '');
       },
     });
     model?.dispose(); // the previous model stays usable until the new one has loaded
@@ -182,6 +194,9 @@ async function loadModel(source, backend, dtype) {
     // 'auto' (or a GPU lost during load) on the CPU: say why WebGPU is not used.
     showBackendNote(model.backend === 'cpu' && model.gpuUnavailable ? `running on the CPU: ${model.gpuUnavailable}` : '');
     $('max-tokens').max = String(c.nPositions);
+    const used = await model.memory();
+    window.memoryUse = { plan: model.plan, ...used };
+    $('memory-info').textContent = memoryText(model.plan, model.backend === 'cpu' ? used.wasmBytes : null);
   } catch (e) {
     bar.value = 0;
     text.textContent = model ? 'The previous model is still loaded.' : 'Not loaded.';
@@ -189,6 +204,14 @@ async function loadModel(source, backend, dtype) {
   } finally {
     setBusy(false);
   }
+}
+
+/** The memory a model needs (predicted from config.json) and, once loaded, the wasm memory measured. */
+function memoryText(plan, measured = null) {
+  const limit = plan.limit ? `; this build can address ${fmtMB(plan.limit)}` : '';
+  return `Memory on the CPU: predicted peak ${fmtMB(plan.peak)} (weights ${fmtMB(plan.weights)}, KV cache ` +
+    `${fmtMB(plan.kvCache)}, one tensor of the file at a time ${fmtMB(plan.file)})${limit}.` +
+    (measured === null ? '' : ` Measured: ${fmtMB(measured)} of WebAssembly memory after loading.`);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -26,10 +26,47 @@ export interface Progress {
   file: string;
   /** Bytes received so far. */
   loaded: number;
-  /** Expected bytes (from Content-Length; 0 when the server does not say). Equals `loaded` when the file is complete. */
-  total: number;
+  /**
+   * Expected bytes: for the weights, the length their header gives once it has arrived, before
+   * that Content-Length (0 when the server does not say); null while a fall-back reads them again.
+   */
+  total: number | null;
+  /**
+   * model.safetensors streams: each tensor is converted (or uploaded to the GPU) as soon as its
+   * bytes are in, so the file is never whole in memory. The tensor whose bytes come next, e.g.
+   * 'h.3.mlp.c_fc.weight' (null for the other files and once the last tensor is in).
+   */
+  tensor?: string | null;
   /** True when the file came from the browser's Cache API (a model from another origin fetched before). */
   cached: boolean;
+  /**
+   * Once, before the weights are read: what the model will need on the CPU, predicted from
+   * config.json alone and checked against what this build can address (see `Gpt2.plan`).
+   */
+  plan?: MemoryPlan;
+  /**
+   * True while a model whose GPU was lost is rebuilt on the CPU from its weights read again (from
+   * the Cache API, the files given, or the URL; the file is not kept in memory for it).
+   */
+  fallBack?: boolean;
+}
+
+/** A model's memory on the CPU, predicted from config.json alone, in bytes. */
+export interface MemoryPlan {
+  /** The weights in their runtime format (q8 or f32). */
+  weights: number;
+  /** Keys and values of every layer for the whole context. */
+  kvCache: number;
+  /** Working buffers of a forward pass over a full context, and the logits. */
+  activations: number;
+  /** The most of the weights file held at once while loading: one tensor (the file streams in). */
+  file: number;
+  /** Working memory of converting a tensor (0 for q8: quantized from the file's bytes). */
+  conversion: number;
+  /** The most held at once: the sum of the above. */
+  peak: number;
+  /** What this build can address (4 GiB single-threaded, less with threads), or null. */
+  limit: number | null;
 }
 
 export interface LoadOptions {
@@ -59,7 +96,10 @@ export interface LoadOptions {
    * decides for every model of the page (they share one worker); `model.threads` says what runs.
    */
   threads?: number;
-  /** Called as each file downloads (throttled to about every 50 ms, and once when a file is complete). */
+  /**
+   * Called as each file downloads (throttled to about every 50 ms, and once when a file is
+   * complete), and again, with `fallBack: true`, while a lost GPU's model is read again.
+   */
   onProgress?: (progress: Progress) => void;
   /**
    * Called when the model moves to another backend while it runs: when the GPU device is lost
@@ -303,9 +343,13 @@ export declare class Gpt2 {
 
   /**
    * The worker's WebAssembly memory in bytes, shared by every model of the page (weights, KV
-   * caches, buffers). It grows and never shrinks while the worker lives.
+   * caches, buffers). It grows and never shrinks while the worker lives, so it is also the peak.
+   * On the CPU also this model's `weights` and `kvCache` bytes, as allocated.
    */
-  memory(): Promise<{ wasmBytes: number }>;
+  memory(): Promise<{ wasmBytes: number; weights?: number; kvCache?: number }>;
+
+  /** What this model was predicted to need on the CPU before it loaded (from config.json alone). */
+  readonly plan: MemoryPlan;
 
   /**
    * TEST HOOK, not part of the API: destroys the GPU device between two steps, as a driver reset

@@ -258,6 +258,7 @@ export class Gpt2 {
   #load; // the shared model this handle counts on: { key, refs }
   #disposed = false;
   #onBackendChange;
+  #onProgress; // the load's, also told while a lost GPU's model is read again (fallBack: true)
 
   /** Use Gpt2.load(). */
   constructor(conn, id, config, name, load) {
@@ -294,8 +295,8 @@ export class Gpt2 {
     let load = key !== null ? conn.loads.get(key) : undefined;
     if (!load) {
       load = { key, refs: 0, listeners: new Set() };
-      const progress = ({ file, loaded, total, cached }) => {
-        for (const f of load.listeners) f({ file, loaded, total, cached });
+      const progress = ({ file, loaded, total, tensor, cached, plan }) => {
+        for (const f of load.listeners) f({ file, loaded, total, tensor, cached, ...(plan ? { plan } : {}) });
       };
       const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, builds: BUILDS, files: MODEL_FILES }, { progress });
       load.promise = promise.then((info) => ({ id, info }));
@@ -320,9 +321,10 @@ export class Gpt2 {
     }
     // What runs where, shared by the handles of this model: it changes if the GPU is lost.
     const { info } = loaded;
-    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype, threads: info.threads, build: info.build, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, handles: new Set() };
+    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype, threads: info.threads, build: info.build, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, plan: info.plan, handles: new Set() };
     const handle = new Gpt2(conn, loaded.id, info.config, name, load);
     handle.#onBackendChange = onBackendChange;
+    handle.#onProgress = onProgress;
     return handle;
   }
 
@@ -396,7 +398,14 @@ export class Gpt2 {
       }
     });
     const backend = (change) => this.#backendChanged(change);
-    const { id, promise } = request(this.#conn, { op: 'generate', model: this.#id, prompt, options: opts, draftModel }, { token, backend });
+    const progress = ({ file, loaded, total, tensor, cached, fallBack }) => {
+      try {
+        this.#onProgress?.({ file, loaded, total, tensor, cached, fallBack });
+      } catch (e) {
+        console.error('an onProgress callback failed:', e);
+      }
+    };
+    const { id, promise } = request(this.#conn, { op: 'generate', model: this.#id, prompt, options: opts, draftModel }, { token, backend, progress });
     const onAbort = () => this.#conn.worker.postMessage({ op: 'abort', id });
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
@@ -472,14 +481,22 @@ export class Gpt2 {
   }
 
   /**
-   * Memory of the worker that all models of this page share: `{ wasmBytes }`, the size of its
-   * WebAssembly memory (weights, KV caches and buffers of every loaded model; it grows and never
-   * shrinks until the last model is disposed and the worker stops).
+   * Memory: `wasmBytes`, the size of the WebAssembly memory of the worker all models of this page
+   * share (weights, KV caches and buffers of every loaded model; it grows and never shrinks until
+   * the last model is disposed and the worker stops, so it is also the peak), and on the CPU this
+   * model's `weights` and `kvCache` bytes.
    */
   async memory() {
     if (this.#disposed) throw new Error('this model has been disposed');
-    return request(this.#conn, { op: 'memory' }).promise;
+    return request(this.#conn, { op: 'memory', model: this.#id }).promise;
   }
+
+  /**
+   * What this model was predicted to need on the CPU before it loaded (from config.json alone):
+   * `{ weights, kvCache, activations, file, conversion, peak, limit }` in bytes, `file` being the
+   * most of the weights file held at once (one tensor: the file streams in).
+   */
+  get plan() { return this.#load.live.plan; }
 
   /** Token ids of `text` under this model's tokenizer. */
   async tokenize(text) {

@@ -12,10 +12,13 @@
 //                  { id, op: 'tokenize', model, text }
 //                  { id, op: 'dispose', model }
 //                  { id, op: 'loseDevice', model }    (tests only: destroys the GPU device)
-//                  { id, op: 'memory' }               (the worker's wasm memory in bytes)
+//                  { id, op: 'memory', model }        (the worker's wasm memory in bytes; the model's
+//                                                      weights and KV cache on the CPU)
 //                  { op: 'crash' }                    (tests only: an uncaught error, as a crash)
 //   worker → page  { type: 'ready' }                                       (once, when this script runs)
-//                  { id, type: 'progress', file, loaded, total, cached }   (load)
+//                  { id, type: 'progress', file, loaded, total, tensor, cached }   (load; and generate
+//                                                                           with fallBack: true while a
+//                                                                           lost GPU's model is read again)
 //                  { id, type: 'token', token }                            (generate, once per token)
 //                  { id, type: 'backend', backend, reason }                (generate: the backend changed,
 //                                                                           e.g. the GPU was lost; before that token)
@@ -66,7 +69,9 @@ self.onmessage = ({ data: msg }) => {
     case 'tokenize': return respond(msg.id, () => tokenize(msg));
     case 'dispose': return respond(msg.id, () => dispose(msg));
     case 'loseDevice': return respond(msg.id, () => loseDevice(msg));
-    case 'memory': return respond(msg.id, () => ({ wasmBytes: wasmMemory?.buffer.byteLength ?? 0 }));
+    case 'memory': return respond(msg.id, () => ({
+      wasmBytes: wasmMemory?.buffer.byteLength ?? 0, ...(models.get(msg.model)?.engine.memoryUse ?? {}),
+    }));
     case 'crash': return setTimeout(() => { throw new Error('the worker crashed (a test)'); }); // tests only
     default: return reply(msg.id, 'error', { message: `unknown request "${msg.op}"` });
   }
@@ -179,29 +184,175 @@ function hostHint(url) {
 
 async function load({ id, source, backend, dtype, threads, builds, files: names }) {
   FILES = names;
-  // Compile the wasm while the files download; the model's memory is checked against this build
-  // (mod.checkMemory) from config.json and the weights' size, before the weights are read.
+  // Compile the wasm while config.json and tokenizer.json download; the model's memory is checked
+  // against this build (mod.checkMemory) from config.json before a byte of weights is read.
   const ready = wasm(threadsFor(threads), builds);
-  const checkWeights = async (config, size) => (await ready).mod.checkMemory(config, size, dtype);
-  const [{ mod, threads: running, build }, files] = await Promise.all([
-    ready,
-    source.urls ? fetchModel(id, source.urls, homeOrigins(builds), checkWeights) : readFiles(id, source.files, checkWeights),
-  ]);
-  const { config, weights, tokenizer } = files.bytes;
-  const engine = await mod.Engine.load(config, weights, tokenizer, backend, dtype)
-    .catch((e) => {
-      // Only the JS API knows the option's name; every WebGPU failure at load has the same way out.
-      if (backend === 'webgpu' && /^WebGPU: /.test(e.message)) throw new Error(`${e.message}; use backend 'auto' or 'cpu'`);
-      throw e;
-    });
+  const home = source.urls ? homeOrigins(builds) : null;
+  const cache = source.urls ? await openCache() : null;
+  const small = source.urls ? smallFetcher(id, source.urls, home, cache) : smallReader(id, source.files);
+  // config.json first: a wrong folder fails fast, naming it, and a model that cannot fit this
+  // build is refused before anything else is downloaded.
+  const [{ mod, threads: running, build }, config] = await Promise.all([ready, small.get('config')]);
+  const plan = mod.checkMemory(config, dtype); // throws the sentence when it cannot fit
+  reply(id, 'progress', { file: FILES.weights, loaded: 0, total: 0, tensor: null, cached: false, plan });
+  const tokenizer = await small.get('tokenizer');
+  const weights = source.urls ? urlWeights(source.urls.weights, home, cache) : fileWeights(source.files.weights);
+  const files = { config, tokenizer };
+  const entry = { m: null }; // the model, for the progress of a later fall-back's reading
+  let engine;
+  let gpuUnavailable;
+  try {
+    engine = await streamModel(id, mod, files, weights, backend, dtype, entry);
+  } catch (e) {
+    if (!/^WebGPU: /.test(e.message)) throw e;
+    // Only the JS API knows the option's name; every WebGPU failure at load has the same way out.
+    if (backend === 'webgpu') throw new Error(`${e.message}; use backend 'auto' or 'cpu'`);
+    if (backend !== 'auto') throw e;
+    gpuUnavailable = e.message; // the GPU took the first tensors, then failed: the CPU, from the start
+    engine = await streamModel(id, mod, files, weights, 'cpu', dtype, entry);
+  }
   // Kept for offline use only now that they made a model (a captive portal's page never is).
-  await Promise.all(files.stores.map((store) => store()));
+  await Promise.all([...small.stores.map((store) => store()), weights.stored()]);
   const m = { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null, backend: engine.backend };
+  entry.m = m;
   models.set(id, m);
   return {
     backend: m.backend, dtype: engine.dtype, threads: running, build, config: engine.config, adapter: await adapterName(engine),
-    gpuUnavailable: engine.gpuUnavailable,
+    gpuUnavailable: engine.gpuUnavailable ?? gpuUnavailable, plan,
   };
+}
+
+/**
+ * Streams model.safetensors into a new engine: each chunk goes to the engine as it arrives, where
+ * each tensor is converted (or uploaded) as soon as its bytes are in, so the file is never whole
+ * in memory. Progress names the bytes and the tensor being read. A fall-back from the GPU to the
+ * CPU later reads the file again through `weights.open` (reporting progress to the running job).
+ */
+async function streamModel(id, mod, files, weights, backend, dtype, entry) {
+  const loader = await mod.EngineLoader.start(files.config, files.tokenizer, backend, dtype);
+  let opened;
+  try {
+    opened = await weights.open();
+  } catch (e) {
+    loader.free();
+    throw e;
+  }
+  const { reader, cached, size } = opened;
+  let last = 0;
+  const progress = () => reply(id, 'progress', {
+    file: weights.file, loaded: loader.loaded, total: loader.total ?? size, tensor: loader.tensor ?? null, cached,
+  });
+  progress();
+  try {
+    for (;;) {
+      let step;
+      try {
+        step = await reader.read();
+      } catch (e) {
+        throw new Error(`${weights.what}: the transfer failed after it began (${e.message})`);
+      }
+      if (step.done) break;
+      loader.push(step.value);
+      const now = performance.now();
+      if (now - last > 50) {
+        last = now;
+        progress();
+      }
+    }
+  } catch (e) {
+    reader.cancel().catch(() => {});
+    loader.free();
+    await weights.failed();
+    throw e;
+  }
+  progress();
+  const reopen = async () => readingAgain((await weights.open()).reader, weights.file, entry);
+  try {
+    return await loader.finish(reopen);
+  } catch (e) {
+    await weights.failed();
+    throw e;
+  }
+}
+
+/** `reader`, reporting each chunk to the model's running job: a fall-back reading the weights again. */
+function readingAgain(reader, file, entry) {
+  let loaded = 0;
+  return {
+    read: async () => {
+      const step = await reader.read();
+      if (!step.done) loaded += step.value.length;
+      const job = entry.m?.running;
+      if (job) reply(job.id, 'progress', { file, loaded, total: null, tensor: null, cached: false, fallBack: true });
+      return step;
+    },
+  };
+}
+
+/**
+ * The weights at `url`: `open()` gives a reader of the file from its start (from the Cache API
+ * when it is there). The first download is also written to the cache, from the same stream;
+ * `failed()` takes it out again when the model did not load.
+ */
+function urlWeights(url, home, cache) {
+  const keep = cache && !home.has(new URL(url).origin) ? cache : null;
+  let storing = null;
+  return {
+    file: FILES.weights,
+    what: `could not download ${url}`,
+    async open() {
+      let res = keep ? (await keep.match(url).catch(() => undefined)) ?? null : null;
+      const cached = res !== null;
+      if (!res) res = await fetchOk(url);
+      let body = res.body;
+      if (keep && !cached && !storing) {
+        const [mine, theirs] = body.tee();
+        body = mine;
+        const type = res.headers.get('Content-Type') || 'application/octet-stream';
+        storing = keep.put(url, new Response(theirs, { headers: { 'Content-Type': type } }))
+          .catch((e) => console.warn(`not cached: ${url}: ${e.message}`));
+      }
+      return { reader: body.getReader(), cached, size: Number(res.headers.get('Content-Length')) || 0 };
+    },
+    /** Resolves once the copy in the Cache API is written (the model loaded). */
+    async stored() {
+      await storing;
+    },
+    async failed() {
+      if (!storing) return;
+      await storing;
+      storing = null;
+      await keep.delete(url).catch(() => {});
+    },
+  };
+}
+
+/** Weights given as a Blob/File, ArrayBuffer or typed array, read as a stream all the same. */
+function fileWeights(f) {
+  const blob = f instanceof Blob ? f : new Blob([ArrayBuffer.isView(f) ? new Uint8Array(f.buffer, f.byteOffset, f.byteLength) : f]);
+  return {
+    file: FILES.weights,
+    what: `could not read ${FILES.weights}`,
+    open: async () => ({ reader: blob.stream().getReader(), cached: false, size: blob.size }),
+    stored: async () => {},
+    failed: async () => {},
+  };
+}
+
+/** A response to `url` that is OK, or an Error that says why not. */
+async function fetchOk(url, signal) {
+  const crossOrigin = new URL(url).origin !== self.location.origin;
+  let res;
+  try {
+    res = await fetch(url, { signal });
+  } catch (e) {
+    if (signal?.aborted) throw e;
+    throw new Error(`could not download ${url}: network error (${e.message})` +
+      (crossOrigin ? '; the server may be unreachable, or may not allow cross-origin requests ' +
+        '(it must send Access-Control-Allow-Origin)' : ''));
+  }
+  if (!res.ok) throw new Error(`could not download ${url}: the server answered ${res.status} ${res.statusText}`.trim());
+  return res;
 }
 
 /**
@@ -235,32 +386,20 @@ function capped(file, cap) {
 const mb = (n) => (n >= 1e6 ? `${(n / 1e6).toFixed(1)} MB` : `${Math.ceil(n / 1e3)} kB`);
 
 /**
- * config.json first (small: a wrong folder fails fast, naming config.json), then the rest
- * together, the weights only once the model they make is known to fit (`checkWeights`).
- * Returns { bytes: { config, weights, tokenizer }, stores: [() => Promise] } where each store
- * puts a file in the Cache API (called once the model has loaded).
+ * config.json and tokenizer.json from their URLs: `get(key)` downloads one (capped in size),
+ * and `stores` puts what was downloaded in the Cache API (called once the model has loaded).
  */
-async function fetchModel(id, urls, home, checkWeights) {
-  const cache = await openCache();
-  const controller = new AbortController();
-  const get = (key, limit) => download(id, FILES[key], urls[key], home.has(new URL(urls[key]).origin) ? null : cache,
-    controller.signal, limit);
-  try {
-    const config = await get('config', capped(FILES.config, CAPS.config));
-    await checkWeights(config.bytes, 0); // the KV cache and buffers alone may not fit: ask for nothing more
-    const [weights, tokenizer] = await Promise.all([
-      get('weights', async (size) => (await checkWeights(config.bytes, size)).limit ?? Infinity),
-      get('tokenizer', capped(FILES.tokenizer, CAPS.tokenizer)),
-    ]);
-    const all = { config, weights, tokenizer };
-    return {
-      bytes: Object.fromEntries(Object.entries(all).map(([k, f]) => [k, f.bytes])),
-      stores: Object.values(all).map((f) => f.store),
-    };
-  } catch (e) {
-    controller.abort(); // stop the other download
-    throw e;
-  }
+function smallFetcher(id, urls, home, cache) {
+  const stores = [];
+  return {
+    stores,
+    async get(key) {
+      const url = urls[key];
+      const f = await download(id, FILES[key], url, home.has(new URL(url).origin) ? null : cache, capped(FILES[key], CAPS[key]));
+      stores.push(f.store);
+      return f.bytes;
+    },
+  };
 }
 
 async function openCache() {
@@ -285,30 +424,16 @@ function homeOrigins(builds) {
  * the body may have. With a `cache`, the file (e.g. from Hugging Face) is read from the Cache API
  * when it is there, and `store()` keeps it there, so a page that was opened once works offline.
  */
-async function download(id, file, url, cache, signal, limit) {
-  const crossOrigin = new URL(url).origin !== self.location.origin;
+async function download(id, file, url, cache, limit) {
   let res = null;
   if (cache) res = (await cache.match(url).catch(() => undefined)) ?? null;
   const cached = res !== null;
-  if (!res) {
-    try {
-      res = await fetch(url, { signal });
-    } catch (e) {
-      if (signal.aborted) throw e;
-      throw new Error(`could not download ${url}: network error (${e.message})` +
-        (crossOrigin ? '; the server may be unreachable, or may not allow cross-origin requests ' +
-          '(it must send Access-Control-Allow-Origin)' : ''));
-    }
-    if (!res.ok) {
-      throw new Error(`could not download ${url}: the server answered ${res.status} ${res.statusText}`.trim());
-    }
-  }
+  if (!res) res = await fetchOk(url);
   const max = await limit(Number(res.headers.get('Content-Length')) || 0);
   let bytes;
   try {
     bytes = await readBody(res, max, (loaded, total) => reply(id, 'progress', { file, loaded, total, cached }));
   } catch (e) {
-    if (signal.aborted) throw e;
     throw new Error(`could not download ${url}: ${e.tooBig ? e.message : `the transfer failed after it began (${e.message})`}`);
   }
   const type = res.headers.get('Content-Type') || 'application/octet-stream';
@@ -357,21 +482,20 @@ async function readBody(res, max, progress) {
   return buf.length === loaded ? buf : buf.slice(0, loaded);
 }
 
-/** Local files: Blob/File, ArrayBuffer or typed array; the weights read only once they fit. */
-async function readFiles(id, files, checkWeights) {
-  const size = (f) => (f instanceof Blob ? f.size : f.byteLength);
-  const bytes = {};
-  for (const key of ['config', 'tokenizer', 'weights']) {
-    const f = files[key];
-    if (key === 'weights') await checkWeights(bytes.config, size(f));
-    else capped(FILES[key], CAPS[key])(size(f));
-    const b = f instanceof Blob ? new Uint8Array(await f.arrayBuffer())
-      : ArrayBuffer.isView(f) ? new Uint8Array(f.buffer, f.byteOffset, f.byteLength)
-        : new Uint8Array(f);
-    reply(id, 'progress', { file: FILES[key], loaded: b.length, total: b.length, cached: false });
-    bytes[key] = b;
-  }
-  return { bytes, stores: [] };
+/** config.json and tokenizer.json given as Blob/File, ArrayBuffer or typed array, as `smallFetcher`. */
+function smallReader(id, files) {
+  return {
+    stores: [],
+    async get(key) {
+      const f = files[key];
+      capped(FILES[key], CAPS[key])(f instanceof Blob ? f.size : f.byteLength);
+      const b = f instanceof Blob ? new Uint8Array(await f.arrayBuffer())
+        : ArrayBuffer.isView(f) ? new Uint8Array(f.buffer, f.byteOffset, f.byteLength)
+          : new Uint8Array(f);
+      reply(id, 'progress', { file: FILES[key], loaded: b.length, total: b.length, cached: false });
+      return b;
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use safetensors::{Dtype, SafeTensors};
+
+pub mod stream;
 
 /// Element type of a tensor on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,116 +127,106 @@ pub struct Gpt2Weights<'a> {
     pub ln_f: LayerNorm<'a>,
 }
 
+/// Every tensor GPT-2 needs, unprefixed, with the shape config.json implies ((1, n) for the 1-D
+/// biases and LayerNorm parameters).
+pub fn expected_tensors(config: &Config) -> Vec<(String, [usize; 2])> {
+    let (c, h, v) = (config.n_embd, config.n_inner, config.vocab_size);
+    let mut out = vec![
+        ("wte.weight".to_string(), [v, c]),
+        ("wpe.weight".to_string(), [config.n_positions, c]),
+        ("ln_f.weight".to_string(), [1, c]),
+        ("ln_f.bias".to_string(), [1, c]),
+    ];
+    for i in 0..config.n_layer {
+        for (part, n_in, n_out) in [
+            ("attn.c_attn", c, 3 * c),
+            ("attn.c_proj", c, c),
+            ("mlp.c_fc", c, h),
+            ("mlp.c_proj", h, c),
+        ] {
+            out.push((format!("h.{i}.{part}.weight"), [n_in, n_out]));
+            out.push((format!("h.{i}.{part}.bias"), [1, n_out]));
+        }
+        for ln in ["ln_1", "ln_2"] {
+            out.push((format!("h.{i}.{ln}.weight"), [1, c]));
+            out.push((format!("h.{i}.{ln}.bias"), [1, c]));
+        }
+    }
+    out
+}
+
 impl<'a> Gpt2Weights<'a> {
     /// Parses safetensors bytes and checks every tensor GPT-2 needs against `config`.
     pub fn load(bytes: &'a [u8], config: &Config) -> Result<Self> {
-        let st = SafeTensors::deserialize(bytes).map_err(|e| {
-            Error::Weights(format!(
-                "not a valid safetensors file (truncated or corrupt?): {e}"
-            ))
+        // One chunk holds every tensor, so the stream hands out views of `bytes`: keep where.
+        let base = bytes.as_ptr() as usize;
+        let mut at = std::collections::HashMap::new();
+        let mut stream = stream::Stream::new(config);
+        stream.push(bytes, &mut |name, t| {
+            let start = t.data.as_ptr() as usize - base;
+            at.insert(name.to_string(), (t.dtype, t.shape, start, t.data.len()));
+            Ok(())
         })?;
-        let names = st.names();
-        let prefix = if names.contains(&"wte.weight") {
-            ""
-        } else if names.contains(&"transformer.wte.weight") {
-            "transformer."
-        } else {
-            return Err(Error::Weights(
-                "missing tensor \"wte.weight\" (also looked for \"transformer.wte.weight\")".into(),
-            ));
-        };
-        for name in &names {
-            let rest = name.strip_prefix(prefix).unwrap_or(name);
-            if let Some(i) = rest.strip_prefix("h.").and_then(|r| r.split('.').next()) {
-                if i.parse::<usize>().is_ok_and(|i| i >= config.n_layer) {
-                    return Err(Error::Weights(format!(
-                        "tensor \"{name}\" belongs to a layer beyond n_layer = {} in config.json; \
-                         the config does not match the weights",
-                        config.n_layer
-                    )));
-                }
+        stream.finish()?;
+        let mut get = |name: &str| -> TensorRef<'a> {
+            let (dtype, shape, start, len) = at.remove(name).expect("the stream checked it");
+            TensorRef {
+                dtype,
+                shape,
+                data: &bytes[start..start + len],
             }
-        }
-        let get = |name: &str, shape: [usize; 2]| tensor(&st, prefix, name, shape);
-        let (c, h, v) = (config.n_embd, config.n_inner, config.vocab_size);
-        let ln = |name: &str| -> Result<LayerNorm<'a>> {
-            Ok(LayerNorm {
-                weight: get(&format!("{name}.weight"), [1, c])?,
-                bias: get(&format!("{name}.bias"), [1, c])?,
-            })
         };
-        let linear = |name: &str, n_in: usize, n_out: usize| -> Result<Linear<'a>> {
-            Ok(Linear {
-                weight: get(&format!("{name}.weight"), [n_in, n_out])?,
-                bias: get(&format!("{name}.bias"), [1, n_out])?,
-            })
+        let ln = |get: &mut dyn FnMut(&str) -> TensorRef<'a>, name: &str| LayerNorm {
+            weight: get(&format!("{name}.weight")),
+            bias: get(&format!("{name}.bias")),
         };
-        let blocks = (0..config.n_layer)
-            .map(|i| {
-                Ok(Block {
-                    ln_1: ln(&format!("h.{i}.ln_1"))?,
-                    c_attn: linear(&format!("h.{i}.attn.c_attn"), c, 3 * c)?,
-                    attn_c_proj: linear(&format!("h.{i}.attn.c_proj"), c, c)?,
-                    ln_2: ln(&format!("h.{i}.ln_2"))?,
-                    c_fc: linear(&format!("h.{i}.mlp.c_fc"), c, h)?,
-                    mlp_c_proj: linear(&format!("h.{i}.mlp.c_proj"), h, c)?,
-                })
+        let linear = |get: &mut dyn FnMut(&str) -> TensorRef<'a>, name: &str| Linear {
+            weight: get(&format!("{name}.weight")),
+            bias: get(&format!("{name}.bias")),
+        };
+        let h = (0..config.n_layer)
+            .map(|i| Block {
+                ln_1: ln(&mut get, &format!("h.{i}.ln_1")),
+                c_attn: linear(&mut get, &format!("h.{i}.attn.c_attn")),
+                attn_c_proj: linear(&mut get, &format!("h.{i}.attn.c_proj")),
+                ln_2: ln(&mut get, &format!("h.{i}.ln_2")),
+                c_fc: linear(&mut get, &format!("h.{i}.mlp.c_fc")),
+                mlp_c_proj: linear(&mut get, &format!("h.{i}.mlp.c_proj")),
             })
-            .collect::<Result<Vec<_>>>()?;
+            .collect();
         Ok(Gpt2Weights {
-            wte: get("wte.weight", [v, c])?,
-            wpe: get("wpe.weight", [config.n_positions, c])?,
-            h: blocks,
-            ln_f: ln("ln_f")?,
+            wte: get("wte.weight"),
+            wpe: get("wpe.weight"),
+            h,
+            ln_f: ln(&mut get, "ln_f"),
         })
     }
-}
 
-/// Looks up `name` (with the checkpoint's prefix) and checks dtype and shape. A (1, n) expected
-/// shape accepts the 1-D (n,) tensors that biases and LayerNorm parameters are stored as.
-fn tensor<'a>(
-    st: &SafeTensors<'a>,
-    prefix: &str,
-    name: &str,
-    shape: [usize; 2],
-) -> Result<TensorRef<'a>> {
-    let full = format!("{prefix}{name}");
-    let view = st
-        .tensor(&full)
-        .map_err(|_| Error::Weights(format!("missing tensor \"{full}\"")))?;
-    let dtype = match view.dtype() {
-        Dtype::F32 => DiskDtype::F32,
-        Dtype::F16 => DiskDtype::F16,
-        Dtype::BF16 => DiskDtype::BF16,
-        other => {
-            return Err(Error::Weights(format!(
-                "tensor \"{full}\" has dtype {other:?}; supported are F32, F16 and BF16"
-            )))
+    /// Every tensor with its unprefixed name, as `stream::Stream` hands them out.
+    pub fn tensors(&self) -> Vec<(String, TensorRef<'a>)> {
+        let mut out = vec![
+            ("wte.weight".to_string(), self.wte),
+            ("wpe.weight".to_string(), self.wpe),
+            ("ln_f.weight".to_string(), self.ln_f.weight),
+            ("ln_f.bias".to_string(), self.ln_f.bias),
+        ];
+        for (i, b) in self.h.iter().enumerate() {
+            let parts = [
+                ("ln_1.weight", b.ln_1.weight),
+                ("ln_1.bias", b.ln_1.bias),
+                ("attn.c_attn.weight", b.c_attn.weight),
+                ("attn.c_attn.bias", b.c_attn.bias),
+                ("attn.c_proj.weight", b.attn_c_proj.weight),
+                ("attn.c_proj.bias", b.attn_c_proj.bias),
+                ("ln_2.weight", b.ln_2.weight),
+                ("ln_2.bias", b.ln_2.bias),
+                ("mlp.c_fc.weight", b.c_fc.weight),
+                ("mlp.c_fc.bias", b.c_fc.bias),
+                ("mlp.c_proj.weight", b.mlp_c_proj.weight),
+                ("mlp.c_proj.bias", b.mlp_c_proj.bias),
+            ];
+            out.extend(parts.map(|(n, t)| (format!("h.{i}.{n}"), t)));
         }
-    };
-    let got = view.shape();
-    let ok = if shape[0] == 1 {
-        got == [shape[1]] || got == shape
-    } else {
-        got == shape
-    };
-    if !ok {
-        return Err(Error::Weights(format!(
-            "tensor \"{full}\" has shape {got:?}, expected {:?} from config.json",
-            if shape[0] == 1 {
-                vec![shape[1]]
-            } else {
-                shape.to_vec()
-            }
-        )));
+        out
     }
-    let data = view.data();
-    if data.len() != shape[0] * shape[1] * dtype.size() {
-        return Err(Error::Weights(format!(
-            "tensor \"{full}\" holds {} bytes, expected {}",
-            data.len(),
-            shape[0] * shape[1] * dtype.size()
-        )));
-    }
-    Ok(TensorRef { dtype, shape, data })
 }

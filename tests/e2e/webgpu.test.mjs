@@ -141,6 +141,7 @@ test('the GPU device lost mid-generation: the page continues on the CPU, same gr
       note: document.getElementById('backend-note').textContent,
       status: document.getElementById('status').textContent,
       model: { backend: window.gpt2Model.backend, adapter: window.gpt2Model.adapter, gpuUnavailable: window.gpt2Model.gpuUnavailable },
+      reread: window.fallBackBytes,
     }));
     assert.ok(got.result, `generation failed: ${got.error}`);
     assert.deepEqual(got.result.tokens, native.tokens, 'tokens differ from an uninterrupted CPU run');
@@ -151,6 +152,8 @@ test('the GPU device lost mid-generation: the page continues on the CPU, same gr
     assert.ok(change.afterTokens >= 2 && change.afterTokens < got.result.tokens.length,
       `the fallback came after ${change.afterTokens} of ${got.result.tokens.length} tokens, not mid-generation`);
     assert.match(change.reason, /^the GPU failed \(.+\); continuing on the CPU$/);
+    // The CPU model was built from the weights read again (progress said so), not from a copy.
+    assert.ok(got.reread > 1e6, `the weights were not read again: ${got.reread} bytes`);
     assert.equal(got.model.backend, 'cpu');
     assert.equal(got.model.adapter, undefined);
     assert.equal(got.model.gpuUnavailable, change.reason);

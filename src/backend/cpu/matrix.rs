@@ -4,7 +4,7 @@ use super::q8::{Q8Act, Q8Matrix};
 use super::vmath::gemv;
 use super::CpuDtype;
 use crate::error::{Error, Result};
-use crate::weights::{self, TensorRef};
+use crate::weights::{DiskDtype, TensorRef};
 use candle_core::{Device, Tensor};
 
 /// The most rows an f32 product takes through the GEMV (see `Matrix::product`).
@@ -20,18 +20,40 @@ pub(super) enum Matrix {
 impl Matrix {
     /// From transformers' (in, out) layout (`conv1d`) or an (out, in) one (the embedding).
     pub fn new(t: &TensorRef, dtype: CpuDtype, conv1d: bool) -> Result<Matrix> {
-        let v = t.try_to_f32()?;
         let [a, b] = t.shape;
-        Ok(match (dtype, conv1d) {
-            (CpuDtype::F32, false) => Matrix::F32(Tensor::from_vec(v, (a, b), &Device::Cpu)?),
-            (CpuDtype::F32, true) => Matrix::F32(
-                Tensor::from_vec(v, (a, b), &Device::Cpu)?
-                    .t()?
-                    .contiguous()?,
-            ),
-            (CpuDtype::Q8, false) => Matrix::Q8(Q8Matrix::quantize(&v, a, b, b, 1)?),
-            (CpuDtype::Q8, true) => Matrix::Q8(Q8Matrix::quantize(&v, b, a, 1, b)?),
-        })
+        if dtype == CpuDtype::Q8 {
+            // (rows, cols, row stride, column stride) of the (out, in) matrix in the tensor.
+            let (rows, cols, rs, cs) = if conv1d { (b, a, 1, b) } else { (a, b, b, 1) };
+            let d = t.data;
+            let q = match t.dtype {
+                DiskDtype::F32 => Q8Matrix::quantize_with(
+                    |i| f32::from_le_bytes([d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]]),
+                    rows,
+                    cols,
+                    rs,
+                    cs,
+                ),
+                DiskDtype::F16 => Q8Matrix::quantize_with(
+                    |i| half::f16::from_bits(u16::from_le_bytes([d[2 * i], d[2 * i + 1]])).to_f32(),
+                    rows,
+                    cols,
+                    rs,
+                    cs,
+                ),
+                DiskDtype::BF16 => Q8Matrix::quantize_with(
+                    |i| {
+                        half::bf16::from_bits(u16::from_le_bytes([d[2 * i], d[2 * i + 1]])).to_f32()
+                    },
+                    rows,
+                    cols,
+                    rs,
+                    cs,
+                ),
+            };
+            return Ok(Matrix::Q8(q?));
+        }
+        let v = Tensor::from_vec(t.try_to_f32()?, (a, b), &Device::Cpu)?;
+        Ok(Matrix::F32(if conv1d { v.t()?.contiguous()? } else { v }))
     }
 
     /// Bytes one pass over the matrix reads.
@@ -106,13 +128,6 @@ pub(super) struct LayerNorm {
 }
 
 impl LayerNorm {
-    pub fn new(w: &weights::LayerNorm) -> LayerNorm {
-        LayerNorm {
-            weight: w.weight.to_f32(),
-            bias: w.bias.to_f32(),
-        }
-    }
-
     /// Each row of `x` normalised (biased variance, as torch) into `y`.
     pub fn forward(&self, x: &[f32], eps: f32, y: &mut [f32]) {
         let c = self.weight.len();
@@ -141,13 +156,6 @@ pub(super) struct Linear {
 }
 
 impl Linear {
-    pub fn new(w: &weights::Linear, dtype: CpuDtype) -> Result<Linear> {
-        Ok(Linear {
-            weight: Matrix::new(&w.weight, dtype, true)?,
-            bias: w.bias.to_f32(),
-        })
-    }
-
     pub fn bytes(&self) -> usize {
         self.weight.bytes() + 4 * self.bias.len()
     }
@@ -168,17 +176,6 @@ pub(super) struct Block {
 }
 
 impl Block {
-    pub fn new(b: &weights::Block, dtype: CpuDtype) -> Result<Block> {
-        Ok(Block {
-            ln_1: LayerNorm::new(&b.ln_1),
-            c_attn: Linear::new(&b.c_attn, dtype)?,
-            attn_c_proj: Linear::new(&b.attn_c_proj, dtype)?,
-            ln_2: LayerNorm::new(&b.ln_2),
-            c_fc: Linear::new(&b.c_fc, dtype)?,
-            mlp_c_proj: Linear::new(&b.mlp_c_proj, dtype)?,
-        })
-    }
-
     pub fn allocated_bytes(&self) -> usize {
         self.ln_1.allocated_bytes()
             + self.ln_2.allocated_bytes()

@@ -12,10 +12,12 @@
 
 mod forward;
 mod matrix;
+mod parts;
 mod profile;
 pub mod q8;
 mod vmath;
 
+pub use parts::CpuParts;
 pub use profile::{Phase, Phases, Profile};
 
 use crate::config::Config;
@@ -80,10 +82,22 @@ pub struct CpuBackend {
 impl CpuBackend {
     /// Converts checked weights to `dtype` and allocates the KV cache.
     pub fn new(config: &Config, w: &Gpt2Weights, dtype: CpuDtype) -> Result<Self> {
-        let blocks =
-            w.h.iter()
-                .map(|b| Block::new(b, dtype))
-                .collect::<Result<Vec<_>>>()?;
+        let mut parts = CpuParts::new(config, dtype);
+        for (name, t) in w.tensors() {
+            parts.add(&name, t)?;
+        }
+        parts.finish()
+    }
+
+    /// The backend from converted weights; allocates the KV cache.
+    fn assemble(
+        config: &Config,
+        dtype: CpuDtype,
+        wte: Matrix,
+        wpe: Vec<f32>,
+        blocks: Vec<Block>,
+        ln_f: LayerNorm,
+    ) -> Result<Self> {
         let cache = || -> Result<Vec<Vec<f32>>> {
             (0..config.n_layer)
                 .map(|_| {
@@ -94,10 +108,10 @@ impl CpuBackend {
         Ok(CpuBackend {
             config: config.clone(),
             dtype,
-            wte: Matrix::new(&w.wte, dtype, false)?,
-            wpe: w.wpe.to_f32(),
+            wte,
+            wpe,
             blocks,
-            ln_f: LayerNorm::new(&w.ln_f),
+            ln_f,
             k_cache: cache()?,
             v_cache: cache()?,
             slots: vec![KvSet::default()],

@@ -8,12 +8,39 @@ use super::kernels::{self as k, Epilogue, Kernel, Kernels};
 use super::{Block, GpuBackend, Linear, WteChunk};
 use crate::config::{Activation, Config, MAX_VERIFY};
 use crate::error::{Error, Result};
-use crate::weights::{self, Gpt2Weights, TensorRef};
+use crate::weights::{Gpt2Weights, TensorRef};
+use std::collections::HashMap;
 
 impl GpuBackend {
     /// Opens a device, checks the model fits its limits, uploads the weights and builds every
     /// buffer, pipeline and bind group. Any failure is an `Error::Gpu` saying why.
     pub async fn new(config: &Config, w: &Gpt2Weights<'_>, opts: &GpuOptions) -> Result<Self> {
+        let mut parts = GpuParts::new(config, opts).await?;
+        for (name, t) in w.tensors() {
+            parts.add(&name, t)?;
+        }
+        parts.finish().await
+    }
+}
+
+/// The GPU backend built tensor by tensor: the device is opened and the model checked against
+/// its limits first, then each tensor is uploaded the moment it arrives (in any order), and
+/// `finish` makes the activations and bind groups once every tensor is on the device.
+pub struct GpuParts {
+    config: Config,
+    ctx: Context,
+    kernels: Kernels,
+    plan: Plan,
+    /// Uploaded tensors by unprefixed name; wte as its chunks (rows, buffer).
+    uploaded: HashMap<String, wgpu::Buffer>,
+    wte: Vec<(usize, wgpu::Buffer)>,
+    /// Open from the first upload to `finish`: out-of-memory and validation errors of loading.
+    scopes: Option<super::context::ErrorScopes>,
+}
+
+impl GpuParts {
+    /// Opens a device and checks that a model of `config` fits its limits.
+    pub async fn new(config: &Config, opts: &GpuOptions) -> Result<Self> {
         if config.activation != Activation::GeluTanh {
             return Err(Error::Gpu(
                 "only GPT-2's tanh GELU is implemented on the GPU; this model uses the erf form"
@@ -29,17 +56,62 @@ impl GpuBackend {
         }
         let ctx = Context::new(opts).await?;
         let plan = Plan::new(config, &ctx)?;
-        let scopes = ctx.scopes();
+        let scopes = Some(ctx.scopes());
         let kernels = Kernels::new(&ctx.device);
-        let backend = Builder {
-            config,
+        Ok(GpuParts {
+            config: config.clone(),
             ctx,
             kernels,
+            plan,
+            uploaded: HashMap::new(),
+            wte: Vec::new(),
+            scopes,
+        })
+    }
+
+    /// Uploads one tensor (checked by `weights`) as f32; wte in chunks the device can bind.
+    pub fn add(&mut self, name: &str, t: TensorRef) -> Result<()> {
+        self.ctx.check()?;
+        let values = t.try_to_f32()?;
+        if name == "wte.weight" {
+            let (c, v) = (self.config.n_embd, self.config.vocab_size);
+            for start in (0..v).step_by(self.plan.wte_rows) {
+                let rows = self.plan.wte_rows.min(v - start);
+                let chunk = &values[start * c..(start + rows) * c];
+                self.wte.push((rows, self.ctx.upload("wte chunk", chunk)));
+            }
+        } else {
+            self.uploaded
+                .insert(name.to_string(), self.ctx.upload(name, &values));
         }
-        .build(w, &plan);
-        scopes.close("loading the model onto the GPU").await?;
+        Ok(())
+    }
+
+    /// The backend, once every tensor has been added.
+    pub async fn finish(mut self) -> Result<GpuBackend> {
+        let scopes = self.scopes.take();
+        let backend = Builder {
+            config: &self.config,
+            ctx: self.ctx,
+            kernels: self.kernels,
+        }
+        .build(Uploaded(self.uploaded), self.wte)?;
+        if let Some(scopes) = scopes {
+            scopes.close("loading the model onto the GPU").await?;
+        }
         backend.ctx.check()?;
         Ok(backend)
+    }
+}
+
+/// The uploaded tensors, taken out by name as the layers are made.
+struct Uploaded(HashMap<String, wgpu::Buffer>);
+
+impl Uploaded {
+    fn take(&mut self, name: &str) -> Result<wgpu::Buffer> {
+        self.0
+            .remove(name)
+            .ok_or_else(|| Error::Weights(format!("missing tensor \"{name}\"")))
     }
 }
 
@@ -86,16 +158,17 @@ impl Builder<'_> {
             .bind_group(&self.ctx.device, kernel, label, bufs)
     }
 
-    fn build(self, w: &Gpt2Weights<'_>, plan: &Plan) -> GpuBackend {
+    fn build(self, mut up: Uploaded, wte: Vec<(usize, wgpu::Buffer)>) -> Result<GpuBackend> {
         let a = self.activations();
         let s = self.shared();
-        let wpe = upload(&self.ctx, "wpe", &w.wpe); // (n_ctx, C)
-        let wte = self.wte_chunks(&w.wte, plan, &a, &wpe);
-        let blocks = (w.h.iter().enumerate())
-            .map(|(i, b)| self.block(i, b, &a, &s))
-            .collect();
-        let (ln_f, ln_f_bufs) = self.layer_norm("ln_f", &w.ln_f, &s.ln_last, &a);
-        let (ln_f_all, ln_f_all_bufs) = self.layer_norm("ln_f", &w.ln_f, &s.ln_rows, &a);
+        let wpe = up.take("wpe.weight")?; // (n_ctx, C)
+        let wte = self.wte_chunks(wte, &a, &wpe);
+        let blocks = (0..self.config.n_layer)
+            .map(|i| self.block(i, &mut up, &a, &s))
+            .collect::<Result<Vec<_>>>()?;
+        let ln_f_weights = [up.take("ln_f.weight")?, up.take("ln_f.bias")?];
+        let (ln_f, ln_f_bufs) = self.layer_norm("ln_f", ln_f_weights.clone(), &s.ln_last, &a);
+        let (ln_f_all, ln_f_all_bufs) = self.layer_norm("ln_f", ln_f_weights, &s.ln_rows, &a);
         let Activations {
             step,
             ids,
@@ -112,7 +185,7 @@ impl Builder<'_> {
         buffers.extend([s.attn_c_proj, s.c_fc, s.mlp_c_proj]);
         buffers.extend(ln_f_bufs);
         buffers.extend(ln_f_all_bufs);
-        GpuBackend {
+        Ok(GpuBackend {
             config: self.config.clone(),
             logits_host: vec![0.0; self.config.vocab_size],
             ctx: self.ctx,
@@ -129,7 +202,7 @@ impl Builder<'_> {
             dispatches: 0,
             slots: Vec::new(),
             active: 0,
-        }
+        })
     }
 
     fn activations(&self) -> Activations {
@@ -181,28 +254,24 @@ impl Builder<'_> {
         }
     }
 
-    /// wte in chunks of at most `plan.wte_rows` rows, each with its embedding and head.
+    /// wte's chunks (uploaded by `GpuParts::add`), each with its embedding and head.
     fn wte_chunks(
         &self,
-        wte: &TensorRef,
-        plan: &Plan,
+        uploaded: Vec<(usize, wgpu::Buffer)>,
         a: &Activations,
         wpe: &wgpu::Buffer,
     ) -> Vec<WteChunk> {
         let (c, v) = (self.config.n_embd, self.config.vocab_size);
-        let wte_f32 = wte.to_f32(); // (V, C)
         let mut chunks = Vec::new();
-        for start in (0..v).step_by(plan.wte_rows) {
-            let rows = plan.wte_rows.min(v - start);
-            let buf = self
-                .ctx
-                .upload("wte chunk", &wte_f32[start * c..(start + rows) * c]);
+        let mut start = 0;
+        for (rows, buf) in uploaded {
             let dims = k::ChunkDims {
                 c: c as u32,
                 chunk_start: start as u32,
                 chunk_rows: rows as u32,
                 v: v as u32,
             };
+            start += rows;
             let dims = self.ctx.uniform("wte chunk dims", &dims);
             let embedding = [&a.step, &dims, &a.ids, &buf, wpe, &a.x];
             let lm_head = [&dims, &a.xn, &buf, &a.logits];
@@ -216,43 +285,44 @@ impl Builder<'_> {
         chunks
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn linear(
         &self,
         name: &str,
-        l: &weights::Linear,
+        up: &mut Uploaded,
+        n_out: usize,
         dims: &wgpu::Buffer,
         x_in: &wgpu::Buffer,
         out: &wgpu::Buffer,
         a: &Activations,
-    ) -> Linear {
-        let weight = upload(&self.ctx, name, &l.weight);
-        let bias = upload(&self.ctx, name, &l.bias);
+    ) -> Result<Linear> {
+        let weight = up.take(&format!("{name}.weight"))?;
+        let bias = up.take(&format!("{name}.bias"))?;
         let bufs = [&a.step, dims, x_in, &weight, &bias, out];
-        Linear {
+        Ok(Linear {
             bind: self.bind(Kernel::MatmulTiled, name, &bufs),
-            n_out: l.weight.shape[1],
+            n_out,
             _buffers: [weight, bias],
-        }
+        })
     }
 
-    /// A LayerNorm from the residual stream into `xn`.
+    /// A LayerNorm from the residual stream into `xn`, of `weights` (weight, bias).
     fn layer_norm(
         &self,
         name: &str,
-        ln: &weights::LayerNorm,
+        weights: [wgpu::Buffer; 2],
         dims: &wgpu::Buffer,
         a: &Activations,
     ) -> (wgpu::BindGroup, [wgpu::Buffer; 2]) {
-        let weight = upload(&self.ctx, name, &ln.weight);
-        let bias = upload(&self.ctx, name, &ln.bias);
+        let [weight, bias] = weights;
         let bufs = [&a.step, dims, &a.x, &weight, &bias, &a.xn];
         (self.bind(Kernel::LayerNorm, name, &bufs), [weight, bias])
     }
 
     /// Block `i`: its weights, KV cache and attention uniforms, and a bind group per dispatch.
-    fn block(&self, i: usize, b: &weights::Block, a: &Activations, s: &Shared) -> Block {
+    fn block(&self, i: usize, up: &mut Uploaded, a: &Activations, s: &Shared) -> Result<Block> {
         let (ctx, cfg) = (&self.ctx, self.config);
-        let c = cfg.n_embd;
+        let (c, h) = (cfg.n_embd, cfg.n_inner);
         let k_cache = ctx.storage("k_cache", f32s(cfg.n_positions * c)); // (n_ctx, C)
         let v_cache = ctx.storage("v_cache", f32s(cfg.n_positions * c)); // (n_ctx, C)
         let att_dims = k::AttentionDims {
@@ -262,33 +332,36 @@ impl Builder<'_> {
             scale: cfg.attention_scale(i),
         };
         let att_dims = ctx.uniform("attention dims", &att_dims);
-        let (ln_1, ln_1_bufs) = self.layer_norm("ln_1", &b.ln_1, &s.ln_rows, a);
-        let (ln_2, ln_2_bufs) = self.layer_norm("ln_2", &b.ln_2, &s.ln_rows, a);
+        let mut ln = |name: &str| -> Result<[wgpu::Buffer; 2]> {
+            let p = format!("h.{i}.{name}");
+            Ok([
+                up.take(&format!("{p}.weight"))?,
+                up.take(&format!("{p}.bias"))?,
+            ])
+        };
+        let (ln_1, ln_1_bufs) = self.layer_norm("ln_1", ln("ln_1")?, &s.ln_rows, a);
+        let (ln_2, ln_2_bufs) = self.layer_norm("ln_2", ln("ln_2")?, &s.ln_rows, a);
+        let name = |part: &str| format!("h.{i}.{part}");
         let kv_write = [&a.step, &s.kv_dims, &a.qkv, &k_cache, &v_cache];
         let attention = [&a.step, &att_dims, &a.qkv, &k_cache, &v_cache, &a.att];
-        Block {
+        let c_attn = &name("attn.c_attn");
+        let attn_c_proj = &name("attn.c_proj");
+        Ok(Block {
             ln_1,
-            c_attn: self.linear("attn.c_attn", &b.c_attn, &s.c_attn, &a.xn, &a.qkv, a),
+            c_attn: self.linear(c_attn, up, 3 * c, &s.c_attn, &a.xn, &a.qkv, a)?,
             kv_write: self.bind(Kernel::KvWrite, "kv_write", &kv_write),
             attention: self.bind(Kernel::Attention, "attention", &attention),
-            attn_c_proj: self.linear(
-                "attn.c_proj",
-                &b.attn_c_proj,
-                &s.attn_c_proj,
-                &a.att,
-                &a.x,
-                a,
-            ),
+            attn_c_proj: self.linear(attn_c_proj, up, c, &s.attn_c_proj, &a.att, &a.x, a)?,
             ln_2,
-            c_fc: self.linear("mlp.c_fc", &b.c_fc, &s.c_fc, &a.xn, &a.fc, a),
-            mlp_c_proj: self.linear("mlp.c_proj", &b.mlp_c_proj, &s.mlp_c_proj, &a.fc, &a.x, a),
+            c_fc: self.linear(&name("mlp.c_fc"), up, h, &s.c_fc, &a.xn, &a.fc, a)?,
+            mlp_c_proj: self.linear(&name("mlp.c_proj"), up, c, &s.mlp_c_proj, &a.fc, &a.x, a)?,
             kv: [k_cache.clone(), v_cache.clone()],
             _buffers: [k_cache, v_cache, att_dims]
                 .into_iter()
                 .chain(ln_1_bufs)
                 .chain(ln_2_bufs)
                 .collect(),
-        }
+        })
     }
 }
 
@@ -350,9 +423,4 @@ impl Plan {
         }
         Ok(Plan { wte_rows })
     }
-}
-
-/// Uploads a checkpoint tensor as f32.
-fn upload(ctx: &Context, label: &str, t: &TensorRef) -> wgpu::Buffer {
-    ctx.upload(label, &t.to_f32())
 }

@@ -14,6 +14,7 @@ mod load;
 mod slots;
 
 pub use context::{Context, GpuOptions};
+pub use load::GpuParts;
 
 use crate::config::Config;
 use kernels::Kernels;

@@ -58,6 +58,18 @@ impl Q8Matrix {
         row_stride: usize,
         col_stride: usize,
     ) -> crate::Result<Q8Matrix> {
+        Self::quantize_with(|i| w[i], rows, cols, row_stride, col_stride)
+    }
+
+    /// `quantize` with element `i` of the weights given by `w(i)`: straight from a checkpoint's
+    /// bytes, so the tensor is never widened to f32 as a whole.
+    pub fn quantize_with(
+        w: impl Fn(usize) -> f32,
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+        col_stride: usize,
+    ) -> crate::Result<Q8Matrix> {
         let blocks = cols.div_ceil(QK);
         let groups = rows.div_ceil(RG);
         let mut qs =
@@ -71,7 +83,7 @@ impl Q8Matrix {
                 let (g, lane) = (r / RG, r % RG);
                 for (i, v) in vals.iter_mut().enumerate() {
                     *v = if i < n {
-                        w[r * row_stride + (c0 + i) * col_stride]
+                        w(r * row_stride + (c0 + i) * col_stride)
                     } else {
                         0.0
                     };

@@ -1,0 +1,160 @@
+//! Building a `Model` while its weights file streams in: `config.json` and `tokenizer.json`
+//! first (small), the memory check and the backend's choice before a byte of weights is read,
+//! then each tensor converted (CPU) or uploaded (GPU) as it arrives (`weights::stream`). The
+//! browser pushes the chunks of its download; natively the mapped file is one chunk.
+
+use super::{Model, Reload};
+use crate::backend::cpu::{CpuDtype, CpuParts};
+use crate::backend::gpu::{GpuOptions, GpuParts};
+use crate::backend::{Backend, BackendChoice};
+use crate::budget::Footprint;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::tokenizer::Tokenizer;
+use crate::weights::stream::Stream;
+
+/// The backend being built.
+enum Parts {
+    Cpu(CpuParts),
+    // Boxed: a device, pipelines and buffers by name.
+    Gpu(Box<GpuParts>),
+}
+
+/// A model whose weights are arriving.
+pub struct Loader {
+    config: Config,
+    tokenizer: Tokenizer,
+    cpu_dtype: CpuDtype,
+    stream: Stream,
+    parts: Parts,
+    gpu_unavailable: Option<String>,
+}
+
+impl Loader {
+    /// Checks the config, the tokenizer and the memory the CPU backend would need (before
+    /// anything large is allocated), and opens the GPU when it is asked for (`Auto`: when a
+    /// hardware adapter fits the model; otherwise the CPU, and `gpu_unavailable` says why).
+    pub async fn new(
+        config_json: &[u8],
+        tokenizer_json: &[u8],
+        choice: BackendChoice,
+        cpu_dtype: CpuDtype,
+    ) -> Result<Loader> {
+        let config = Config::from_json(config_json)?;
+        let tokenizer = Tokenizer::from_bytes(tokenizer_json)?;
+        let cpu = || -> Result<Parts> {
+            Footprint::streamed_cpu(&config, cpu_dtype)?.check(crate::platform::memory_limit())?;
+            Ok(Parts::Cpu(CpuParts::new(&config, cpu_dtype)))
+        };
+        let mut gpu_unavailable = None;
+        let parts = match choice {
+            BackendChoice::Cpu => cpu()?,
+            BackendChoice::WebGpu => Parts::Gpu(Box::new(
+                GpuParts::new(&config, &GpuOptions::default()).await?,
+            )),
+            BackendChoice::Auto => {
+                let opts = GpuOptions {
+                    hardware_only: true,
+                    ..GpuOptions::default()
+                };
+                match GpuParts::new(&config, &opts).await {
+                    Ok(gpu) => Parts::Gpu(Box::new(gpu)),
+                    Err(e) => {
+                        gpu_unavailable = Some(e.to_string());
+                        cpu()?
+                    }
+                }
+            }
+        };
+        Ok(Loader {
+            stream: Stream::new(&config),
+            config,
+            tokenizer,
+            cpu_dtype,
+            parts,
+            gpu_unavailable,
+        })
+    }
+
+    /// Whether the weights go to the GPU.
+    pub fn on_gpu(&self) -> bool {
+        matches!(self.parts, Parts::Gpu(_))
+    }
+
+    /// Why the CPU was chosen although the GPU was possible (`Auto`).
+    pub fn gpu_unavailable(&self) -> Option<&str> {
+        self.gpu_unavailable.as_deref()
+    }
+
+    /// The next bytes of `model.safetensors`.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<()> {
+        let parts = &mut self.parts;
+        self.stream.push(chunk, &mut |name, t| match parts {
+            Parts::Cpu(p) => p.add(name, t),
+            Parts::Gpu(p) => p.add(name, t),
+        })
+    }
+
+    /// Bytes of the weights read so far; the file's length once its header has come; the tensor
+    /// whose bytes come next.
+    pub fn progress(&self) -> (u64, Option<u64>, Option<&str>) {
+        (
+            self.stream.bytes(),
+            self.stream.total(),
+            self.stream.current(),
+        )
+    }
+
+    /// The model, once the whole file has been pushed; an error names what is missing if the
+    /// stream ended early. `reload` is how a fall-back from the GPU reads the weights again.
+    pub async fn finish(self, reload: Option<Reload>) -> Result<Model> {
+        self.stream.finish()?;
+        let backend = match self.parts {
+            Parts::Cpu(p) => Backend::Cpu(p.finish()?),
+            Parts::Gpu(p) => Backend::WebGpu(p.finish().await?),
+        };
+        let on_gpu = matches!(backend, Backend::WebGpu(_));
+        Ok(Model {
+            config: self.config,
+            tokenizer: self.tokenizer,
+            backend,
+            gpu_unavailable: self.gpu_unavailable,
+            cpu_dtype: self.cpu_dtype,
+            reload: if on_gpu { reload } else { None },
+            epoch: 0,
+        })
+    }
+}
+
+impl Model {
+    /// Replaces the backend with the CPU one, its weights read again from where the model was
+    /// loaded from (the file, or the browser's source), keeping `why` in `gpu_unavailable`.
+    /// The new KV cache is empty.
+    pub async fn fall_back_to_cpu(&mut self, why: String) -> Result<()> {
+        let Some(reload) = self.reload.take() else {
+            return Err(Error::Backend(format!(
+                "{why}, but there are no weights to rebuild the model on the CPU from"
+            )));
+        };
+        Footprint::streamed_cpu(&self.config, self.cpu_dtype)?
+            .check(crate::platform::memory_limit())?;
+        let mut parts = CpuParts::new(&self.config, self.cpu_dtype);
+        let mut stream = Stream::new(&self.config);
+        let mut sink = |name: &str, t: crate::weights::TensorRef<'_>| parts.add(name, t);
+        match reload {
+            Reload::Bytes(bytes) => stream.push(&bytes, &mut sink)?,
+            #[cfg(not(target_arch = "wasm32"))]
+            Reload::File(path) => stream.push(&super::map(&path)?, &mut sink)?,
+            Reload::Source(mut source) => {
+                while let Some(chunk) = source.next_chunk().await? {
+                    stream.push(&chunk, &mut sink)?;
+                }
+            }
+        }
+        stream.finish()?;
+        self.backend = Backend::Cpu(parts.finish()?);
+        self.gpu_unavailable = Some(why);
+        self.epoch += 1;
+        Ok(())
+    }
+}

@@ -1,0 +1,382 @@
+//! `model.safetensors` read as a stream: the header first (checked against the config before any
+//! weight arrives), then each tensor handed to a sink the moment its last byte is in, so a caller
+//! converts it (to q8, or onto the GPU) and the file never has to be held whole. A tensor that a
+//! chunk holds entirely is handed out of the chunk itself; one split across chunks is gathered in
+//! a buffer of its own size, freed once it is handed out. Bytes of tensors GPT-2 does not use
+//! (the causal-mask buffers, a tied `lm_head`) are skipped.
+//!
+//! The layout (https://github.com/huggingface/safetensors): 8 bytes little-endian header length
+//! N, N bytes of JSON `{name: {dtype, shape, data_offsets: [start, end]}, "__metadata__": …}`,
+//! then the data, offsets relative to its start.
+
+use super::{expected_tensors, DiskDtype, TensorRef};
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// The most header bytes accepted (the safetensors library's own limit).
+const MAX_HEADER: u64 = 100_000_000;
+
+/// A tensor GPT-2 needs, as the header places it.
+#[derive(Clone, Debug)]
+pub struct TensorInfo {
+    /// Without the checkpoint's `transformer.` prefix, e.g. `h.3.mlp.c_fc.weight`.
+    pub name: String,
+    /// As stored, e.g. `transformer.h.3.mlp.c_fc.weight`.
+    pub stored: String,
+    pub dtype: DiskDtype,
+    pub shape: [usize; 2],
+    /// Byte range from the start of the file.
+    pub start: u64,
+    pub end: u64,
+}
+
+/// A parsed and checked header: the tensors GPT-2 needs in file order, and the file's length.
+#[derive(Clone, Debug)]
+pub struct Header {
+    pub tensors: Vec<TensorInfo>,
+    /// Where the data ends: the file's length, as the header describes it.
+    pub file_len: u64,
+}
+
+fn invalid(why: impl std::fmt::Display) -> Error {
+    Error::Weights(format!(
+        "not a valid safetensors file (truncated or corrupt?): {why}"
+    ))
+}
+
+impl Header {
+    /// The header of a file that starts with `bytes`, or `None` while `bytes` is too short to
+    /// hold it. Every tensor `config` needs must be there with its shape, and no layer beyond it.
+    pub fn parse(bytes: &[u8], config: &Config) -> Result<Option<Header>> {
+        let Some(len) = bytes.get(..8) else {
+            return Ok(None);
+        };
+        let n = u64::from_le_bytes(len.try_into().expect("8 bytes"));
+        if n > MAX_HEADER {
+            return Err(invalid(format!(
+                "a header of {n} bytes (at most {MAX_HEADER})"
+            )));
+        }
+        let Some(json) = bytes.get(8..8 + n as usize) else {
+            return Ok(None);
+        };
+        let map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(json).map_err(invalid)?;
+        let data_start = 8 + n;
+        let mut stored = std::collections::BTreeMap::new();
+        for (name, v) in &map {
+            if name == "__metadata__" {
+                continue;
+            }
+            stored.insert(name.as_str(), Entry::parse(name, v)?);
+        }
+        let prefix = if stored.contains_key("wte.weight") {
+            ""
+        } else if stored.contains_key("transformer.wte.weight") {
+            "transformer."
+        } else {
+            return Err(Error::Weights(
+                "missing tensor \"wte.weight\" (also looked for \"transformer.wte.weight\")".into(),
+            ));
+        };
+        check_layers(stored.keys().copied(), prefix, config)?;
+        let data_len = stored.values().map(|e| e.end).max().unwrap_or(0);
+        let mut tensors = Vec::new();
+        for (name, shape) in expected_tensors(config) {
+            let full = format!("{prefix}{name}");
+            let e = stored
+                .get(full.as_str())
+                .ok_or_else(|| Error::Weights(format!("missing tensor \"{full}\"")))?;
+            e.check(&full, shape)?;
+            tensors.push(TensorInfo {
+                name,
+                stored: full,
+                dtype: e.dtype.clone().map_err(Error::Weights)?,
+                shape,
+                start: data_start + e.start,
+                end: data_start + e.end,
+            });
+        }
+        tensors.sort_by_key(|t| t.start);
+        if let Some(w) = tensors.windows(2).find(|w| w[1].start < w[0].end) {
+            return Err(invalid(format!(
+                "tensors \"{}\" and \"{}\" overlap",
+                w[0].stored, w[1].stored
+            )));
+        }
+        Ok(Some(Header {
+            tensors,
+            file_len: data_start + data_len,
+        }))
+    }
+}
+
+/// One entry of the header as stored.
+struct Entry {
+    dtype: std::result::Result<DiskDtype, String>,
+    shape: Vec<usize>,
+    start: u64,
+    end: u64,
+}
+
+impl Entry {
+    fn parse(name: &str, v: &serde_json::Value) -> Result<Entry> {
+        let bad = |what: &str| invalid(format!("tensor \"{name}\": {what}"));
+        let dtype = v["dtype"].as_str().ok_or_else(|| bad("no dtype"))?;
+        let dtype = match dtype {
+            "F32" => Ok(DiskDtype::F32),
+            "F16" => Ok(DiskDtype::F16),
+            "BF16" => Ok(DiskDtype::BF16),
+            other => Err(format!(
+                "tensor \"{name}\" has dtype {other}; supported are F32, F16 and BF16"
+            )),
+        };
+        let nums = |key: &str| -> Result<Vec<u64>> {
+            let arr = v[key].as_array().ok_or_else(|| bad(&format!("no {key}")))?;
+            arr.iter()
+                .map(|x| {
+                    x.as_u64()
+                        .ok_or_else(|| bad(&format!("{key} not whole numbers")))
+                })
+                .collect()
+        };
+        let shape = nums("shape")?;
+        let offsets = nums("data_offsets")?;
+        let [start, end] = offsets[..] else {
+            return Err(bad("data_offsets is not [start, end]"));
+        };
+        if start > end {
+            return Err(bad("data_offsets end before they start"));
+        }
+        let shape = (shape.iter())
+            .map(|&d| usize::try_from(d).map_err(|_| bad("a dimension too large")))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Entry {
+            dtype,
+            shape,
+            start,
+            end,
+        })
+    }
+
+    /// The shape config.json implies (a (1, n) expectation takes the 1-D (n,) of a bias), and a
+    /// byte length that matches it.
+    fn check(&self, full: &str, shape: [usize; 2]) -> Result<()> {
+        let dtype = self.dtype.clone().map_err(Error::Weights)?;
+        let ok = if shape[0] == 1 {
+            self.shape == [shape[1]] || self.shape == shape
+        } else {
+            self.shape == shape
+        };
+        if !ok {
+            return Err(Error::Weights(format!(
+                "tensor \"{full}\" has shape {:?}, expected {:?} from config.json",
+                self.shape,
+                if shape[0] == 1 {
+                    vec![shape[1]]
+                } else {
+                    shape.to_vec()
+                }
+            )));
+        }
+        let want = (shape[0] as u64) * (shape[1] as u64) * dtype.size() as u64;
+        if self.end - self.start != want {
+            return Err(Error::Weights(format!(
+                "tensor \"{full}\" holds {} bytes, expected {want}",
+                self.end - self.start
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A tensor of a layer beyond `n_layer` means the config does not match the weights.
+fn check_layers<'a>(
+    names: impl Iterator<Item = &'a str>,
+    prefix: &str,
+    config: &Config,
+) -> Result<()> {
+    for name in names {
+        let rest = name.strip_prefix(prefix).unwrap_or(name);
+        if let Some(i) = rest.strip_prefix("h.").and_then(|r| r.split('.').next()) {
+            if i.parse::<usize>().is_ok_and(|i| i >= config.n_layer) {
+                return Err(Error::Weights(format!(
+                    "tensor \"{name}\" belongs to a layer beyond n_layer = {} in config.json; \
+                     the config does not match the weights",
+                    config.n_layer
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads `model.safetensors` chunk by chunk; see the module's note.
+pub struct Stream {
+    config: Config,
+    header: Option<Header>,
+    /// The header's bytes until it is complete, then the bytes of a tensor split across chunks.
+    pending: Vec<u8>,
+    /// Bytes of the file consumed.
+    pos: u64,
+    /// The next tensor of `header.tensors` to hand out.
+    next: usize,
+}
+
+impl Stream {
+    pub fn new(config: &Config) -> Self {
+        Stream {
+            config: config.clone(),
+            header: None,
+            pending: Vec::new(),
+            pos: 0,
+            next: 0,
+        }
+    }
+
+    /// Bytes read so far.
+    pub fn bytes(&self) -> u64 {
+        self.pos
+    }
+
+    /// The file's length, once the header has come.
+    pub fn total(&self) -> Option<u64> {
+        self.header.as_ref().map(|h| h.file_len)
+    }
+
+    /// The tensor whose bytes come next, once the header has come.
+    pub fn current(&self) -> Option<&str> {
+        let h = self.header.as_ref()?;
+        h.tensors.get(self.next).map(|t| t.name.as_str())
+    }
+
+    /// Takes the next bytes of the file, handing every tensor it completes to `sink` (by its
+    /// unprefixed name), in file order.
+    pub fn push(
+        &mut self,
+        mut chunk: &[u8],
+        sink: &mut dyn FnMut(&str, TensorRef) -> Result<()>,
+    ) -> Result<()> {
+        while !chunk.is_empty() || self.zero_sized_next() {
+            let Some(header) = &self.header else {
+                chunk = self.take_header(chunk)?;
+                continue;
+            };
+            let Some(t) = header.tensors.get(self.next) else {
+                self.pos += chunk.len() as u64; // past the last tensor GPT-2 uses
+                break;
+            };
+            if self.pos < t.start {
+                let skip = (t.start - self.pos).min(chunk.len() as u64);
+                self.pos += skip;
+                chunk = &chunk[skip as usize..];
+                continue;
+            }
+            let need = (t.end - self.pos) as usize;
+            let (name, dtype, shape) = (t.name.clone(), t.dtype, t.shape);
+            if self.pending.is_empty() && chunk.len() >= need {
+                // The whole tensor is in this chunk: no copy.
+                sink(
+                    &name,
+                    TensorRef {
+                        dtype,
+                        shape,
+                        data: &chunk[..need],
+                    },
+                )?;
+                (self.pos, self.next) = (t.end, self.next + 1);
+                chunk = &chunk[need..];
+                continue;
+            }
+            if self.pending.is_empty() {
+                let size = (t.end - t.start) as usize;
+                self.pending.try_reserve_exact(size).map_err(|_| {
+                    Error::Backend(format!(
+                        "out of memory: tensor \"{name}\" needs {} MB while it arrives",
+                        size.div_ceil(1 << 20)
+                    ))
+                })?;
+            }
+            let take = need.min(chunk.len());
+            self.pending.extend_from_slice(&chunk[..take]);
+            self.pos += take as u64;
+            chunk = &chunk[take..];
+            if take == need {
+                let data = std::mem::take(&mut self.pending);
+                sink(
+                    &name,
+                    TensorRef {
+                        dtype,
+                        shape,
+                        data: &data,
+                    },
+                )?;
+                self.next += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the next tensor has no bytes and is due (handed out without a chunk).
+    fn zero_sized_next(&self) -> bool {
+        let Some(h) = &self.header else { return false };
+        h.tensors
+            .get(self.next)
+            .is_some_and(|t| t.start == t.end && self.pos >= t.start)
+    }
+
+    /// Gathers the header; returns what of `chunk` follows it.
+    fn take_header<'b>(&mut self, chunk: &'b [u8]) -> Result<&'b [u8]> {
+        // Enough for the length, then exactly to the header's end.
+        let want = match self.pending.get(..8) {
+            None => 8,
+            Some(len) => {
+                let n = u64::from_le_bytes(len.try_into().expect("8 bytes"));
+                if n > MAX_HEADER {
+                    return Err(invalid(format!(
+                        "a header of {n} bytes (at most {MAX_HEADER})"
+                    )));
+                }
+                8 + n as usize
+            }
+        };
+        let take = (want - self.pending.len()).min(chunk.len());
+        self.pending.extend_from_slice(&chunk[..take]);
+        self.pos += take as u64;
+        if let Some(h) = Header::parse(&self.pending, &self.config)? {
+            self.header = Some(h);
+            self.pending = Vec::new();
+        }
+        Ok(&chunk[take..])
+    }
+
+    /// Checks that every tensor came: a stream that ended early is an error naming where.
+    pub fn finish(&self) -> Result<()> {
+        let Some(h) = &self.header else {
+            return Err(invalid(format!(
+                "it ended after {} bytes, before its header was complete",
+                self.pos
+            )));
+        };
+        if let Some(t) = h.tensors.get(self.next) {
+            return Err(Error::Weights(format!(
+                "the weights file ended after {} of its {} bytes, in tensor \"{}\" (truncated, \
+                 or the transfer broke off)",
+                self.pos, h.file_len, t.stored
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Where a model's weights file can be read again from its start, chunk by chunk (the browser's
+/// Cache API, the files the user chose, or the URL): what a fall-back from the GPU to the CPU
+/// rebuilds the model from, instead of keeping the file.
+pub trait Source {
+    /// The next chunk of the file, starting over at its beginning after `None` (the end).
+    fn next_chunk(&mut self) -> NextChunk<'_>;
+}
+
+/// What `Source::next_chunk` returns: a chunk, or `None` at the end of the file.
+pub type NextChunk<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Option<Vec<u8>>>> + 'a>>;
