@@ -17,6 +17,8 @@
 #                             prints the executions and any crash input
 #   ./build.sh bench [--peer] the speed benchmark: native, then headless Chromium (1 and 2 threads,
 #                             q8 and f32); --peer adds transformers.js on the same weights
+#   ./build.sh bench --sizes  every GPT-2 size (124M to 1.5B, random weights of the real shapes):
+#                             memory predicted vs measured, load time and TPOT, browser and native
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -153,13 +155,21 @@ run_tests() {
 # ./build.sh bench [--peer] [bench_web.mjs options]: the native lab, then the browser benchmark on
 # a GPT-2-124M-shaped checkpoint with seeded random weights (made once, not committed).
 bench() {
-  local peer=0 rest=()
+  local peer=0 sizes=0 rest=()
   for a in "$@"; do
-    if [ "$a" = --peer ]; then peer=1; else rest+=("$a"); fi
+    if [ "$a" = --peer ]; then peer=1; elif [ "$a" = --sizes ]; then sizes=1; else rest+=("$a"); fi
   done
   apt_install chromium
   need_node_modules
   build
+  if [ "$sizes" = 1 ]; then
+    # Every GPT-2 size (random weights of the real shapes, ~11 GB under ~/.cache/gpt2-web/bench):
+    # predicted and measured memory, load time and TPOT, in the browser and natively.
+    python3 -c 'import numpy, safetensors' 2>/dev/null || python3 -m pip install --quiet numpy safetensors
+    cargo build --release --bin gpt2
+    node tools/bench_sizes.mjs ${rest[@]+"${rest[@]}"}
+    return
+  fi
   local model=${GPT2_BENCH_MODEL:-$HOME/.cache/gpt2-web/bench/gpt2-124m}
   if [ ! -f "$model/model.safetensors" ]; then
     say "making $model (random weights, GPT-2-124M shape)"
@@ -230,5 +240,5 @@ case "$cmd" in
     build
     (cd tests/e2e && GPT2_SOAK=${1:-1000} node --test soak.test.mjs) ;;
   bench) bench "$@" ;;
-  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | package | soak [N] | fuzz [SECONDS] | bench [--peer]]" >&2; exit 2 ;;
+  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | package | soak [N] | fuzz [SECONDS] | bench [--peer | --sizes]]" >&2; exit 2 ;;
 esac

@@ -308,7 +308,12 @@ export class Gpt2Generator extends HTMLElement {
     const files = new Map();
     const loading = Gpt2.load({
       model: url, backend,
-      onProgress: ({ file, loaded, total }) => {
+      onProgress: ({ file, loaded, total, fallBack, plan }) => {
+        if (fallBack) {
+          ui.status.textContent = 'The GPU was lost: reading the model again for the CPU…';
+          return;
+        }
+        if (plan) return; // the memory plan: nothing downloaded yet
         files.set(file, [loaded, Math.max(loaded, total)]);
         let got = 0;
         let of = 0;
