@@ -244,6 +244,7 @@ fn token_js(st: &State, out: crate::Result<crate::Progress>) -> Result<JsValue, 
 /// the model's size and the limit.
 #[wasm_bindgen(js_name = checkMemory)]
 pub fn check_memory(config: &[u8], dtype: String) -> Result<JsValue, JsError> {
+    let dtype = if dtype == "f16" { "q8".into() } else { dtype }; // f16 is the GPU's
     #[derive(Serialize)]
     struct Plan {
         #[serde(flatten)]
@@ -496,8 +497,12 @@ impl EngineLoader {
         dtype: String,
     ) -> Result<EngineLoader, JsError> {
         let choice: BackendChoice = backend.parse().map_err(js_err)?;
-        let dtype: CpuDtype = dtype.parse().map_err(js_err)?;
-        let loader = crate::model::Loader::new(&config, &tokenizer, choice, dtype)
+        // "f16": f16 weight matrices on WebGPU, q8 on the CPU (it has no f16 arithmetic).
+        let (dtype, f16) = match dtype.as_str() {
+            "f16" => (CpuDtype::Q8, true),
+            other => (other.parse().map_err(js_err)?, false),
+        };
+        let loader = crate::model::Loader::with_gpu_f16(&config, &tokenizer, choice, dtype, f16)
             .await
             .map_err(js_err)?;
         Ok(EngineLoader { loader })

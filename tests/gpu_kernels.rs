@@ -65,7 +65,7 @@ struct Gpu {
 
 fn setup() -> Option<Gpu> {
     let ctx = gpu()?;
-    let kernels = Kernels::new(&ctx.device);
+    let kernels = Kernels::new(&ctx.device, false);
     Some(Gpu { ctx, kernels })
 }
 

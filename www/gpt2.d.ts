@@ -7,8 +7,8 @@
  */
 export type BackendChoice = 'auto' | 'cpu' | 'webgpu';
 
-/** Weight format of the CPU backend. */
-export type Dtype = 'q8' | 'f32';
+/** Weight format: 'q8' or 'f32' on the CPU (WebGPU then runs f32); 'f16' on WebGPU (q8 on the CPU). */
+export type Dtype = 'q8' | 'f32' | 'f16';
 
 /** The three files of a Hugging Face-style model folder, as bytes (e.g. from `<input type="file">`). */
 export interface ModelFiles {
@@ -85,7 +85,10 @@ export interface LoadOptions {
   /**
    * The weight format on the CPU: 'q8' (default) keeps each weight in 8 bits (blocks of 32 with a
    * scale each, quantized as the model loads: about 3× faster per token than 'f32' and a quarter
-   * of the memory, at a small accuracy cost; see the README) or 'f32' (exact). WebGPU runs f32.
+   * of the memory, at a small accuracy cost; see the README) or 'f32' (exact). WebGPU runs f32,
+   * unless 'f16': then WebGPU keeps its weight matrices in 16 bits (adapters with shader-f16; the
+   * arithmetic stays f32; half the bytes per token, within a documented tolerance of f32), and the
+   * CPU, if it runs instead or after a lost GPU, q8.
    */
   dtype?: Dtype;
   /**
@@ -295,7 +298,7 @@ export declare class Gpt2 {
 
   /** What actually runs: 'webgpu' or 'cpu'. Changes to 'cpu' (during a generation) if the GPU is lost. */
   readonly backend: 'webgpu' | 'cpu';
-  /** The weight format in use: the load option's dtype on the CPU, 'f32' on WebGPU. */
+  /** The weight format in use: 'q8' or 'f32' on the CPU, 'f32' or 'f16' on WebGPU. */
   readonly dtype: Dtype;
   /** Threads the CPU engine runs on (1 unless the page is cross-origin isolated). */
   readonly threads: number;

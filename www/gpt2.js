@@ -19,7 +19,7 @@ import { WORKER, WORKER_OPTIONS, BUILDS, DEMO_MODEL } from './assets.js';
 import { PRESETS } from './presets.js';
 
 const BACKENDS = ['auto', 'cpu', 'webgpu'];
-const DTYPES = ['q8', 'f32'];
+const DTYPES = ['q8', 'f32', 'f16'];
 /** The three files of a model folder, by the key the API (and the worker) names them with. */
 export const MODEL_FILES = Object.freeze({ config: 'config.json', weights: 'model.safetensors', tokenizer: 'tokenizer.json' });
 /** What a page embedding gpt2-web from another origin must allow; the README says it in full. */
@@ -277,7 +277,7 @@ export class Gpt2 {
       throw new Error(`unknown backend "${backend}"; choose ${BACKENDS.join(', ')}`);
     }
     if (!DTYPES.includes(dtype)) {
-      throw new Error(`unknown dtype "${dtype}"; choose ${DTYPES.join(' or ')}`);
+      throw new Error(`unknown dtype "${dtype}"; choose ${DTYPES.join(', ')}`);
     }
     if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1 && threads <= 64)) {
       throw new Error(`invalid threads: ${JSON.stringify(threads)} is not a whole number from 1 to 64`);
@@ -321,7 +321,7 @@ export class Gpt2 {
     }
     // What runs where, shared by the handles of this model: it changes if the GPU is lost.
     const { info } = loaded;
-    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype, threads: info.threads, build: info.build, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, plan: info.plan, handles: new Set() };
+    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, plan: info.plan, handles: new Set() };
     const handle = new Gpt2(conn, loaded.id, info.config, name, load);
     handle.#onBackendChange = onBackendChange;
     handle.#onProgress = onProgress;

@@ -140,11 +140,11 @@ impl Backend {
         }
     }
 
-    /// The weight format in use: the CPU backend's ("q8" or "f32"); the GPU runs f32.
+    /// The weight format in use: the CPU backend's ("q8" or "f32"), the GPU's ("f32" or "f16").
     pub fn dtype_name(&self) -> &'static str {
         match self {
             Backend::Cpu(b) => b.dtype().name(),
-            Backend::WebGpu(_) => "f32",
+            Backend::WebGpu(b) => b.dtype_name(),
         }
     }
 

@@ -52,6 +52,8 @@ enum DtypeArg {
     Q8,
     /// 32-bit weights: exact
     F32,
+    /// 16-bit weight matrices on WebGPU (adapters with shader-f16; f32 arithmetic); q8 on the CPU
+    F16,
 }
 
 /// Where the model is and what runs it.
@@ -62,7 +64,7 @@ struct ModelArgs {
     model: PathBuf,
     #[arg(long, value_enum, default_value = "auto")]
     backend: BackendArg,
-    /// The weight format on the CPU (WebGPU runs f32)
+    /// The weight format: q8 or f32 on the CPU (WebGPU then runs f32), f16 on WebGPU
     #[arg(long, value_enum, default_value = "q8")]
     dtype: DtypeArg,
 }
@@ -74,11 +76,12 @@ impl ModelArgs {
             BackendArg::Cpu => BackendChoice::Cpu,
             BackendArg::Webgpu => BackendChoice::WebGpu,
         };
-        let dtype = match self.dtype {
-            DtypeArg::Q8 => CpuDtype::Q8,
-            DtypeArg::F32 => CpuDtype::F32,
+        let (dtype, f16) = match self.dtype {
+            DtypeArg::Q8 => (CpuDtype::Q8, false),
+            DtypeArg::F32 => (CpuDtype::F32, false),
+            DtypeArg::F16 => (CpuDtype::Q8, true),
         };
-        Ok(Model::load_dir(&self.model, backend, dtype)?)
+        Ok(Model::load_dir_with(&self.model, backend, dtype, f16)?)
     }
 }
 

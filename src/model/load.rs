@@ -40,6 +40,17 @@ impl Loader {
         choice: BackendChoice,
         cpu_dtype: CpuDtype,
     ) -> Result<Loader> {
+        Self::with_gpu_f16(config_json, tokenizer_json, choice, cpu_dtype, false).await
+    }
+
+    /// `new`, with the weight matrices in f16 if the model goes to the GPU (`gpu_f16`).
+    pub async fn with_gpu_f16(
+        config_json: &[u8],
+        tokenizer_json: &[u8],
+        choice: BackendChoice,
+        cpu_dtype: CpuDtype,
+        gpu_f16: bool,
+    ) -> Result<Loader> {
         let config = Config::from_json(config_json)?;
         let tokenizer = Tokenizer::from_bytes(tokenizer_json)?;
         let cpu = || -> Result<Parts> {
@@ -49,12 +60,17 @@ impl Loader {
         let mut gpu_unavailable = None;
         let parts = match choice {
             BackendChoice::Cpu => cpu()?,
-            BackendChoice::WebGpu => Parts::Gpu(Box::new(
-                GpuParts::new(&config, &GpuOptions::default()).await?,
-            )),
+            BackendChoice::WebGpu => {
+                let opts = GpuOptions {
+                    f16: gpu_f16,
+                    ..GpuOptions::default()
+                };
+                Parts::Gpu(Box::new(GpuParts::new(&config, &opts).await?))
+            }
             BackendChoice::Auto => {
                 let opts = GpuOptions {
                     hardware_only: true,
+                    f16: gpu_f16,
                     ..GpuOptions::default()
                 };
                 match GpuParts::new(&config, &opts).await {

@@ -69,6 +69,17 @@ impl Model {
         choice: BackendChoice,
         cpu_dtype: CpuDtype,
     ) -> Result<Model> {
+        Self::load_dir_with(dir, choice, cpu_dtype, false)
+    }
+
+    /// `load_dir`, with the weight matrices in f16 if the model goes to the GPU (`gpu_f16`).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load_dir_with(
+        dir: &std::path::Path,
+        choice: BackendChoice,
+        cpu_dtype: CpuDtype,
+        gpu_f16: bool,
+    ) -> Result<Model> {
         let (c, t) = (
             read(&dir.join("config.json"))?,
             read(&dir.join("tokenizer.json"))?,
@@ -77,7 +88,7 @@ impl Model {
         let weights = map(&path)?;
         let build = |choice| {
             pollster::block_on(async {
-                let mut loader = Loader::new(&c, &t, choice, cpu_dtype).await?;
+                let mut loader = Loader::with_gpu_f16(&c, &t, choice, cpu_dtype, gpu_f16).await?;
                 loader.push(&weights)?;
                 loader.finish(Some(Reload::File(path.clone()))).await
             })

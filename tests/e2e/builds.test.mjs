@@ -101,7 +101,7 @@ test('dtype and threads options are checked with sentences', T, async () => {
       const fail = (opts) => Gpt2.load({ model: folder, ...opts }).then(() => null, (e) => e.message);
       return { dtype: await fail({ dtype: 'q4' }), threads: await fail({ threads: 0 }), frac: await fail({ threads: 1.5 }) };
     }, `/${MODEL_URL}`);
-    assert.equal(got.dtype, 'unknown dtype "q4"; choose q8 or f32');
+    assert.equal(got.dtype, 'unknown dtype "q4"; choose q8, f32, f16');
     assert.equal(got.threads, 'invalid threads: 0 is not a whole number from 1 to 64');
     assert.equal(got.frac, 'invalid threads: 1.5 is not a whole number from 1 to 64');
   });

@@ -21,12 +21,17 @@ pub struct GpuOptions {
     /// Refuse software adapters (lavapipe, SwiftShader, WARP): `Auto` sets it, because the CPU
     /// backend is faster than a rasteriser emulating a GPU on the same cores.
     pub hardware_only: bool,
+    /// Weight matrices in f16 (`shader-f16`; the arithmetic stays f32): half the bytes each
+    /// decode step reads. An adapter without the feature is an error that says so.
+    pub f16: bool,
 }
 
 /// A device and queue, the limits granted, and the first error the device reported.
 pub struct Context {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
+    /// Whether weight matrices are f16 (`GpuOptions::f16`).
+    pub f16: bool,
     /// The adapter in words: `llvmpipe (LLVM 19.1.7, 256 bits) (Vulkan, Cpu)`.
     pub adapter: String,
     /// Largest storage binding the model may use, in bytes (after `max_binding_bytes`).
@@ -80,9 +85,19 @@ impl Context {
             .max_storage_buffer_binding_size
             .min(have.max_storage_buffer_binding_size);
         limits.max_buffer_size = limits.max_buffer_size.min(have.max_buffer_size);
+        let mut features = wgpu::Features::empty();
+        if opts.f16 {
+            if !adapter.features().contains(wgpu::Features::SHADER_F16) {
+                return Err(Error::Gpu(format!(
+                    "{name} has no shader-f16, so it cannot hold f16 weights; use dtype f32"
+                )));
+            }
+            features |= wgpu::Features::SHADER_F16;
+        }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("gpt2"),
+                required_features: features,
                 required_limits: limits.clone(),
                 ..Default::default()
             })
@@ -111,6 +126,7 @@ impl Context {
         Ok(Context {
             device,
             queue,
+            f16: opts.f16,
             adapter: name,
             max_binding,
             max_buffer: limits.max_buffer_size,

@@ -60,6 +60,34 @@ impl Kernel {
         }
     }
 
+    /// The WGSL source with its weights as f16 (read into f32 arithmetic), for the kernels that
+    /// read weight matrices; the others' source as it is.
+    pub fn source_f16(self) -> std::borrow::Cow<'static, str> {
+        let (decl, read) = match self {
+            Kernel::MatmulTiled => (
+                "var<storage, read> w: array<f32>;",
+                "w[(k0 + lid.y) * N + col]",
+            ),
+            Kernel::MatmulGemv => ("var<storage, read> w: array<f32>;", "w[k * N + col]"),
+            Kernel::LmHead => ("var<storage, read> wte: array<f32>;", "wte[r * C + c]"),
+            Kernel::Embedding => (
+                "var<storage, read> wte: array<f32>;",
+                "wte[(id - dims.chunk_start) * C + c]",
+            ),
+            _ => return self.source().into(),
+        };
+        let src = self.source();
+        assert!(
+            src.matches(decl).count() == 1 && src.matches(read).count() == 1,
+            "{}: the f16 rewrite no longer matches the shader",
+            self.name()
+        );
+        let src = src
+            .replace(decl, &decl.replace("array<f32>", "array<f16>"))
+            .replace(read, &format!("f32({read})"));
+        format!("enable f16;\n{src}").into()
+    }
+
     /// The WGSL source.
     pub fn source(self) -> &'static str {
         match self {
@@ -225,8 +253,9 @@ pub struct Kernels {
 }
 
 impl Kernels {
-    /// Compiles every kernel. Errors surface through the caller's error scopes.
-    pub fn new(device: &wgpu::Device) -> Kernels {
+    /// Compiles every kernel (with f16 weight matrices when `f16`). Errors surface through the
+    /// caller's error scopes.
+    pub fn new(device: &wgpu::Device, f16: bool) -> Kernels {
         let layouts: Vec<_> = Kernel::ALL
             .iter()
             .map(|k| {
@@ -260,7 +289,10 @@ impl Kernels {
             .map(|&k| {
                 let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(k.name()),
-                    source: wgpu::ShaderSource::Wgsl(k.source().into()),
+                    source: wgpu::ShaderSource::Wgsl(match f16 {
+                        true => k.source_f16(),
+                        false => k.source().into(),
+                    }),
                 });
                 let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                     label: Some(k.name()),

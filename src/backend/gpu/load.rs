@@ -57,7 +57,7 @@ impl GpuParts {
         let ctx = Context::new(opts).await?;
         let plan = Plan::new(config, &ctx)?;
         let scopes = Some(ctx.scopes());
-        let kernels = Kernels::new(&ctx.device);
+        let kernels = Kernels::new(&ctx.device, ctx.f16);
         Ok(GpuParts {
             config: config.clone(),
             ctx,
@@ -73,16 +73,22 @@ impl GpuParts {
     pub fn add(&mut self, name: &str, t: TensorRef) -> Result<()> {
         self.ctx.check()?;
         let values = t.try_to_f32()?;
+        // Weight matrices (wte and the blocks' Conv1D weights) in f16 when asked; the rest f32.
+        let matrix = name == "wte.weight" || (name.starts_with("h.") && t.shape[0] > 1);
+        let upload = |label: &str, v: &[f32]| match matrix && self.ctx.f16 {
+            true => self.ctx.upload(label, &to_f16(v)),
+            false => self.ctx.upload(label, v),
+        };
         if name == "wte.weight" {
             let (c, v) = (self.config.n_embd, self.config.vocab_size);
             for start in (0..v).step_by(self.plan.wte_rows) {
                 let rows = self.plan.wte_rows.min(v - start);
                 let chunk = &values[start * c..(start + rows) * c];
-                self.wte.push((rows, self.ctx.upload("wte chunk", chunk)));
+                self.wte.push((rows, upload("wte chunk", chunk)));
             }
         } else {
-            self.uploaded
-                .insert(name.to_string(), self.ctx.upload(name, &values));
+            let buffer = upload(name, &values);
+            self.uploaded.insert(name.to_string(), buffer);
         }
         Ok(())
     }
@@ -389,12 +395,13 @@ impl Plan {
         };
         // Sizes in u64, so nothing wraps on wasm32 before it is compared.
         let (cu, hu, nu) = (c as u64, hid as u64, n_ctx as u64);
+        let weight = if ctx.f16 { 2 } else { 4 }; // bytes per weight of a matrix
         for (what, n) in [
             ("wpe", nu * cu),
             ("the MLP activations (n_ctx × n_inner)", nu * hu),
             ("qkv (n_ctx × 3·n_embd)", nu * 3 * cu),
-            ("mlp.c_fc", cu * hu),
-            ("attn.c_attn", cu * 3 * cu),
+            ("mlp.c_fc", cu * hu * weight / 4),
+            ("attn.c_attn", cu * 3 * cu * weight / 4),
             (
                 "the logits of a verification pass",
                 MAX_VERIFY as u64 * v as u64,
@@ -404,7 +411,7 @@ impl Plan {
                 return Err(too_big(what, n * 4));
             }
         }
-        let wte_rows = (limit / (cu * 4)) as usize;
+        let wte_rows = (limit / (cu * weight)) as usize;
         if wte_rows == 0 {
             return Err(too_big("one row of wte", cu * 4));
         }
@@ -423,4 +430,16 @@ impl Plan {
         }
         Ok(Plan { wte_rows })
     }
+}
+
+/// f16 bits of `v`, padded to a whole number of 4 bytes (buffers are written in words).
+fn to_f16(v: &[f32]) -> Vec<u16> {
+    let mut h: Vec<u16> = v
+        .iter()
+        .map(|&x| half::f16::from_f32(x).to_bits())
+        .collect();
+    if h.len() % 2 == 1 {
+        h.push(0);
+    }
+    h
 }

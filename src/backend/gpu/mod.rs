@@ -79,9 +79,20 @@ impl GpuBackend {
         &self.config
     }
 
-    /// Weight bytes one decode step reads: f32 matrices, biases and LayerNorm parameters.
+    /// Weight bytes one decode step reads: the matrices (f32 or f16), f32 biases and LayerNorm
+    /// parameters.
     pub fn decode_weight_bytes(&self) -> f64 {
-        self.config.decode_weight_bytes(4.0)
+        self.config
+            .decode_weight_bytes(if self.ctx.f16 { 2.0 } else { 4.0 })
+    }
+
+    /// "f16" or "f32": the weight matrices' format.
+    pub fn dtype_name(&self) -> &'static str {
+        if self.ctx.f16 {
+            "f16"
+        } else {
+            "f32"
+        }
     }
 
     /// The adapter in words, e.g. `llvmpipe (LLVM 19.1.7, 256 bits) (Vulkan, Cpu)`.
