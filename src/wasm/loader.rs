@@ -1,0 +1,142 @@
+//! Loading in the browser: the worker streams `model.safetensors` into an `EngineLoader` chunk by
+//! chunk, and a fall-back from a lost GPU reads the weights again through `JsSource`.
+
+use super::{js_err, Engine};
+use crate::backend::{cpu::CpuDtype, BackendChoice};
+use wasm_bindgen::prelude::*;
+
+/// A model whose `model.safetensors` is arriving: the worker pushes each chunk of its download
+/// (or of a chosen file) as it comes, and each tensor is converted (or uploaded to the GPU) at
+/// once, so the file is never whole in wasm memory.
+#[wasm_bindgen]
+pub struct EngineLoader {
+    loader: crate::model::Loader,
+}
+
+#[wasm_bindgen]
+impl EngineLoader {
+    /// Checks `config.json`, `tokenizer.json` and the memory the model needs, and opens the GPU
+    /// for "webgpu" (or "auto" when a hardware adapter fits), before any weight is read.
+    pub async fn start(
+        config: Vec<u8>,
+        tokenizer: Vec<u8>,
+        backend: String,
+        dtype: String,
+    ) -> Result<EngineLoader, JsError> {
+        let choice: BackendChoice = backend.parse().map_err(js_err)?;
+        // "f16": f16 weight matrices on WebGPU, q8 on the CPU (it has no f16 arithmetic).
+        let (dtype, f16) = match dtype.as_str() {
+            "f16" => (CpuDtype::Q8, true),
+            other => (other.parse().map_err(js_err)?, false),
+        };
+        let loader = crate::model::Loader::with_gpu_f16(&config, &tokenizer, choice, dtype, f16)
+            .await
+            .map_err(js_err)?;
+        Ok(EngineLoader { loader })
+    }
+
+    /// The next bytes of the weights file.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsError> {
+        self.loader.push(chunk).map_err(js_err)
+    }
+
+    /// Bytes of the weights read so far.
+    #[wasm_bindgen(getter)]
+    pub fn loaded(&self) -> f64 {
+        self.loader.progress().0 as f64
+    }
+
+    /// The weights file's length from its header (undefined until the header has come).
+    #[wasm_bindgen(getter)]
+    pub fn total(&self) -> Option<f64> {
+        self.loader.progress().1.map(|n| n as f64)
+    }
+
+    /// The tensor whose bytes come next (undefined before the header and after the last).
+    #[wasm_bindgen(getter)]
+    pub fn tensor(&self) -> Option<String> {
+        self.loader.progress().2.map(str::to_string)
+    }
+
+    /// Whether the weights go to the GPU.
+    #[wasm_bindgen(getter, js_name = onGpu)]
+    pub fn on_gpu(&self) -> bool {
+        self.loader.on_gpu()
+    }
+
+    /// The engine, once the whole file was pushed. `reopen()` must return a promise of a fresh
+    /// reader of the weights file (its `read()` as a ReadableStream reader's): a fall-back from
+    /// the GPU to the CPU reads the file again through it instead of keeping it.
+    pub async fn finish(self, reopen: Option<js_sys::Function>) -> Result<Engine, JsError> {
+        let reload = reopen.map(|f| {
+            crate::model::Reload::Source(Box::new(JsSource {
+                reopen: f,
+                reader: None,
+            }))
+        });
+        let model = self.loader.finish(reload).await.map_err(js_err)?;
+        Ok(Engine::new(model))
+    }
+}
+
+/// The weights file read again through a JS reader (`EngineLoader::finish`'s `reopen`).
+struct JsSource {
+    reopen: js_sys::Function,
+    reader: Option<JsValue>,
+}
+
+impl JsSource {
+    async fn next(&mut self) -> crate::Result<Option<Vec<u8>>> {
+        let fail = |what: &str, e: JsValue| {
+            let msg = e
+                .dyn_ref::<js_sys::Error>()
+                .map(|e| String::from(e.message()))
+                .unwrap_or_else(|| format!("{e:?}"));
+            crate::Error::Backend(format!("reading the weights again {what}: {msg}"))
+        };
+        let reader = match self.reader.take() {
+            Some(r) => r,
+            None => {
+                let p = self
+                    .reopen
+                    .call0(&JsValue::NULL)
+                    .map_err(|e| fail("failed", e))?;
+                wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&p))
+                    .await
+                    .map_err(|e| fail("failed", e))?
+            }
+        };
+        let read = js_sys::Reflect::get(&reader, &"read".into())
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+            .ok_or_else(|| crate::Error::Backend("reopen() did not give a reader".into()))?;
+        let p = read.call0(&reader).map_err(|e| fail("broke off", e))?;
+        let step = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&p))
+            .await
+            .map_err(|e| fail("broke off", e))?;
+        let done = js_sys::Reflect::get(&step, &"done".into()).map_err(|e| fail("broke off", e))?;
+        if done.is_truthy() {
+            return Ok(None);
+        }
+        let value =
+            js_sys::Reflect::get(&step, &"value".into()).map_err(|e| fail("broke off", e))?;
+        self.reader = Some(reader);
+        Ok(Some(js_sys::Uint8Array::new(&value).to_vec()))
+    }
+}
+
+impl crate::weights::stream::Source for JsSource {
+    fn next_chunk(&mut self) -> crate::weights::stream::NextChunk<'_> {
+        Box::pin(self.next())
+    }
+}
+
+/// Bytes of this engine's wasm memory: it only grows, so after a load it is the load's peak.
+#[wasm_bindgen(js_name = memoryBytes)]
+pub fn memory_bytes() -> f64 {
+    wasm_bindgen::memory()
+        .unchecked_into::<js_sys::WebAssembly::Memory>()
+        .buffer()
+        .unchecked_into::<js_sys::ArrayBuffer>()
+        .byte_length() as f64
+}
