@@ -16,7 +16,9 @@
 #                             nightly: load_model, load_tokenizer), SECONDS each (default 300);
 #                             prints the executions and any crash input
 #   ./build.sh bench [--peer] the speed benchmark: native, then headless Chromium (1 and 2 threads,
-#                             q8 and f32); --peer adds transformers.js on the same weights
+#                             q8 and f32); --peer adds transformers.js on the same weights;
+#                             --no-vnni runs the browser part with V8's AVX-VNNI off (the CPUs
+#                             without it, e.g. AMD Zen 4)
 #   ./build.sh bench --sizes  every GPT-2 size (124M to 1.5B, random weights of the real shapes):
 #                             memory predicted vs measured, load time and TPOT, browser and native
 set -euo pipefail
@@ -178,11 +180,17 @@ bench() {
   fi
   say "native: gpt2 bench, one thread"
   cargo build --release --bin gpt2
+  local lab bound
+  lab=$(mktemp)
   for dtype in q8 f32; do
     "$CARGO_TARGET_DIR/release/gpt2" bench --model "$model" --backend cpu --dtype "$dtype" \
-      --lengths 16,64,128 --prompt-tokens 64
+      --lengths 16,64,128 --prompt-tokens 64 | tee "$lab.$dtype"
     echo
   done
+  # The q8 bandwidth bound the lab printed, for the browser's decode to be measured against.
+  bound=$(sed -n 's/.*bandwidth bound \([0-9.]*\) ms\/token.*/\1/p' "$lab.q8" | head -1)
+  rm -f "$lab" "$lab.q8" "$lab.f32"
+  [ -n "$bound" ] && rest=(--bound-ms "$bound" ${rest[@]+"${rest[@]}"})
   local peer_args=()
   if [ "$peer" = 1 ]; then
     say "peer: transformers.js on the same weights (ONNX)"

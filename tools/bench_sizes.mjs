@@ -5,7 +5,10 @@
 // (tools/make_random_checkpoint.py), so the texts mean nothing; the sizes and times are real.
 //
 //   node tools/bench_sizes.mjs [--dir ~/.cache/gpt2-web/bench] [--sizes gpt2,gpt2-medium,gpt2-large,gpt2-xl]
-//                              [--dtypes q8,f32] [--tokens 16] [--no-native] [--json FILE]
+//                              [--dtypes q8,f32] [--tokens 16] [--threads 1] [--no-native] [--json FILE]
+//
+// --threads N (N > 1) runs the browser on a cross-origin isolated page with pkg-threads, whose
+// shared memory has a lower limit than the single-threaded builds' 4 GiB.
 //
 // A configuration whose predicted peak does not fit the build is not run in the browser: the row
 // says so with the sentence the page would show (that refusal is the feature).
@@ -25,6 +28,8 @@ const SIZES = opt('--sizes', 'gpt2,gpt2-medium,gpt2-large,gpt2-xl').split(',');
 const DTYPES = opt('--dtypes', 'q8,f32').split(',');
 const TOKENS = Number(opt('--tokens', '16'));
 const NATIVE = !args.includes('--no-native');
+const THREADS = Number(opt('--threads', '1'));
+const WHERE = `browser, ${THREADS} thread${THREADS > 1 ? 's' : ''}`;
 const JSON_OUT = opt('--json', null);
 const FOLDER = { gpt2: 'gpt2-124m' };
 const PROMPT = 'It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of';
@@ -42,18 +47,18 @@ function checkpoint(size) {
 }
 
 /** One size × dtype in a fresh page: { predicted, measured, loadMs, tpotMs } or { refused }. */
-async function browserRun(browser, origin, size, dtype) {
+async function browserRun(browser, origin, size, dtype, threads) {
   const page = await (await browser.newContext()).newPage();
   page.on('pageerror', (e) => console.error(`page error: ${e.message}`));
   try {
     await page.goto(`${origin}/embed.html`);
-    return await page.evaluate(async ({ model, dtype, prompt, tokens }) => {
+    return await page.evaluate(async ({ model, dtype, prompt, tokens, threads }) => {
       const { Gpt2 } = await import('/gpt2.js');
       let plan = null;
       const t0 = performance.now();
       let m;
       try {
-        m = await Gpt2.load({ model, backend: 'cpu', dtype, threads: 1, onProgress: (p) => { plan ??= p.plan ?? null; } });
+        m = await Gpt2.load({ model, backend: 'cpu', dtype, threads, onProgress: (p) => { plan ??= p.plan ?? null; } });
       } catch (e) {
         return { refused: e.message, plan };
       }
@@ -63,7 +68,7 @@ async function browserRun(browser, origin, size, dtype) {
       const r = await m.generate(prompt, { maxTokens: tokens, ignoreEos: true });
       m.dispose();
       return { plan: m.plan, measured: mem.wasmBytes, weights: mem.weights, loadMs, tpotMs: r.metrics.tpotMs, ttftMs: r.metrics.ttftMs };
-    }, { model: `/models/${size}/`, dtype, prompt: PROMPT, tokens: TOKENS });
+    }, { model: `/models/${size}/`, dtype, prompt: PROMPT, tokens: TOKENS, threads });
   } finally {
     await page.context().close();
   }
@@ -77,7 +82,7 @@ async function main() {
   }
   fs.mkdirSync(path.join(root, 'models'));
   for (const [s, d] of Object.entries(dirs)) fs.symlinkSync(d, path.join(root, 'models', s));
-  const server = await startServer({ root, args: ['--follow-links'] });
+  const server = await startServer({ root, args: ['--follow-links', ...(THREADS > 1 ? ['--isolated'] : [])] });
   const browser = await launch();
   const rows = [];
   try {
@@ -86,8 +91,8 @@ async function main() {
       const config = JSON.parse(fs.readFileSync(path.join(dirs[size], 'config.json'), 'utf8'));
       for (const dtype of DTYPES) {
         console.error(`browser: ${size} ${dtype}…`);
-        const b = await browserRun(browser, server.origin, size, dtype);
-        rows.push({ size, where: 'browser, 1 thread', dtype, file, config, ...b });
+        const b = await browserRun(browser, server.origin, size, dtype, THREADS);
+        rows.push({ size, where: WHERE, dtype, file, config, ...b });
         if (NATIVE) {
           console.error(`native: ${size} ${dtype}…`);
           rows.push({ size, where: 'native, 1 thread', dtype, file, config, ...nativeRow(dirs[size], dtype, b.plan) });
@@ -133,7 +138,7 @@ function nativeRow(dir, dtype, plan) {
 
 function print(rows) {
   console.log(`CPU: ${os.cpus()[0]?.model ?? 'unknown'} (${os.cpus().length} cores), ${mb(os.totalmem())} RAM; ` +
-    `${TOKENS} tokens after a ${PROMPT.split(' ').length}-word prompt, one thread, greedy\n`);
+    `${TOKENS} tokens after a ${PROMPT.split(' ').length}-word prompt, greedy\n`);
   console.log('| size | parameters | file (f32) | where | dtype | predicted peak | measured peak | load | TPOT |');
   console.log('|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {

@@ -1,38 +1,181 @@
-//! The x86-64 AVX2 kernel, chosen at run time when the CPU has AVX2 and FMA.
+//! The x86-64 kernel, chosen at run time when the CPU has AVX2 and FMA, with VNNI's one-instruction
+//! int8 dot where the CPU has it.
+//!
+//! A 32-byte load of a group's block holds eight columns of its four rows: columns 0-3 of rows
+//! 0-3 in the low half, columns 4-7 in the high half. The activation block's matching four
+//! bytes are repeated across each half (`vpermd`), so one `vpmaddubsw` + `vpmaddwd` leaves row
+//! l's sums in lanes l and l + 4, folded together once per block.
 
 use super::{PREFETCH, QK, RG};
 use std::arch::x86_64::*;
 
+/// 32-byte loads per block of a group: 32 columns × 4 rows / 32 bytes.
+const STEPS: usize = QK * RG / 32;
+
+/// The integer dot instruction: `vpmaddubsw` + `vpmaddwd` + `vpaddd` on AVX2, one `vpdpbusd`
+/// with AVX-VNNI (Intel since Alder Lake, AMD since Zen 5) or AVX-512 VNNI (Zen 4, Xeons).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Dot {
+    Avx2,
+    AvxVnni,
+    Avx512Vnni,
+}
+
+impl Dot {
+    pub fn detect() -> Dot {
+        if is_x86_feature_detected!("avxvnni") {
+            Dot::AvxVnni
+        } else if is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
+            Dot::Avx512Vnni
+        } else {
+            Dot::Avx2
+        }
+    }
+}
+
+/// `N` activation rows (row k's blocks start at `x[k * nb * QK]`) against one group; each row's
+/// arithmetic is the same whatever `N`, and the same integers whatever `dot`.
+///
 /// # Safety
-/// The CPU has AVX2 and FMA; `w` holds `xs.len()` blocks of four rows, `ws` their scales,
-/// `x` `xs.len()` blocks, `xo` `xs.len()` offsets.
+/// The CPU has AVX2 and FMA, and `dot`'s features; `w` holds `nb` blocks of four rows and `ws`
+/// their scales; `x`, `xs`, `xo` hold `N` rows of `nb` blocks.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub unsafe fn dot_rows<const N: usize>(
+    dot: Dot,
+    w: &[i8],
+    ws: &[f32],
+    x: &[i8],
+    xs: &[f32],
+    xo: &[i32],
+    nb: usize,
+    out: &mut [[f32; RG]; N],
+) {
+    // SAFETY: the caller checked the features and the lengths.
+    unsafe {
+        match dot {
+            Dot::Avx2 => rows_avx2(w, ws, x, xs, xo, nb, out),
+            Dot::AvxVnni => rows_avxvnni(w, ws, x, xs, xo, nb, out),
+            Dot::Avx512Vnni => rows_avx512vnni(w, ws, x, xs, xo, nb, out),
+        }
+    }
+}
+
 #[target_feature(enable = "avx2,fma")]
-pub unsafe fn dot4(w: &[i8], ws: &[f32], x: &[i8], xs: &[f32], xo: &[i32], out: &mut [f32; RG]) {
-    let (wp, wsp, xp) = (w.as_ptr(), ws.as_ptr(), x.as_ptr());
+unsafe fn rows_avx2<const N: usize>(
+    w: &[i8],
+    ws: &[f32],
+    x: &[i8],
+    xs: &[f32],
+    xo: &[i32],
+    nb: usize,
+    out: &mut [[f32; RG]; N],
+) {
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_ps(); RG];
-    for (b, (&sx, &off)) in xs.iter().zip(xo).enumerate() {
-        // SAFETY (whole body): every offset stays inside the block b of the slices.
+    // SAFETY: the features are enabled; the lengths are the caller's.
+    unsafe {
+        rows(w, ws, x, xs, xo, nb, out, |d, w, x| {
+            _mm256_add_epi32(d, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones))
+        })
+    }
+}
+
+#[target_feature(enable = "avx2,fma,avxvnni")]
+unsafe fn rows_avxvnni<const N: usize>(
+    w: &[i8],
+    ws: &[f32],
+    x: &[i8],
+    xs: &[f32],
+    xo: &[i32],
+    nb: usize,
+    out: &mut [[f32; RG]; N],
+) {
+    // SAFETY: as above.
+    unsafe {
+        rows(w, ws, x, xs, xo, nb, out, |d, w, x| {
+            _mm256_dpbusd_avx_epi32(d, w, x)
+        })
+    }
+}
+
+#[target_feature(enable = "avx2,fma,avx512vnni,avx512vl")]
+unsafe fn rows_avx512vnni<const N: usize>(
+    w: &[i8],
+    ws: &[f32],
+    x: &[i8],
+    xs: &[f32],
+    xo: &[i32],
+    nb: usize,
+    out: &mut [[f32; RG]; N],
+) {
+    // SAFETY: as above.
+    unsafe {
+        rows(w, ws, x, xs, xo, nb, out, |d, w, x| {
+            _mm256_dpbusd_epi32(d, w, x)
+        })
+    }
+}
+
+/// The kernel's body, inlined into each feature set's function above; `dot(d, w, x)` adds the
+/// products of unsigned `w` and signed `x` bytes, four per lane, to `d`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn rows<const N: usize>(
+    w: &[i8],
+    ws: &[f32],
+    x: &[i8],
+    xs: &[f32],
+    xo: &[i32],
+    nb: usize,
+    out: &mut [[f32; RG]; N],
+    dot: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+) {
+    let (wp, wsp, xp) = (w.as_ptr(), ws.as_ptr(), x.as_ptr());
+    let spread: [__m256i; STEPS] = core::array::from_fn(|p| {
+        let (a, b) = (2 * p as i32, 2 * p as i32 + 1);
+        _mm256_setr_epi32(a, a, a, a, b, b, b, b)
+    });
+    let mut acc = [_mm_setzero_ps(); N];
+    for b in 0..nb {
+        // SAFETY (whole body): every offset stays inside block b of the slices; the prefetch
+        // address is only a hint.
         unsafe {
+            let wb = wp.add(b * RG * QK);
             let ahead = wp.wrapping_add(b * RG * QK + PREFETCH);
             crate::platform::prefetch(ahead);
             crate::platform::prefetch(ahead.wrapping_add(64));
-            let xv = _mm256_loadu_si256(xp.add(b * QK) as *const __m256i);
-            let corr = _mm256_setr_epi32(off, 0, 0, 0, 0, 0, 0, 0);
-            for (l, acc) in acc.iter_mut().enumerate() {
-                let wv = _mm256_loadu_si256(wp.add((b * RG + l) * QK) as *const __m256i);
-                // unsigned 7-bit weights × signed activations, as vpmaddubsw wants them
-                let p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), ones);
-                let d = _mm256_cvtepi32_ps(_mm256_sub_epi32(p, corr));
-                let s = _mm256_set1_ps(*wsp.add(b * RG + l) * sx);
-                *acc = _mm256_fmadd_ps(d, s, *acc);
+            let xv: [__m256i; N] = core::array::from_fn(|k| {
+                _mm256_loadu_si256(xp.add((k * nb + b) * QK) as *const __m256i)
+            });
+            // Two chains of dots per row (four for one row), so that VNNI's latency is hidden.
+            let mut chains = [[_mm256_setzero_si256(); N]; 4];
+            let nc = if N >= 4 { 2 } else { 4 };
+            for (p, spread) in spread.iter().enumerate() {
+                let wv = _mm256_loadu_si256(wb.add(p * 32) as *const __m256i);
+                let c = &mut chains[p % nc];
+                for k in 0..N {
+                    let xk = _mm256_permutevar8x32_epi32(xv[k], *spread);
+                    // unsigned 7-bit weights × signed activations, as vpmaddubsw wants them
+                    c[k] = dot(c[k], wv, xk);
+                }
+            }
+            let d: [__m256i; N] = core::array::from_fn(|k| {
+                (chains[1..nc].iter()).fold(chains[0][k], |d, c| _mm256_add_epi32(d, c[k]))
+            });
+            let s = _mm_loadu_ps(wsp.add(b * RG));
+            for k in 0..N {
+                let (lo, hi) = (
+                    _mm256_castsi256_si128(d[k]),
+                    _mm256_extracti128_si256(d[k], 1),
+                );
+                let d = _mm_sub_epi32(_mm_add_epi32(lo, hi), _mm_set1_epi32(xo[k * nb + b]));
+                let s = _mm_mul_ps(s, _mm_set1_ps(xs[k * nb + b]));
+                acc[k] = _mm_fmadd_ps(_mm_cvtepi32_ps(d), s, acc[k]);
             }
         }
     }
     for (o, a) in out.iter_mut().zip(acc) {
-        let h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-        let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        let h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-        *o = _mm_cvtss_f32(h);
+        // SAFETY: each output is four f32.
+        unsafe { _mm_storeu_ps(o.as_mut_ptr(), a) };
     }
 }

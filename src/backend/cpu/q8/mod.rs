@@ -9,11 +9,13 @@
 //! full -127..=127 (scale `max|x| / 127`); the offset comes back out as 64 × the activation
 //! block's sum, once per block for all rows.
 //!
-//! Layout: output rows come in groups of four and the four rows' blocks are interleaved,
-//! `[group][block][row 0..4][32]`, so a kernel streams one contiguous run of bytes while it
-//! computes four outputs, and each activation block it loads serves four rows. The group's
-//! scales sit the same way, `[group][block][4]`, so the four scales of a block are one load.
-//! Rows are padded to a multiple of 4 and columns to a multiple of 32 with zeros.
+//! Layout: output rows come in groups of four and the four rows' blocks are interleaved four
+//! columns at a time, `[group][block][column / 4][row 0..4][column % 4]`, so a kernel streams
+//! one contiguous run of bytes while it computes four outputs, and an int8 dot of one 16-byte
+//! vector with four activation bytes repeated leaves each row's sum in its own lane: no
+//! horizontal sums per block. The group's scales sit `[group][block][4]`, so the four scales of
+//! a block are one load. Rows are padded to a multiple of 4 and columns to a multiple of 32
+//! with zeros.
 //!
 //! Kernels: wasm relaxed SIMD (when built with `+relaxed-simd`), wasm simd128
 //! (`i32x4.dot_i16x8_s` over widened bytes), x86-64 AVX2 (chosen at run time), and a portable
@@ -26,9 +28,9 @@ const RG: usize = 4;
 /// Activation rows per tile of a prompt's product.
 const TILE: usize = 4;
 /// Activation rows whose product costs about one row's weight loads: a tile where the kernel
-/// shares them (wasm simd128's `dot4x4`), one where it computes rows one by one (AVX2, portable).
+/// shares them (wasm simd128, x86-64 AVX2), one where it computes rows one by one (portable).
 pub const ROWS_SHARING_LOADS: usize =
-    if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+    if cfg!(any(target_arch = "x86_64", target_feature = "simd128")) {
         TILE
     } else {
         1
@@ -37,6 +39,12 @@ pub const ROWS_SHARING_LOADS: usize =
 const OFFSET: i32 = 64;
 /// How far ahead of the weights being read a kernel asks for the next ones, in bytes.
 pub const PREFETCH: usize = 2048;
+
+/// Where weight (row `l` of its group, column `c` of its block) sits in the group's block.
+#[inline(always)]
+const fn lane_byte(l: usize, c: usize) -> usize {
+    (c / 4) * (RG * 4) + l * 4 + c % 4
+}
 
 /// A weight matrix (out, in) in the interleaved q8_0 layout above.
 pub struct Q8Matrix {
@@ -75,7 +83,7 @@ impl Q8Matrix {
         let mut qs =
             crate::platform::try_zeroed_huge::<i8>(groups * blocks * RG * QK, "8-bit weights")?;
         let mut scales = crate::platform::try_zeroed(groups * blocks * RG, "8-bit weights")?;
-        let mut vals = [0f32; QK];
+        let (mut vals, mut q) = ([0f32; QK], [0i8; QK]);
         for b in 0..blocks {
             let c0 = b * QK;
             let n = QK.min(cols - c0);
@@ -89,9 +97,11 @@ impl Q8Matrix {
                     };
                 }
                 let at = (g * blocks + b) * RG + lane;
-                let q = &mut qs[at * QK..][..QK];
-                scales[at] = quantize_block(&vals, 63.0, q);
-                q.iter_mut().for_each(|q| *q += OFFSET as i8);
+                scales[at] = quantize_block(&vals, 63.0, &mut q);
+                let block = &mut qs[(g * blocks + b) * RG * QK..][..RG * QK];
+                for (c, &q) in q.iter().enumerate() {
+                    block[lane_byte(lane, c)] = q + OFFSET as i8;
+                }
             }
         }
         Ok(Q8Matrix {
@@ -121,10 +131,10 @@ impl Q8Matrix {
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         let (g, lane) = (r / RG, r % RG);
         for (b, chunk) in out[..self.cols].chunks_mut(QK).enumerate() {
-            let at = (g * self.blocks + b) * RG + lane;
-            let s = self.scales[at];
-            for (o, &q) in chunk.iter_mut().zip(&self.qs[at * QK..]) {
-                *o = (q as i32 - OFFSET) as f32 * s;
+            let at = (g * self.blocks + b) * RG;
+            let (s, block) = (self.scales[at + lane], &self.qs[at * QK..][..RG * QK]);
+            for (c, o) in chunk.iter_mut().enumerate() {
+                *o = (block[lane_byte(lane, c)] as i32 - OFFSET) as f32 * s;
             }
         }
     }
@@ -283,7 +293,7 @@ impl Q8Act {
 enum Simd {
     Portable,
     #[cfg(target_arch = "x86_64")]
-    Avx2,
+    Avx2(avx2::Dot),
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     Simd128,
 }
@@ -295,7 +305,7 @@ impl Simd {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
-            return Simd::Avx2;
+            return Simd::Avx2(avx2::Dot::detect());
         }
         #[allow(unreachable_code)]
         Simd::Portable
@@ -313,7 +323,9 @@ impl Simd {
             // SAFETY: the lengths are checked above (one group of `nb` blocks, one activation row
             // of `nb` blocks) and the CPU features were detected in `get`.
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 => unsafe { avx2::dot4(w, ws, x, xs, xo, out) },
+            Simd::Avx2(dot) => unsafe {
+                avx2::dot_rows::<1>(dot, w, ws, x, xs, xo, nb, core::array::from_mut(out))
+            },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Simd::Simd128 => unsafe { simd128::dot4(w, ws, x, xs, xo, out) },
         }
@@ -339,6 +351,9 @@ impl Simd {
             // activation rows of `nb` blocks.
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Simd::Simd128 => unsafe { simd128::dot4x4(w, ws, x, xs, xo, out) },
+            // SAFETY: as above, and the CPU features were detected in `get`.
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2(dot) => unsafe { avx2::dot_rows::<TILE>(dot, w, ws, x, xs, xo, nb, out) },
             _ => {
                 for (k, out) in out.iter_mut().enumerate() {
                     let (x, xs, xo) = (
@@ -375,6 +390,19 @@ mod tests {
             .collect()
     }
 
+    /// The kernel in use, and on x86-64 each narrower instruction set the CPU also has.
+    fn kernels() -> Vec<Simd> {
+        #[allow(unused_mut)]
+        let mut all = vec![Simd::get()];
+        #[cfg(target_arch = "x86_64")]
+        if let Simd::Avx2(dot) = all[0] {
+            if dot != avx2::Dot::Avx2 {
+                all.push(Simd::Avx2(avx2::Dot::Avx2));
+            }
+        }
+        all
+    }
+
     /// Every kernel against the f32 product, at sizes that are not multiples of 4 rows or
     /// 32 columns, from both weight layouts.
     #[test]
@@ -405,20 +433,42 @@ mod tests {
                     );
                 }
             }
-            // The kernel in use equals the portable reference up to f32 summation order.
+            // Every kernel this CPU has equals the portable reference up to f32 rounding.
             let mut out = [0f32; RG];
             let mut reference = [0f32; RG];
             let nb = a.blocks;
-            for g in 0..rows.div_ceil(RG) {
-                let w = &a.qs[g * nb * RG * QK..][..nb * RG * QK];
-                let ws = &a.scales[g * nb * RG..][..nb * RG];
-                let (x, xs, xo) = (&act.qs[..nb * QK], &act.scales[..nb], &act.offsets[..nb]);
-                Simd::get().dot4(w, ws, x, xs, xo, &mut out);
-                portable::dot4(w, ws, x, xs, xo, &mut reference);
-                for (o, r) in out.iter().zip(&reference) {
-                    assert!((o - r).abs() <= 1e-4 * r.abs().max(1.0), "{o} vs {r}");
+            for kernel in kernels() {
+                for g in 0..rows.div_ceil(RG) {
+                    let w = &a.qs[g * nb * RG * QK..][..nb * RG * QK];
+                    let ws = &a.scales[g * nb * RG..][..nb * RG];
+                    let (x, xs, xo) = (&act.qs[..nb * QK], &act.scales[..nb], &act.offsets[..nb]);
+                    kernel.dot4(w, ws, x, xs, xo, &mut out);
+                    portable::dot4(w, ws, x, xs, xo, &mut reference);
+                    for (o, r) in out.iter().zip(&reference) {
+                        assert!((o - r).abs() <= 1e-4 * r.abs().max(1.0), "{o} vs {r}");
+                    }
                 }
             }
+        }
+    }
+
+    /// A prompt's tile of rows gives each row exactly what that row alone gives (speculative
+    /// decoding's verification relies on it).
+    #[test]
+    fn a_tile_of_rows_equals_each_row_alone() {
+        let (rows, cols, t) = (9, 100, 7);
+        let a = Q8Matrix::quantize(&data(rows * cols, 4), rows, cols, cols, 1).unwrap();
+        let x = data(t * cols, 5);
+        let mut act = Q8Act::default();
+        act.quantize(&x, cols);
+        let mut all = vec![0f32; t * rows];
+        a.matmul(&act, None, &mut all);
+        for i in 0..t {
+            let mut one = Q8Act::default();
+            one.quantize(&x[i * cols..][..cols], cols);
+            let mut y = vec![0f32; rows];
+            a.matmul(&one, None, &mut y);
+            assert_eq!(y, all[i * rows..][..rows], "row {i}");
         }
     }
 

@@ -1,76 +1,157 @@
 //! wasm simd128 kernels (and relaxed SIMD's int8 dot when built with `+relaxed-simd`).
+//!
+//! In the interleaved layout each 16-byte vector of a group's block holds four columns of its
+//! four rows, row by row, so one dot of that vector with four activation bytes splatted to
+//! every lane leaves row l's partial sum in lane l: no horizontal sums, and an activation row's
+//! splat serves all four rows.
 
 use super::{QK, RG, TILE};
 use core::arch::wasm32::*;
 
-/// Lane l of the result is the sum of the four lanes of `a[l]`.
-#[inline(always)]
-fn hsum4(a: [v128; 4]) -> v128 {
-    let t0 = i32x4_add(
-        i32x4_shuffle::<0, 4, 1, 5>(a[0], a[1]),
-        i32x4_shuffle::<2, 6, 3, 7>(a[0], a[1]),
-    );
-    let t1 = i32x4_add(
-        i32x4_shuffle::<0, 4, 1, 5>(a[2], a[3]),
-        i32x4_shuffle::<2, 6, 3, 7>(a[2], a[3]),
-    );
-    i32x4_add(
-        i32x4_shuffle::<0, 1, 4, 5>(t0, t1),
-        i32x4_shuffle::<2, 3, 6, 7>(t0, t1),
-    )
-}
+/// Vectors per block of a group: 32 columns × 4 rows / 16 bytes.
+const STEPS: usize = QK * RG / 16;
 
-/// Σ over 32 bytes of w (unsigned 7-bit) · x (signed), as four partial sums.
-#[cfg(target_feature = "relaxed-simd")]
-#[inline(always)]
-fn block_dot(w0: v128, w1: v128, x0: v128, x1: v128) -> v128 {
-    let d = i32x4_relaxed_dot_i8x16_i7x16_add(x0, w0, i32x4_splat(0));
-    i32x4_relaxed_dot_i8x16_i7x16_add(x1, w1, d)
-}
-
-/// Σ over 32 bytes of w (unsigned 7-bit) · x (signed), as four partial sums.
-#[cfg(not(target_feature = "relaxed-simd"))]
-#[inline(always)]
-fn block_dot(w0: v128, w1: v128, x0: v128, x1: v128) -> v128 {
-    let p0 = i32x4_add(
-        i32x4_dot_i16x8(u16x8_extend_low_u8x16(w0), i16x8_extend_low_i8x16(x0)),
-        i32x4_dot_i16x8(u16x8_extend_high_u8x16(w0), i16x8_extend_high_i8x16(x0)),
-    );
-    let p1 = i32x4_add(
-        i32x4_dot_i16x8(u16x8_extend_low_u8x16(w1), i16x8_extend_low_i8x16(x1)),
-        i32x4_dot_i16x8(u16x8_extend_high_u8x16(w1), i16x8_extend_high_i8x16(x1)),
-    );
-    i32x4_add(p0, p1)
-}
-
-/// One block of one activation row against a group's four rows: `acc` += the four
-/// outputs' share, (dot − offset) · weight scale · activation scale.
-#[inline(always)]
-fn block_step(w: &[v128; 8], s: v128, x0: v128, x1: v128, sx: f32, off: i32, acc: v128) -> v128 {
-    let d = [
-        block_dot(w[0], w[1], x0, x1),
-        block_dot(w[2], w[3], x0, x1),
-        block_dot(w[4], w[5], x0, x1),
-        block_dot(w[6], w[7], x0, x1),
-    ];
-    let d = i32x4_sub(hsum4(d), i32x4_splat(off));
-    f32x4_add(
-        acc,
-        f32x4_mul(f32x4_convert_i32x4(d), f32x4_mul(s, f32x4_splat(sx))),
-    )
-}
-
-/// The group's weights and scales of block `b`.
+/// One block of `N` activation rows against a group's four rows, as integers: lane l of row k's
+/// result is Σ_c w[l][c] · x[k][c] − off[k].
 ///
 /// # Safety
-/// `wp` and `wsp` point at a group of more than `b` blocks.
+/// `wb` points at the block's 128 weight bytes, `xb[k]` at row k's 32 activation bytes.
 #[inline(always)]
-unsafe fn load_block(wp: *const i8, wsp: *const f32, b: usize) -> ([v128; 8], v128) {
-    // SAFETY: block b's 128 weight bytes and 4 scales lie inside the group.
+unsafe fn block_dots<const N: usize>(
+    wb: *const v128,
+    xb: [*const i8; N],
+    off: [i32; N],
+) -> [v128; N] {
+    let mut d: [v128; N] = core::array::from_fn(|k| i32x4_splat(-off[k]));
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        // One row alone gets four independent chains of dots, so that each dot's latency (5
+        // cycles with VNNI) is hidden; a tile's four rows are four chains already (more spill
+        // out of the engine's 15 vector registers). Integer sums: the result is the same.
+        let z = [i32x4_splat(0); N];
+        let (mut c0, mut c1, mut c2, mut c3) = (z, z, z, z);
+        if N >= 4 {
+            for j in 0..STEPS {
+                // SAFETY: step j lies inside the block.
+                unsafe { dot_step(wb, xb, j, &mut c0) };
+            }
+        } else {
+            for j in (0..STEPS).step_by(4) {
+                // SAFETY: steps j to j + 3 lie inside the block.
+                unsafe {
+                    dot_step(wb, xb, j, &mut c0);
+                    dot_step(wb, xb, j + 1, &mut c1);
+                    dot_step(wb, xb, j + 2, &mut c2);
+                    dot_step(wb, xb, j + 3, &mut c3);
+                }
+            }
+        }
+        for k in 0..N {
+            d[k] = i32x4_add(
+                i32x4_add(d[k], c0[k]),
+                i32x4_add(c1[k], i32x4_add(c2[k], c3[k])),
+            );
+        }
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        // Pairs of products: lanes (row 0: columns 0-1, 2-3; row 1: …) in `lo`, rows 2 and 3 in
+        // `hi`; the pairs are added at the end of the block.
+        let mut lo = [i32x4_splat(0); N];
+        let mut hi = [i32x4_splat(0); N];
+        for j in 0..STEPS {
+            // SAFETY: as above.
+            unsafe {
+                let w = v128_load(wb.add(j));
+                let (wl, wh) = (u16x8_extend_low_u8x16(w), u16x8_extend_high_u8x16(w));
+                for k in 0..N {
+                    let x = v128_load32_splat(xb[k].add(4 * j) as *const u32);
+                    let x = i16x8_extend_low_i8x16(x);
+                    lo[k] = i32x4_add(lo[k], i32x4_dot_i16x8(wl, x));
+                    hi[k] = i32x4_add(hi[k], i32x4_dot_i16x8(wh, x));
+                }
+            }
+        }
+        for k in 0..N {
+            let pairs = i32x4_add(
+                i32x4_shuffle::<0, 2, 4, 6>(lo[k], hi[k]),
+                i32x4_shuffle::<1, 3, 5, 7>(lo[k], hi[k]),
+            );
+            d[k] = i32x4_add(d[k], pairs);
+        }
+    }
+    d
+}
+
+/// Step j of a block (four columns of the group's four rows) for each activation row, added to
+/// `acc`: signed activations × unsigned 7-bit weights, four products per lane.
+///
+/// # Safety
+/// As `block_dots`, and j < STEPS.
+#[cfg(target_feature = "relaxed-simd")]
+#[inline(always)]
+unsafe fn dot_step<const N: usize>(
+    wb: *const v128,
+    xb: [*const i8; N],
+    j: usize,
+    acc: &mut [v128; N],
+) {
+    // SAFETY: step j's vector and its four activation bytes lie inside the block.
     unsafe {
-        let wb = wp.add(b * RG * QK) as *const v128;
-        let w = core::array::from_fn(|k| v128_load(wb.add(k)));
-        (w, v128_load(wsp.add(b * RG) as *const v128))
+        let w = v128_load(wb.add(j));
+        for k in 0..N {
+            let x = v128_load32_splat(xb[k].add(4 * j) as *const u32);
+            acc[k] = i32x4_relaxed_dot_i8x16_i7x16_add(x, w, acc[k]);
+        }
+    }
+}
+
+/// `acc` += (the block's integer dots) · weight scales · activation scale.
+#[inline(always)]
+fn scale_add(acc: v128, d: v128, s: v128, sx: f32) -> v128 {
+    let (d, s) = (f32x4_convert_i32x4(d), f32x4_mul(s, f32x4_splat(sx)));
+    #[cfg(target_feature = "relaxed-simd")]
+    return f32x4_relaxed_madd(d, s, acc);
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    f32x4_add(acc, f32x4_mul(d, s))
+}
+
+/// `N` activation rows (row k's blocks start at `x[k * nb * QK]`) against one group: each row's
+/// arithmetic is the same whatever `N`, so a row's result does not depend on its tile.
+///
+/// # Safety
+/// `w` holds `nb` blocks of four rows and `ws` their scales; `x`, `xs`, `xo` hold `N` rows of
+/// `nb` blocks.
+#[inline(always)]
+unsafe fn dot_rows<const N: usize>(
+    w: &[i8],
+    ws: &[f32],
+    x: &[i8],
+    xs: &[f32],
+    xo: &[i32],
+    nb: usize,
+    out: &mut [[f32; RG]; N],
+) {
+    let (wp, wsp, xp) = (w.as_ptr() as *const v128, ws.as_ptr(), x.as_ptr());
+    let mut acc = [f32x4_splat(0.0); N];
+    for b in 0..nb {
+        // SAFETY: block b of the group and of each activation row are in bounds.
+        unsafe {
+            let xb = core::array::from_fn(|k| xp.add((k * nb + b) * QK));
+            let d = block_dots::<N>(
+                wp.add(b * STEPS),
+                xb,
+                core::array::from_fn(|k| xo[k * nb + b]),
+            );
+            let s = v128_load(wsp.add(b * RG) as *const v128);
+            for k in 0..N {
+                acc[k] = scale_add(acc[k], d[k], s, xs[k * nb + b]);
+            }
+        }
+    }
+    for (o, a) in out.iter_mut().zip(acc) {
+        // SAFETY: each output is four f32, the size of a v128.
+        unsafe { v128_store(o.as_mut_ptr() as *mut v128, a) };
     }
 }
 
@@ -79,18 +160,8 @@ unsafe fn load_block(wp: *const i8, wsp: *const f32, b: usize) -> ([v128; 8], v1
 /// `xs.len()` offsets.
 #[inline]
 pub unsafe fn dot4(w: &[i8], ws: &[f32], x: &[i8], xs: &[f32], xo: &[i32], out: &mut [f32; RG]) {
-    let xp = x.as_ptr();
-    let mut acc = f32x4_splat(0.0);
-    for (b, (&sx, &off)) in xs.iter().zip(xo).enumerate() {
-        // SAFETY: block b of the group and of the activation row are in bounds.
-        unsafe {
-            let (wv, s) = load_block(w.as_ptr(), ws.as_ptr(), b);
-            let xb = xp.add(b * QK) as *const v128;
-            acc = block_step(&wv, s, v128_load(xb), v128_load(xb.add(1)), sx, off, acc);
-        }
-    }
-    // SAFETY: `out` is four f32, the size of a v128.
-    unsafe { v128_store(out.as_mut_ptr() as *mut v128, acc) };
+    // SAFETY: the caller's contract, for one activation row.
+    unsafe { dot_rows::<1>(w, ws, x, xs, xo, xs.len(), core::array::from_mut(out)) }
 }
 
 /// `dot4` for `TILE` activation rows, which share each load of the weights; each row's
@@ -108,24 +179,8 @@ pub unsafe fn dot4x4(
     xo: &[i32],
     out: &mut [[f32; RG]; TILE],
 ) {
-    let nb = xs.len() / TILE;
-    let xp = x.as_ptr();
-    let mut acc = [f32x4_splat(0.0); TILE];
-    for b in 0..nb {
-        // SAFETY: block b of the group and of each activation row are in bounds.
-        unsafe {
-            let (wv, s) = load_block(w.as_ptr(), ws.as_ptr(), b);
-            for (k, acc) in acc.iter_mut().enumerate() {
-                let xb = xp.add((k * nb + b) * QK) as *const v128;
-                let (sx, off) = (xs[k * nb + b], xo[k * nb + b]);
-                *acc = block_step(&wv, s, v128_load(xb), v128_load(xb.add(1)), sx, off, *acc);
-            }
-        }
-    }
-    for (o, a) in out.iter_mut().zip(acc) {
-        // SAFETY: each output is four f32, the size of a v128.
-        unsafe { v128_store(o.as_mut_ptr() as *mut v128, a) };
-    }
+    // SAFETY: the caller's contract.
+    unsafe { dot_rows::<TILE>(w, ws, x, xs, xo, xs.len() / TILE, out) }
 }
 
 /// `quantize_act_block` four lanes at a time (the compiler does not vectorise the rounding
