@@ -31,6 +31,9 @@ pub struct Footprint {
     /// Working memory of converting a tensor: none for q8 (quantized from the file's bytes), the
     /// largest tensor's f32 copy for f32 (Conv1D weights are transposed through one).
     pub conversion: u64,
+    /// The weights' runtime format, for the advice of a refusal.
+    #[serde(skip)]
+    pub dtype: CpuDtype,
 }
 
 /// Checked u64 arithmetic that names what overflowed.
@@ -101,6 +104,7 @@ impl Footprint {
             kv_cache,
             activations,
             conversion,
+            dtype,
         })
     }
 
@@ -134,16 +138,26 @@ impl Footprint {
         if self.peak() <= limit {
             return Ok(());
         }
+        // What could fit instead: q8 if these are f32, one thread if this is the threads build.
+        let mut instead = vec![];
+        if self.dtype == CpuDtype::F32 {
+            instead.push("q8 weights");
+        }
+        if what == crate::platform::THREADED_LIMIT {
+            instead.push("one thread (the single-threaded build addresses 4 GiB)");
+        }
+        instead.extend(["a smaller model", "a shorter context"]);
+        let last = instead.pop().unwrap_or_default();
         Err(Error::Backend(format!(
             "the model needs about {} of memory ({} weights, {} KV cache, {} working buffers, \
-             while loading also the {} file), more than {what} ({}); try q8 weights, a smaller \
-             model or a shorter context",
+             while loading also the {} file), more than {what} ({}); try {} or {last}",
             gib(self.peak()),
             gib(self.weights),
             gib(self.kv_cache),
             gib(self.activations),
             gib(self.file),
-            gib(limit)
+            gib(limit),
+            instead.join(", "),
         )))
     }
 }
@@ -208,6 +222,23 @@ mod tests {
         assert!(
             err.contains("GiB of memory")
                 && err.contains("the 2 GiB of the threads build (2.00 GiB)"),
+            "{err}"
+        );
+        assert!(
+            err.ends_with("try q8 weights, a smaller model or a shorter context"),
+            "{err}"
+        );
+        // q8 in the threads build: the advice is one thread, not q8.
+        let q8 = Footprint::cpu(&c, CpuDtype::Q8, 0).unwrap();
+        let err = q8
+            .check(Some((1 << 30, crate::platform::THREADED_LIMIT)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.ends_with(
+                "try one thread (the single-threaded build addresses 4 GiB), a smaller model \
+                 or a shorter context"
+            ),
             "{err}"
         );
         assert!(f.check(None).is_ok());

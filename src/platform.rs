@@ -29,11 +29,14 @@ pub fn now_ms() -> f64 {
     }
 }
 
+/// The threads build's limit, in words.
+pub const THREADED_LIMIT: &str = "the 2 GiB the threaded wasm build can address";
+
 /// The memory this build can use, in bytes, with the limit in words: what a wasm32 build can
 /// address, or natively the machine's physical memory (where the OS says; `None` elsewhere).
 pub fn memory_limit() -> Option<(u64, &'static str)> {
     #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
-    return Some((2 << 30, "the 2 GiB the threaded wasm build can address"));
+    return Some((2 << 30, THREADED_LIMIT));
     #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
     return Some((4 << 30, "the 4 GiB a wasm32 build can address"));
     #[cfg(not(target_arch = "wasm32"))]

@@ -257,6 +257,22 @@ thread_local! {
 }
 
 fn gelu(x: &mut [f32], activation: Activation) {
+    // A prompt's rows are split between the threads (elementwise, so the values are the same).
+    #[cfg(feature = "threads")]
+    if rayon::current_num_threads() > 1 && x.len() >= 2 * PAR_MIN {
+        use rayon::prelude::*;
+        x.par_chunks_mut(PAR_MIN)
+            .for_each(|x| gelu_here(x, activation));
+        return;
+    }
+    gelu_here(x, activation)
+}
+
+/// Values per parallel chunk of an elementwise phase: below two of them one thread does it all.
+#[cfg(feature = "threads")]
+const PAR_MIN: usize = 16 * 1024;
+
+fn gelu_here(x: &mut [f32], activation: Activation) {
     match activation {
         Activation::GeluTanh => super::vmath::gelu_tanh(x),
         Activation::GeluErf => x.iter_mut().for_each(|v| {

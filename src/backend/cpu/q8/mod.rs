@@ -273,17 +273,44 @@ impl Q8Act {
             self.scales.resize(rows * blocks, 0.0);
             self.offsets.resize(rows * blocks, 0);
         }
+        let qs = &mut self.qs[..rows * blocks * QK];
+        let (scales, offsets) = (
+            &mut self.scales[..rows * blocks],
+            &mut self.offsets[..rows * blocks],
+        );
+        // A prompt's rows are split between the threads; each row's numbers are the same.
+        #[cfg(feature = "threads")]
+        if rayon::current_num_threads() > 1 && rows > 1 {
+            use rayon::prelude::*;
+            (x.par_chunks(cols))
+                .zip(qs.par_chunks_mut(blocks * QK))
+                .zip(scales.par_chunks_mut(blocks))
+                .zip(offsets.par_chunks_mut(blocks))
+                .for_each(|(((x, q), s), o)| Self::quantize_row(x, q, s, o));
+            return;
+        }
+        for (((x, q), s), o) in (x.chunks_exact(cols))
+            .zip(qs.chunks_exact_mut(blocks * QK))
+            .zip(scales.chunks_exact_mut(blocks))
+            .zip(offsets.chunks_exact_mut(blocks))
+        {
+            Self::quantize_row(x, q, s, o);
+        }
+    }
+
+    /// One row's blocks: `qs` (blocks · QK), their scales and offsets.
+    fn quantize_row(x: &[f32], qs: &mut [i8], scales: &mut [f32], offsets: &mut [i32]) {
         let mut vals = [0f32; QK];
-        for (i, row) in x.chunks_exact(cols).enumerate() {
-            for b in 0..blocks {
-                let part = &row[b * QK..(b * QK + QK).min(cols)];
-                vals[..part.len()].copy_from_slice(part);
-                vals[part.len()..].fill(0.0);
-                let at = i * blocks + b;
-                let q: &mut [i8; QK] = (&mut self.qs[at * QK..][..QK]).try_into().unwrap();
-                let (scale, sum) = quantize_act_block(&vals, q);
-                (self.scales[at], self.offsets[at]) = (scale, OFFSET * sum);
-            }
+        for (b, ((q, scale), offset)) in (qs.chunks_exact_mut(QK))
+            .zip(scales.iter_mut())
+            .zip(offsets.iter_mut())
+            .enumerate()
+        {
+            let part = &x[b * QK..(b * QK + QK).min(x.len())];
+            vals[..part.len()].copy_from_slice(part);
+            vals[part.len()..].fill(0.0);
+            let (s, sum) = quantize_act_block(&vals, q.try_into().unwrap());
+            (*scale, *offset) = (s, OFFSET * sum);
         }
     }
 }
