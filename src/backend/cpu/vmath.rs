@@ -85,6 +85,24 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// is, so a row's result does not depend on the rows beside it.
 pub fn gemv(x: &[f32], n_in: usize, w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
     let n_out = w.len() / n_in;
+    // A decode step's output rows are split between the threads, a few chunks each.
+    #[cfg(feature = "threads")]
+    if rayon::current_num_threads() > 1 && x.len() == n_in && n_out >= 64 {
+        use rayon::prelude::*;
+        let per = n_out.div_ceil(4 * rayon::current_num_threads());
+        y[..n_out]
+            .par_chunks_mut(per)
+            .zip(w.par_chunks(per * n_in))
+            .enumerate()
+            .for_each(|(c, (y, w))| gemv_here(x, n_in, w, b.map(|b| &b[c * per..]), y));
+        return;
+    }
+    gemv_here(x, n_in, w, b, y)
+}
+
+/// `gemv` on this thread.
+fn gemv_here(x: &[f32], n_in: usize, w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
+    let n_out = w.len() / n_in;
     for (j, row) in w.chunks_exact(n_in).enumerate() {
         let bias = b.map_or(0.0, |b| b[j]);
         for (i, xi) in x.chunks_exact(n_in).enumerate() {
