@@ -150,8 +150,9 @@ pub fn run(
             tpot_ms: median(rs.iter().map(|r| r.metrics.tpot_ms).collect()),
         });
     }
-    let dispatches = model.backend.gpu_dispatches(); // the last forward was a decode step
-                                                     // One more run of the longest length with the CPU's phase timers on (outside the timings).
+    // The last forward was a decode step.
+    let dispatches = model.backend.gpu_dispatches();
+    // One more run of the longest length with the CPU's phase timers on (outside the timings).
     model.backend.set_profiling(true);
     run_once(model, &prompt, lengths.iter().copied().max().unwrap_or(1))?;
     let profile = model.backend.profile();

@@ -162,13 +162,16 @@ fn split_embedding_under_default_limits_gives_the_same_logits() {
         let b = block_on(split.forward(&[next], pos)).unwrap().to_vec();
         assert_close(&b, &a, 1e-6, 1e-6, "split wte vs whole, decode");
     }
-    // Chunks show in the dispatch count: embedding and head once per chunk.
+    // Chunks show in the dispatch count: embedding and head once per chunk. A decode step has
+    // six per layer (ln_1 and ln_2 fused into the GEMVs after them), a prompt eight.
     let n_layer = config.n_layer;
-    assert_eq!(split.gpu_dispatches(), Some(4 + 8 * n_layer + 1 + 4));
+    assert_eq!(split.gpu_dispatches(), Some(4 + 6 * n_layer + 1 + 4));
     assert_eq!(
         whole.backend.gpu_dispatches(),
-        Some(1 + 8 * n_layer + 1 + 1)
+        Some(1 + 6 * n_layer + 1 + 1)
     );
+    block_on(split.forward(&[5, 6, 7], 0)).unwrap(); // a prompt of three
+    assert_eq!(split.gpu_dispatches(), Some(4 + 8 * n_layer + 1 + 4));
 }
 
 #[test]

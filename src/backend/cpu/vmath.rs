@@ -84,11 +84,11 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// each weight row is read once for all t rows, and each output is the same `dot` whatever t
 /// is, so a row's result does not depend on the rows beside it.
 pub fn gemv(x: &[f32], n_in: usize, w: &[f32], b: Option<&[f32]>, y: &mut [f32]) {
-    let n_out = w.len() / n_in;
     // A decode step's output rows are split between the threads, a few chunks each.
     #[cfg(feature = "threads")]
-    if rayon::current_num_threads() > 1 && x.len() == n_in && n_out >= 64 {
+    if rayon::current_num_threads() > 1 && x.len() == n_in && w.len() >= 64 * n_in {
         use rayon::prelude::*;
+        let n_out = w.len() / n_in;
         let per = n_out.div_ceil(4 * rayon::current_num_threads());
         y[..n_out]
             .par_chunks_mut(per)

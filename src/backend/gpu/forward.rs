@@ -63,14 +63,16 @@ impl GpuBackend {
                 );
             }
             for b in &self.blocks {
-                run(Kernel::LayerNorm, &b.ln_1, k::layernorm_grid(t, false));
-                run(mm, &b.c_attn.bind, grid(&b.c_attn));
+                for (kernel, bind, g) in normed(mm, t, &b.ln_1, &b.c_attn) {
+                    run(kernel, bind, g);
+                }
                 run(Kernel::KvWrite, &b.kv_write, k::elementwise_grid(t, c));
                 let heads = k::attention_grid(self.config.n_head, t);
                 run(Kernel::Attention, &b.attention, heads);
                 run(mm, &b.attn_c_proj.bind, grid(&b.attn_c_proj));
-                run(Kernel::LayerNorm, &b.ln_2, k::layernorm_grid(t, false));
-                run(mm, &b.c_fc.bind, grid(&b.c_fc));
+                for (kernel, bind, g) in normed(mm, t, &b.ln_2, &b.c_fc) {
+                    run(kernel, bind, g);
+                }
                 run(mm, &b.mlp_c_proj.bind, grid(&b.mlp_c_proj));
             }
             // ln_f of the last row into xn's row 0, or of every row; then the head over them.
@@ -105,4 +107,25 @@ impl GpuBackend {
         self.dispatches = n;
         Ok(&self.logits_host[..floats])
     }
+}
+
+/// A LayerNorm (`ln`) then the product `l` over its output: one fused dispatch where the product
+/// is a GEMV (decode, verification), else the two.
+fn normed<'a>(
+    mm: Kernel,
+    t: usize,
+    ln: &'a wgpu::BindGroup,
+    l: &'a Linear,
+) -> impl Iterator<Item = (Kernel, &'a wgpu::BindGroup, [u32; 3])> {
+    let grid = k::matmul_grid(mm, t, l.n_out);
+    let steps = match &l.fused {
+        Some(fused) if mm == Kernel::MatmulGemv => {
+            [Some((Kernel::MatmulGemvLn, fused, grid)), None]
+        }
+        _ => [
+            Some((Kernel::LayerNorm, ln, k::layernorm_grid(t, false))),
+            Some((mm, &l.bind, grid)),
+        ],
+    };
+    steps.into_iter().flatten()
 }

@@ -24,6 +24,8 @@ pub enum Kernel {
     Attention,
     /// logits = ln_f(x_last) @ wteᵀ over one vocab chunk.
     LmHead,
+    /// `MatmulGemv` of LayerNorm(x): decode's ln_1 → c_attn and ln_2 → c_fc, one dispatch each.
+    MatmulGemvLn,
 }
 
 /// How a kernel sees one binding.
@@ -37,7 +39,8 @@ enum Binding {
 use Binding::{Read, ReadWrite, Uniform};
 
 impl Kernel {
-    pub const ALL: [Kernel; 7] = [
+    /// Every kernel, in the enum's order (`kernel as usize` indexes the pipelines).
+    pub const ALL: [Kernel; 8] = [
         Kernel::Embedding,
         Kernel::LayerNorm,
         Kernel::MatmulTiled,
@@ -45,6 +48,7 @@ impl Kernel {
         Kernel::KvWrite,
         Kernel::Attention,
         Kernel::LmHead,
+        Kernel::MatmulGemvLn,
     ];
 
     /// The file stem under `src/backend/gpu/shaders/`.
@@ -57,6 +61,7 @@ impl Kernel {
             Kernel::KvWrite => "kv_write",
             Kernel::Attention => "attention",
             Kernel::LmHead => "lm_head",
+            Kernel::MatmulGemvLn => "matmul_gemv_ln",
         }
     }
 
@@ -68,7 +73,9 @@ impl Kernel {
                 "var<storage, read> w: array<f32>;",
                 "w[(k0 + lid.y) * N + col]",
             ),
-            Kernel::MatmulGemv => ("var<storage, read> w: array<f32>;", "w[k * N + col]"),
+            Kernel::MatmulGemv | Kernel::MatmulGemvLn => {
+                ("var<storage, read> w: array<f32>;", "w[k * N + col]")
+            }
             Kernel::LmHead => ("var<storage, read> wte: array<f32>;", "wte[r * C + c]"),
             Kernel::Embedding => (
                 "var<storage, read> wte: array<f32>;",
@@ -98,6 +105,7 @@ impl Kernel {
             Kernel::KvWrite => include_str!("shaders/kv_write.wgsl"),
             Kernel::Attention => include_str!("shaders/attention.wgsl"),
             Kernel::LmHead => include_str!("shaders/lm_head.wgsl"),
+            Kernel::MatmulGemvLn => include_str!("shaders/matmul_gemv_ln.wgsl"),
         }
     }
 
@@ -111,6 +119,7 @@ impl Kernel {
             Kernel::KvWrite => &[Uniform, Uniform, Read, ReadWrite, ReadWrite],
             Kernel::Attention => &[Uniform, Uniform, Read, Read, Read, ReadWrite],
             Kernel::LmHead => &[Uniform, Read, Read, ReadWrite],
+            Kernel::MatmulGemvLn => &[Uniform, Uniform, Read, Read, Read, Read, Read, ReadWrite],
         }
     }
 
@@ -170,7 +179,7 @@ pub enum Epilogue {
     Residual = 2,
 }
 
-/// `Dims` of matmul_tiled.wgsl and matmul_gemv.wgsl.
+/// `Dims` of matmul_tiled.wgsl, matmul_gemv.wgsl and matmul_gemv_ln.wgsl.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub struct MatmulDims {
@@ -180,7 +189,8 @@ pub struct MatmulDims {
     pub n: u32,
     /// An `Epilogue` as u32.
     pub epilogue: u32,
-    pub _pad: u32,
+    /// The LayerNorm's epsilon, for matmul_gemv_ln.wgsl (the others pad with it).
+    pub eps: f32,
 }
 
 /// `Dims` of kv_write.wgsl.
@@ -222,7 +232,7 @@ pub fn layernorm_grid(t: usize, last_only: bool) -> [u32; 3] {
 /// Grid of a matmul over T rows and N columns.
 pub fn matmul_grid(kernel: Kernel, t: usize, n: usize) -> [u32; 3] {
     match kernel {
-        Kernel::MatmulGemv => [groups(n, 64), t as u32, 1],
+        Kernel::MatmulGemv | Kernel::MatmulGemvLn => [groups(n, 64), t as u32, 1],
         _ => [groups(n, 16), groups(t, 16), 1],
     }
 }

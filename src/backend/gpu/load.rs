@@ -241,7 +241,7 @@ impl Builder<'_> {
                 k: n_in as u32,
                 n: n_out as u32,
                 epilogue: e as u32,
-                _pad: 0,
+                eps: cfg.layer_norm_epsilon,
             };
             ctx.uniform("matmul dims", &dims)
         };
@@ -301,12 +301,19 @@ impl Builder<'_> {
         x_in: &wgpu::Buffer,
         out: &wgpu::Buffer,
         a: &Activations,
+        ln: Option<&[wgpu::Buffer; 2]>,
     ) -> Result<Linear> {
         let weight = up.take(&format!("{name}.weight"))?;
         let bias = up.take(&format!("{name}.bias"))?;
         let bufs = [&a.step, dims, x_in, &weight, &bias, out];
+        // With the LayerNorm before it: decode's fused kernel reads the residual stream.
+        let fused = ln.map(|[ln_w, ln_b]| {
+            let bufs = [&a.step, dims, &a.x, &weight, &bias, ln_w, ln_b, out];
+            self.bind(Kernel::MatmulGemvLn, name, &bufs)
+        });
         Ok(Linear {
             bind: self.bind(Kernel::MatmulTiled, name, &bufs),
+            fused,
             n_out,
             _buffers: [weight, bias],
         })
@@ -354,13 +361,40 @@ impl Builder<'_> {
         let attn_c_proj = &name("attn.c_proj");
         Ok(Block {
             ln_1,
-            c_attn: self.linear(c_attn, up, 3 * c, &s.c_attn, &a.xn, &a.qkv, a)?,
+            c_attn: self.linear(
+                c_attn,
+                up,
+                3 * c,
+                &s.c_attn,
+                &a.xn,
+                &a.qkv,
+                a,
+                Some(&ln_1_bufs),
+            )?,
             kv_write: self.bind(Kernel::KvWrite, "kv_write", &kv_write),
             attention: self.bind(Kernel::Attention, "attention", &attention),
-            attn_c_proj: self.linear(attn_c_proj, up, c, &s.attn_c_proj, &a.att, &a.x, a)?,
+            attn_c_proj: self.linear(attn_c_proj, up, c, &s.attn_c_proj, &a.att, &a.x, a, None)?,
             ln_2,
-            c_fc: self.linear(&name("mlp.c_fc"), up, h, &s.c_fc, &a.xn, &a.fc, a)?,
-            mlp_c_proj: self.linear(&name("mlp.c_proj"), up, c, &s.mlp_c_proj, &a.fc, &a.x, a)?,
+            c_fc: self.linear(
+                &name("mlp.c_fc"),
+                up,
+                h,
+                &s.c_fc,
+                &a.xn,
+                &a.fc,
+                a,
+                Some(&ln_2_bufs),
+            )?,
+            mlp_c_proj: self.linear(
+                &name("mlp.c_proj"),
+                up,
+                c,
+                &s.mlp_c_proj,
+                &a.fc,
+                &a.x,
+                a,
+                None,
+            )?,
             kv: [k_cache.clone(), v_cache.clone()],
             _buffers: [k_cache, v_cache, att_dims]
                 .into_iter()

@@ -32,6 +32,8 @@ struct WteChunk {
 /// A Conv1D layer on the GPU.
 struct Linear {
     bind: wgpu::BindGroup,
+    /// matmul_gemv_ln's bind group, for the layers with a LayerNorm before them (c_attn, c_fc).
+    fused: Option<wgpu::BindGroup>,
     n_out: usize,
     _buffers: [wgpu::Buffer; 2], // weight (in, out), bias (out,)
 }
