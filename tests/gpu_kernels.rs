@@ -202,6 +202,8 @@ fn matmuls_match_reference_for_every_epilogue() {
         let w = rng.vec(kk * n, 0.3); // (K, N)
         let b = rng.vec(n, 0.5); // (N,)
         let prior = rng.vec(t * n, 1.0); // what out holds before (the residual stream)
+        let (lw, lb) = (rng.vec(kk, 1.0), rng.vec(kk, 0.5)); // a LayerNorm's weight and bias
+        let (lw_buf, lb_buf) = (g.ctx.upload("ln w", &lw), g.ctx.upload("ln b", &lb));
         let (x_buf, w_buf, b_buf) = (
             g.ctx.upload("x", &x),
             g.ctx.upload("w", &w),
@@ -213,7 +215,7 @@ fn matmuls_match_reference_for_every_epilogue() {
                 k: kk as u32,
                 n: n as u32,
                 epilogue: epilogue as u32,
-                _pad: 0,
+                eps: 1e-5,
             };
             let want: Vec<f64> = (0..t * n)
                 .map(|i| {
@@ -229,14 +231,38 @@ fn matmuls_match_reference_for_every_epilogue() {
                     }
                 })
                 .collect();
+            let dims = g.ctx.uniform("dims", &dims);
             for kernel in [Kernel::MatmulTiled, Kernel::MatmulGemv] {
-                let dims = g.ctx.uniform("dims", &dims);
                 let out = g.ctx.upload("out", &prior);
                 let bufs = [&step, &dims, &x_buf, &w_buf, &b_buf, &out];
                 g.run(kernel, &bufs, k::matmul_grid(kernel, t, n));
                 let what = format!("{} T={t} K={kk} N={n} {epilogue:?}", kernel.name());
                 assert_close(&g.read(&out), &want, 1e-5, 1e-4, &what);
             }
+            // The same product of LayerNorm(x), in one dispatch.
+            let xn: Vec<f64> = (0..t)
+                .flat_map(|r| layer_norm_ref(&x[r * kk..][..kk], &lw, &lb, 1e-5))
+                .collect();
+            let want: Vec<f64> = (0..t * n)
+                .map(|i| {
+                    let (r, col) = (i / n, i % n);
+                    let y = b[col] as f64
+                        + (0..kk)
+                            .map(|j| xn[r * kk + j] * w[j * n + col] as f64)
+                            .sum::<f64>();
+                    match epilogue {
+                        Epilogue::Bias => y,
+                        Epilogue::Gelu => gelu_tanh(y),
+                        Epilogue::Residual => prior[i] as f64 + y,
+                    }
+                })
+                .collect();
+            let out = g.ctx.upload("out", &prior);
+            let bufs = [&step, &dims, &x_buf, &w_buf, &b_buf, &lw_buf, &lb_buf, &out];
+            let kernel = Kernel::MatmulGemvLn;
+            g.run(kernel, &bufs, k::matmul_grid(kernel, t, n));
+            let what = format!("{} T={t} K={kk} N={n} {epilogue:?}", kernel.name());
+            assert_close(&g.read(&out), &want, 1e-5, 1e-4, &what);
         }
     }
 }
@@ -252,7 +278,7 @@ fn gelu_stays_finite_for_huge_inputs() {
         k: 1,
         n: n as u32,
         epilogue: Epilogue::Gelu as u32,
-        _pad: 0,
+        eps: 0.0,
     };
     let dims = g.ctx.uniform("dims", &dims);
     let (x, w, b) = (
