@@ -1,0 +1,94 @@
+// A/B of two (or more) builds of the page in one headless Chromium: the prompt forward (a
+// 64-token TTFT) and the time per token, with the builds taking turns round after round, so that
+// a noisy machine slows them alike. Prints the minimum and the median of each. For a kernel
+// change: build the old commit's www/ in a worktree, then compare.
+//
+//   node tools/bench_ab.mjs [--model DIR] [--threads 1] [--dtype q8] [--rounds 5] [--no-vnni]
+//                           WWW_A WWW_B [WWW_C …]
+//
+// Each round runs, in each build: three 1-token generations (their times are TTFTs) and one of
+// 48 tokens (its time per token). --model defaults to the GPT-2-124M-shaped bench checkpoint
+// that ./build.sh bench makes.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { launch, startServer } from '../tests/e2e/harness.mjs';
+
+const args = process.argv.slice(2);
+const flags = new Map();
+const roots = [];
+for (let i = 0; i < args.length; i++) {
+  if (args[i] === '--no-vnni') flags.set('--no-vnni', true);
+  else if (args[i].startsWith('--')) flags.set(args[i], args[++i]);
+  else roots.push(path.resolve(args[i]));
+}
+const MODEL = path.resolve(flags.get('--model') ?? path.join(os.homedir(), '.cache/gpt2-web/bench/gpt2-124m'));
+const THREADS = Number(flags.get('--threads') ?? 1);
+const DTYPE = flags.get('--dtype') ?? 'q8';
+const ROUNDS = Number(flags.get('--rounds') ?? 5);
+if (roots.length < 2 || roots.some((r) => !fs.existsSync(path.join(r, 'gpt2.js')))) {
+  console.error('bench_ab: give two or more www/ folders (each with gpt2.js and built pkg*/)');
+  process.exit(2);
+}
+if (!fs.existsSync(path.join(MODEL, 'model.safetensors'))) {
+  console.error(`bench_ab: no model.safetensors in "${MODEL}" (./build.sh bench makes it; or give --model DIR)`);
+  process.exit(2);
+}
+// The 64-token passage of tools/bench_web.mjs.
+const PROMPT =
+  'It was the best of times, it was the worst of times, it was the age of wisdom, it was the age ' +
+  'of foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season ' +
+  'of Light, it was the season of Darkness, it was the winter of';
+
+const servers = [];
+const temps = [];
+for (const r of roots) {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'gpt2-ab-'));
+  temps.push(root);
+  for (const f of fs.readdirSync(r)) if (f !== 'models') fs.symlinkSync(path.join(r, f), path.join(root, f));
+  fs.mkdirSync(path.join(root, 'models'));
+  fs.symlinkSync(MODEL, path.join(root, 'models/bench'));
+  fs.writeFileSync(path.join(root, 'ab.html'), '<!doctype html><meta charset="utf-8"><title>ab</title>\n');
+  servers.push(await startServer({ root, args: ['--follow-links', ...(THREADS > 1 ? ['--isolated'] : [])] }));
+}
+const browser = await launch(flags.has('--no-vnni') ? ['--js-flags=--no-enable-avx-vnni'] : []);
+try {
+  const pages = [];
+  for (const s of servers) {
+    const page = await (await browser.newContext()).newPage();
+    await page.goto(`${s.origin}/ab.html`);
+    await page.evaluate(async ({ threads, dtype }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      window.model = await Gpt2.load({ model: 'models/bench/', backend: 'cpu', dtype, threads });
+    }, { threads: THREADS, dtype: DTYPE });
+    pages.push(page);
+  }
+  const results = pages.map(() => ({ ttft: [], tpot: [] }));
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [i, page] of pages.entries()) {
+      const r = await page.evaluate(async (prompt) => {
+        const ttft = [];
+        for (let k = 0; k < 3; k++) {
+          const s = performance.now();
+          await window.model.generate(prompt, { maxTokens: 1, temperature: 0, ignoreEos: true });
+          ttft.push(performance.now() - s);
+        }
+        const { metrics } = await window.model.generate(prompt, { maxTokens: 48, temperature: 0, ignoreEos: true });
+        return { ttft, tpot: metrics.tpotMs };
+      }, PROMPT);
+      results[i].ttft.push(...r.ttft);
+      results[i].tpot.push(r.tpot);
+    }
+  }
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  console.log(`${DTYPE}, ${THREADS} thread(s), ${ROUNDS} rounds${flags.has('--no-vnni') ? ', V8 with AVX-VNNI off' : ''}: ` +
+    'prompt = a 64-token TTFT (ms), TPOT over 48 tokens (ms); min / median');
+  for (const [i, r] of results.entries()) {
+    console.log(`${roots[i]}: prompt ${Math.min(...r.ttft).toFixed(1)} / ${median(r.ttft).toFixed(1)} | ` +
+      `TPOT ${Math.min(...r.tpot).toFixed(2)} / ${median(r.tpot).toFixed(2)}`);
+  }
+} finally {
+  await browser.close();
+  for (const s of servers) await s.close();
+  for (const t of temps) fs.rmSync(t, { recursive: true, force: true });
+}
