@@ -61,60 +61,37 @@ pub unsafe fn dot_rows<const N: usize>(
     }
 }
 
-#[target_feature(enable = "avx2,fma")]
-unsafe fn rows_avx2<const N: usize>(
-    w: &[i8],
-    ws: &[f32],
-    x: &[i8],
-    xs: &[f32],
-    xo: &[i32],
-    nb: usize,
-    out: &mut [[f32; RG]; N],
-) {
-    let ones = _mm256_set1_epi16(1);
-    // SAFETY: the features are enabled; the lengths are the caller's.
-    unsafe {
-        rows(w, ws, x, xs, xo, nb, out, |d, w, x| {
-            _mm256_add_epi32(d, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones))
-        })
-    }
+/// A function with `rows` inlined under target `features`, whose int8 dot is `dot`.
+macro_rules! rows_with {
+    ($name:ident, $features:literal, $dot:expr) => {
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const N: usize>(
+            w: &[i8],
+            ws: &[f32],
+            x: &[i8],
+            xs: &[f32],
+            xo: &[i32],
+            nb: usize,
+            out: &mut [[f32; RG]; N],
+        ) {
+            // SAFETY: the features are enabled; the lengths are the caller's.
+            unsafe { rows(w, ws, x, xs, xo, nb, out, $dot) }
+        }
+    };
 }
 
-#[target_feature(enable = "avx2,fma,avxvnni")]
-unsafe fn rows_avxvnni<const N: usize>(
-    w: &[i8],
-    ws: &[f32],
-    x: &[i8],
-    xs: &[f32],
-    xo: &[i32],
-    nb: usize,
-    out: &mut [[f32; RG]; N],
-) {
-    // SAFETY: as above.
-    unsafe {
-        rows(w, ws, x, xs, xo, nb, out, |d, w, x| {
-            _mm256_dpbusd_avx_epi32(d, w, x)
-        })
-    }
-}
-
-#[target_feature(enable = "avx2,fma,avx512vnni,avx512vl")]
-unsafe fn rows_avx512vnni<const N: usize>(
-    w: &[i8],
-    ws: &[f32],
-    x: &[i8],
-    xs: &[f32],
-    xo: &[i32],
-    nb: usize,
-    out: &mut [[f32; RG]; N],
-) {
-    // SAFETY: as above.
-    unsafe {
-        rows(w, ws, x, xs, xo, nb, out, |d, w, x| {
-            _mm256_dpbusd_epi32(d, w, x)
-        })
-    }
-}
+rows_with!(rows_avx2, "avx2,fma", |d, w, x| {
+    let p = _mm256_maddubs_epi16(w, x);
+    _mm256_add_epi32(d, _mm256_madd_epi16(p, _mm256_set1_epi16(1)))
+});
+rows_with!(rows_avxvnni, "avx2,fma,avxvnni", |d, w, x| {
+    _mm256_dpbusd_avx_epi32(d, w, x)
+});
+rows_with!(
+    rows_avx512vnni,
+    "avx2,fma,avx512vnni,avx512vl",
+    |d, w, x| { _mm256_dpbusd_epi32(d, w, x) }
+);
 
 /// The kernel's body, inlined into each feature set's function above; `dot(d, w, x)` adds the
 /// products of unsigned `w` and signed `x` bytes, four per lane, to `d`.
