@@ -11,6 +11,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+#[path = "gpt2/bench.rs"]
+mod bench;
+use bench::BenchCmd;
+
 #[derive(Parser)]
 #[command(
     name = "gpt2",
@@ -222,39 +226,6 @@ struct TokenizeCmd {
 }
 
 #[derive(Args)]
-struct BenchCmd {
-    #[command(flatten)]
-    model: ModelArgs,
-    /// Output lengths to time, comma-separated
-    #[arg(long, value_delimiter = ',', default_value = "10,40,80,160")]
-    lengths: Vec<usize>,
-    /// Prompt length (default: 16, or a quarter of a smaller context)
-    #[arg(long)]
-    prompt_tokens: Option<usize>,
-    /// Instead of the length lab: each prompt of --prompts plain and with this drafter
-    /// (prompt-lookup or a draft model's folder; greedy), tokens per forward and the ratio
-    #[arg(long, value_name = "prompt-lookup|DIR")]
-    draft: Option<String>,
-    /// The speculative benchmark's prompts: {"prompts": [{"name", "kind", "prompt"}]}
-    #[arg(
-        long,
-        value_name = "JSON",
-        default_value = "tools/speculative_prompts.json"
-    )]
-    prompts: PathBuf,
-    /// New tokens per run of the speculative benchmark and of --no-kv-cache
-    #[arg(long, default_value_t = 128)]
-    tokens: usize,
-    /// Instead of the length lab: one generation with the KV cache and one without, the time of
-    /// each step by position, and the line through the steps without it
-    #[arg(long)]
-    no_kv_cache: bool,
-    /// The report as one JSON object
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Args)]
 #[command(group(clap::ArgGroup::new("input").required(true).multiple(false)))]
 struct EvalCmd {
     #[command(flatten)]
@@ -392,77 +363,6 @@ impl TokenizeCmd {
             .map_err(|e| Fail(1, format!("cannot read {}: {e}", path.display())))?;
         let tok = gpt2_web::Tokenizer::from_bytes(&bytes)?;
         emit(json!({"ids": tok.encode(&text)?}))
-    }
-}
-
-impl BenchCmd {
-    fn run(&self) -> CliResult<()> {
-        if self.lengths.is_empty() || self.lengths.contains(&0) {
-            return Err(usage(
-                "--lengths needs positive whole numbers, e.g. 10,40,80,160",
-            ));
-        }
-        if let Some(d) = &self.draft {
-            return self.speculative(d);
-        }
-        if self.no_kv_cache {
-            let mut model = self.model.load()?;
-            let prompt_tokens = self.prompt_tokens.unwrap_or(16);
-            let report = gpt2_web::bench::naive(&mut model, prompt_tokens, self.tokens)?;
-            return if self.json {
-                emit(to_json(&report)?)
-            } else {
-                emit(report.table().trim_end())
-            };
-        }
-        let mut model = self.model.load()?;
-        let prompt_tokens = self
-            .prompt_tokens
-            .unwrap_or(16usize.min(model.config.n_positions / 4).max(1));
-        let report = gpt2_web::bench::run(&mut model, &self.lengths, prompt_tokens, 3)?;
-        if self.json {
-            emit(to_json(&report)?)
-        } else {
-            emit(report.table().trim_end())
-        }
-    }
-}
-
-impl BenchCmd {
-    fn speculative(&self, draft: &str) -> CliResult<()> {
-        #[derive(serde::Deserialize)]
-        struct Prompts {
-            prompts: Vec<gpt2_web::bench::SpecPrompt>,
-        }
-        let p = &self.prompts;
-        let bytes =
-            std::fs::read(p).map_err(|e| usage(format!("--prompts {}: {e}", p.display())))?;
-        let prompts: Prompts = serde_json::from_slice(&bytes)
-            .map_err(|e| usage(format!("--prompts {}: {e}", p.display())))?;
-        let (kind, mut draft_model) = drafter(Some(draft), &self.model)?;
-        if kind == gpt2_web::Draft::None {
-            return Err(usage("--draft none has nothing to compare"));
-        }
-        let mut model = self.model.load()?;
-        let runs = gpt2_web::bench::speculative(
-            &mut model,
-            draft_model.as_mut(),
-            &prompts.prompts,
-            kind,
-            self.tokens,
-            3,
-        )?;
-        if self.json {
-            return emit(to_json(&runs)?);
-        }
-        emit(format!(
-            "backend {} ({} weights) | greedy, {} new tokens, plain vs {}, median of 3\n\n{}",
-            model.backend.name(),
-            model.backend.dtype_name(),
-            self.tokens,
-            draft,
-            gpt2_web::bench::speculative_table(&runs).trim_end()
-        ))
     }
 }
 
