@@ -83,11 +83,36 @@ impl Footprint {
             mul(&[t, c, 4])?,
             2 * c * 4,
         ])?;
-        let kv_cache = mul(&[2, l, t, c, 4])?;
-        // x, h, qkv (3), a: 6C per row; the MLP's H; the q8 activations (one byte a value); the
-        // logits of a verification pass (speculative decoding), MAX_VERIFY rows.
+        // Keys and values: f32, or with q8 weights 8-bit per head (`q8::kv`): keys (positions
+        // in groups of 4 × head_size in blocks of 32, a scale per block), values transposed
+        // (head_size in groups of 4 × positions in blocks of 32, a scale per block) and a scale
+        // per position.
+        let kv_cache = match dtype {
+            CpuDtype::F32 => mul(&[2, l, t, c, 4])?,
+            CpuDtype::Q8 => {
+                let (nh, hs) = (config.n_head as u64, config.head_size() as u64);
+                let (rows, blocks) = (t.div_ceil(4) * 4, hs.div_ceil(32));
+                let keys = mul(&[rows, blocks, 32 + 4])?;
+                let (rows, blocks) = (hs.div_ceil(4) * 4, t.div_ceil(32));
+                let values = add(&[mul(&[rows, blocks, 32 + 4])?, mul(&[t, 4])?])?;
+                mul(&[l, nh, add(&[keys, values])?])?
+            }
+        };
+        // x, h, qkv (3), a: 6C per row (7C with q8: attention's outputs head by head); the MLP's
+        // H; the q8 activations (one byte a value); the logits of a verification pass
+        // (speculative decoding), MAX_VERIFY rows; with q8, attention's scores, 32 query rows
+        // over n_ctx positions at a time, as f32 and as bytes (one thread's).
+        let per_row = match dtype {
+            CpuDtype::F32 => 6 * c + h,
+            CpuDtype::Q8 => 7 * c + h,
+        };
+        let scores = match dtype {
+            CpuDtype::F32 => 0,
+            CpuDtype::Q8 => mul(&[32, t, 5])?,
+        };
         let activations = add(&[
-            mul(&[t, 6 * c + h, 4])?,
+            scores,
+            mul(&[t, per_row, 4])?,
             mul(&[t, c.max(h) + c.max(h) / 8])?,
             mul(&[crate::config::MAX_VERIFY as u64, v, 4])?,
         ])?;
@@ -192,6 +217,11 @@ mod tests {
         let ratio = q8.weights as f64 / f32.weights as f64;
         assert!((0.28..0.30).contains(&ratio), "q8/f32 = {ratio}");
         assert_eq!(f32.kv_cache, 2 * 12 * 1024 * 768 * 4);
+        // 8-bit keys and values: 29% of f32.
+        assert_eq!(
+            q8.kv_cache,
+            12 * 12 * (1024 * 2 * 36 + 64 * 32 * 36 + 1024 * 4)
+        );
     }
 
     #[test]

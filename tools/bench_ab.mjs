@@ -4,6 +4,7 @@
 // change: build the old commit's www/ in a worktree, then compare.
 //
 //   node tools/bench_ab.mjs [--model DIR] [--threads 1] [--dtype q8] [--rounds 5] [--no-vnni]
+//                           [--prompt-copies 1]
 //                           WWW_A WWW_B [WWW_C …]
 //
 // Each round runs, in each build: three 1-token generations (their times are TTFTs) and one of
@@ -26,6 +27,13 @@ const MODEL = path.resolve(flags.get('--model') ?? path.join(os.homedir(), '.cac
 const THREADS = Number(flags.get('--threads') ?? 1);
 const DTYPE = flags.get('--dtype') ?? 'q8';
 const ROUNDS = Number(flags.get('--rounds') ?? 5);
+// --prompt-copies N: the passage N times over (N × 64 tokens, give or take the joins), e.g. 8 for
+// a 512-token prompt, where attention's share of the prompt grows.
+const COPIES = Number(flags.get('--prompt-copies') ?? 1);
+if (!(Number.isInteger(COPIES) && COPIES >= 1 && COPIES <= 15)) {
+  console.error('bench_ab: --prompt-copies takes 1 to 15 (the context is 1024 tokens)');
+  process.exit(2);
+}
 if (roots.length < 2 || roots.some((r) => !fs.existsSync(path.join(r, 'gpt2.js')))) {
   console.error('bench_ab: give two or more www/ folders (each with gpt2.js and built pkg*/)');
   process.exit(2);
@@ -35,10 +43,11 @@ if (!fs.existsSync(path.join(MODEL, 'model.safetensors'))) {
   process.exit(2);
 }
 // The 64-token passage of tools/bench_web.mjs.
-const PROMPT =
+const PASSAGE =
   'It was the best of times, it was the worst of times, it was the age of wisdom, it was the age ' +
   'of foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season ' +
   'of Light, it was the season of Darkness, it was the winter of';
+const PROMPT = Array(COPIES).fill(PASSAGE).join(' ');
 
 const servers = [];
 const temps = [];
@@ -63,6 +72,7 @@ try {
     }, { threads: THREADS, dtype: DTYPE });
     pages.push(page);
   }
+  const promptTokens = (await pages[0].evaluate((p) => window.model.tokenize(p), PROMPT)).length;
   const results = pages.map(() => ({ ttft: [], tpot: [] }));
   for (let round = 0; round < ROUNDS; round++) {
     for (const [i, page] of pages.entries()) {
@@ -82,7 +92,7 @@ try {
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   console.log(`${DTYPE}, ${THREADS} thread(s), ${ROUNDS} rounds${flags.has('--no-vnni') ? ', V8 with AVX-VNNI off' : ''}: ` +
-    'prompt = a 64-token TTFT (ms), TPOT over 48 tokens (ms); min / median');
+    `prompt = a ${promptTokens}-token TTFT (ms), TPOT over 48 tokens (ms); min / median`);
   for (const [i, r] of results.entries()) {
     console.log(`${roots[i]}: prompt ${Math.min(...r.ttft).toFixed(1)} / ${median(r.ttft).toFixed(1)} | ` +
       `TPOT ${Math.min(...r.tpot).toFixed(2)} / ${median(r.tpot).toFixed(2)}`);

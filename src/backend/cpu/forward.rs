@@ -2,22 +2,23 @@
 //! the blocks (LayerNorm, attention against the KV cache, MLP) and the tied head, over buffers
 //! that belong to the backend and only grow, so a decode step allocates nothing.
 
+use super::attention::attention;
 use super::matrix::Linear;
 use super::profile::{Phase, Profiler};
 use super::q8::Q8Act;
-use super::vmath::{dot, sum, weighted_sum};
 use super::CpuBackend;
-use crate::config::{Activation, Config};
+use crate::config::Activation;
 use crate::error::{Error, Result};
 
 /// Working buffers, grown to the longest batch seen and then reused.
 #[derive(Default)]
 pub(super) struct Scratch {
-    x: Vec<f32>,   // (T, C) the residual stream
-    h: Vec<f32>,   // (T, C) a LayerNorm's output, then a projection's
-    qkv: Vec<f32>, // (T, 3C)
-    att: Vec<f32>, // (T, C) attention output
-    mlp: Vec<f32>, // (T, H)
+    x: Vec<f32>,     // (T, C) the residual stream
+    h: Vec<f32>,     // (T, C) a LayerNorm's output, then a projection's
+    qkv: Vec<f32>,   // (T, 3C)
+    att: Vec<f32>,   // (T, C) attention output
+    mlp: Vec<f32>,   // (T, H)
+    heads: Vec<f32>, // (n_head, T, head_size) 8-bit attention's outputs, head by head
     act: Q8Act,
 }
 
@@ -163,12 +164,9 @@ impl CpuBackend {
         let qkv = grow(&mut s.qkv, t * 3 * c);
         linear(&b.c_attn, h, &mut s.act, qkv, prof)?;
         let att = grow(&mut s.att, tq * c);
-        let cache = KvLayer {
-            k: &mut self.k_cache[layer],
-            v: &mut self.v_cache[layer],
-            scale: self.config.attention_scale(layer),
-        };
-        attention(&self.config, cache, qkv, pos, q0, att);
+        let (k, v) = (&mut self.k_cache[layer], &mut self.v_cache[layer]);
+        let scale = self.config.attention_scale(layer);
+        attention(&self.config, k, v, scale, qkv, pos, q0, att, &mut s.heads);
         prof.lap(Phase::Attention);
         let x = &mut x[q0 * c..];
         let h = grow(&mut s.h, tq * c);
@@ -184,76 +182,6 @@ impl CpuBackend {
         x.iter_mut().zip(h.iter()).for_each(|(x, h)| *x += h);
         Ok(())
     }
-}
-
-/// One layer's KV cache, (n_head, n_ctx, head_size) for keys and for values, and its attention
-/// scale.
-struct KvLayer<'a> {
-    k: &'a mut [f32],
-    v: &'a mut [f32],
-    scale: f32,
-}
-
-/// Causal self-attention of the T new positions over the cache, writing their k and v first;
-/// `out` gets the rows of queries `q0..T`. Each head reads one contiguous run of the cache.
-fn attention(config: &Config, cache: KvLayer, qkv: &[f32], pos: usize, q0: usize, out: &mut [f32]) {
-    let c = config.n_embd;
-    let (nh, hs, n_ctx) = (config.n_head, config.head_size(), config.n_positions);
-    let t = qkv.len() / (3 * c);
-    let KvLayer {
-        k: kc,
-        v: vc,
-        scale,
-    } = cache;
-    for i in 0..t {
-        let row = &qkv[i * 3 * c..(i + 1) * 3 * c];
-        for head in 0..nh {
-            let at = (head * n_ctx + pos + i) * hs;
-            kc[at..at + hs].copy_from_slice(&row[c + head * hs..][..hs]);
-            vc[at..at + hs].copy_from_slice(&row[2 * c + head * hs..][..hs]);
-        }
-    }
-    let (kc, vc) = (&*kc, &*vc);
-    // One (query row, head) pair: out[j] with j = row · n_head + head.
-    let attend = |j: usize, o: &mut [f32]| {
-        let (i, head) = (q0 + j / nh, j % nh);
-        let n = pos + i + 1; // positions this query sees
-        let q = &qkv[i * 3 * c + head * hs..][..hs];
-        let k = &kc[head * n_ctx * hs..][..n * hs];
-        let v = &vc[head * n_ctx * hs..][..n * hs];
-        SCORES.with_borrow_mut(|scores| {
-            if scores.len() < n_ctx {
-                scores.resize(n_ctx, 0.0); // once per thread
-            }
-            let scores = &mut scores[..n];
-            let mut max = f32::NEG_INFINITY;
-            for (s, k) in scores.iter_mut().zip(k.chunks_exact(hs)) {
-                *s = dot(q, k) * scale;
-                max = max.max(*s);
-            }
-            for s in scores.iter_mut() {
-                *s = super::vmath::exp(*s - max);
-            }
-            let inv = 1.0 / sum(scores);
-            weighted_sum(scores, v, inv, o);
-        })
-    };
-    #[cfg(feature = "threads")]
-    if rayon::current_num_threads() > 1 {
-        use rayon::prelude::*;
-        out.par_chunks_mut(hs)
-            .enumerate()
-            .for_each(|(j, o)| attend(j, o));
-        return;
-    }
-    for (j, o) in out.chunks_exact_mut(hs).enumerate() {
-        attend(j, o);
-    }
-}
-
-thread_local! {
-    /// Attention scores of one query row over the positions it sees (n_ctx), per thread.
-    static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn gelu(x: &mut [f32], activation: Activation) {

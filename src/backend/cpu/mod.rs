@@ -6,10 +6,12 @@
 //! - `forward`: the forward pass over buffers that only grow, so after the prompt a decode step
 //!   allocates nothing, copies no weights and writes its key and value into a KV cache allocated
 //!   once at load, (n_layer, n_head, n_ctx, head_size) for keys and for values;
+//! - `attention`: attention over that cache, f32 with f32 weights and 8-bit with q8 weights;
 //! - `q8`: the 8-bit format and its dot-product kernels, one file per instruction set;
 //! - `vmath`: branch-free f32 math that vectorises;
 //! - `profile`: where the time of each forward went, when asked.
 
+mod attention;
 mod forward;
 mod matrix;
 mod parts;
@@ -23,6 +25,7 @@ pub use profile::{Phase, Phases, Profile};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::weights::Gpt2Weights;
+use attention::KvRows;
 use matrix::{Block, LayerNorm, Matrix};
 
 /// How the CPU backend stores the weight matrices.
@@ -66,8 +69,8 @@ pub struct CpuBackend {
     wpe: Vec<f32>, // (n_ctx, C)
     blocks: Vec<Block>,
     ln_f: LayerNorm,
-    k_cache: Vec<Vec<f32>>, // n_layer × (n_head, n_ctx, head_size)
-    v_cache: Vec<Vec<f32>>, // n_layer × (n_head, n_ctx, head_size)
+    k_cache: Vec<KvRows>, // n_layer × (n_head, n_ctx, head_size)
+    v_cache: Vec<KvRows>, // n_layer × (n_head, n_ctx, head_size)
     /// The KV caches of the other sequences (beam search): slot `active`'s is `k_cache` and
     /// `v_cache`, and its entry here is empty until another slot is used.
     slots: Vec<KvSet>,
@@ -98,11 +101,9 @@ impl CpuBackend {
         blocks: Vec<Block>,
         ln_f: LayerNorm,
     ) -> Result<Self> {
-        let cache = || -> Result<Vec<Vec<f32>>> {
+        let cache = |keys| -> Result<Vec<KvRows>> {
             (0..config.n_layer)
-                .map(|_| {
-                    crate::platform::try_zeroed(config.n_positions * config.n_embd, "the KV cache")
-                })
+                .map(|_| KvRows::new(config, dtype == CpuDtype::Q8, keys, "the KV cache"))
                 .collect()
         };
         Ok(CpuBackend {
@@ -112,8 +113,8 @@ impl CpuBackend {
             wpe,
             blocks,
             ln_f,
-            k_cache: cache()?,
-            v_cache: cache()?,
+            k_cache: cache(true)?,
+            v_cache: cache(false)?,
             slots: vec![KvSet::default()],
             active: 0,
             logits: vec![0.0; config.vocab_size],
@@ -149,7 +150,7 @@ impl CpuBackend {
             + self.ln_f.allocated_bytes();
         let parked = self.slots.iter().flat_map(|s| s.k.iter().chain(&s.v));
         let kv: usize = (self.k_cache.iter().chain(&self.v_cache).chain(parked))
-            .map(|c| 4 * c.capacity())
+            .map(KvRows::allocated_bytes)
             .sum();
         (weights, kv)
     }
@@ -161,15 +162,17 @@ impl CpuBackend {
         let n = n.max(1);
         self.slots.truncate(n);
         while self.slots.len() < n {
-            let cache = || -> Result<Vec<Vec<f32>>> {
-                let size = self.config.n_positions * self.config.n_embd;
+            let eight_bit = self.dtype == CpuDtype::Q8;
+            let cache = |keys| -> Result<Vec<KvRows>> {
                 (0..self.config.n_layer)
-                    .map(|_| crate::platform::try_zeroed(size, "a KV cache for beam search"))
+                    .map(|_| {
+                        KvRows::new(&self.config, eight_bit, keys, "a KV cache for beam search")
+                    })
                     .collect()
             };
             let set = KvSet {
-                k: cache()?,
-                v: cache()?,
+                k: cache(true)?,
+                v: cache(false)?,
             };
             self.slots.push(set);
         }
@@ -203,19 +206,12 @@ impl CpuBackend {
         if from == to {
             return Ok(());
         }
-        let (nh, hs, n_ctx) = (
-            self.config.n_head,
-            self.config.head_size(),
-            self.config.n_positions,
-        );
+        let (hs, n_ctx) = (self.config.head_size(), self.config.n_positions);
         let len = len.min(n_ctx);
         let mut dst = self.take_set(to);
         let src = self.take_set(from);
         for (d, s) in (dst.k.iter_mut().chain(&mut dst.v)).zip(src.k.iter().chain(&src.v)) {
-            for h in 0..nh {
-                let at = h * n_ctx * hs;
-                d[at..at + len * hs].copy_from_slice(&s[at..at + len * hs]);
-            }
+            d.copy_from(s, n_ctx, hs, len);
         }
         self.put_set(from, src);
         self.put_set(to, dst);
@@ -305,8 +301,8 @@ impl CpuBackend {
 /// One sequence's KV cache: n_layer × (n_head, n_ctx, head_size) keys and values.
 #[derive(Default)]
 struct KvSet {
-    k: Vec<Vec<f32>>,
-    v: Vec<Vec<f32>>,
+    k: Vec<KvRows>,
+    v: Vec<KvRows>,
 }
 
 fn no_slot(slot: usize, n: usize) -> Error {

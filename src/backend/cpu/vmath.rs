@@ -61,6 +61,37 @@ pub fn sum(v: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// max v (−∞ for none), in eight partial maxima (so it vectorises). With NaNs the result is
+/// one of the others.
+pub fn max(v: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let c = v.chunks_exact(8);
+    let tail = c
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    for c in c {
+        for k in 0..8 {
+            acc[k] = if c[k] > acc[k] { c[k] } else { acc[k] };
+        }
+    }
+    acc.iter().fold(tail, |a, &b| a.max(b))
+}
+
+/// max |v| (0 for none), as `max`.
+pub fn max_abs(v: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let c = v.chunks_exact(8);
+    let tail = c.remainder().iter().fold(0f32, |a, &b| a.max(b.abs()));
+    for c in c {
+        for k in 0..8 {
+            let x = c[k].abs();
+            acc[k] = if x > acc[k] { x } else { acc[k] };
+        }
+    }
+    acc.iter().fold(tail, |a, &b| a.max(b))
+}
+
 /// Σ a·b. Eight partial sums let the compiler vectorise without -ffast-math.
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {

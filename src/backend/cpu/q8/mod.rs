@@ -216,10 +216,24 @@ impl Q8Matrix {
     }
 }
 
-/// Rounds 32 values to -levels..=levels with one scale; returns the scale. Branch-free over
-/// fixed-size arrays, so it compiles to SIMD (it runs once per block of every activation row).
+/// Rounds 32 values to -levels..=levels with one scale; returns the scale. In wasm with SIMD,
+/// four lanes at a time (`simd128::quantize_block`, the same numbers).
 #[inline(always)]
 fn quantize_block(v: &[f32; QK], levels: f32, q: &mut [i8]) -> f32 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return simd128::quantize_block(v, levels, (&mut q[..QK]).try_into().unwrap()).0;
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    quantize_block_portable(v, levels, q)
+}
+
+/// `quantize_block` branch-free over fixed-size arrays, so it compiles to SIMD where the
+/// compiler can.
+#[inline(always)]
+#[cfg_attr(
+    all(target_arch = "wasm32", target_feature = "simd128"),
+    allow(dead_code)
+)]
+fn quantize_block_portable(v: &[f32; QK], levels: f32, q: &mut [i8]) -> f32 {
     let mut m = [0f32; 8];
     for c in v.chunks_exact(8) {
         for k in 0..8 {
@@ -231,22 +245,21 @@ fn quantize_block(v: &[f32; QK], levels: f32, q: &mut [i8]) -> f32 {
     let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
     for (q, x) in q[..QK].iter_mut().zip(v) {
         // Clamped: with a subnormal scale, 1/scale is infinite and x·inv would leave the range
-        // (a weight of 127 would then overflow its +64 offset; found by the fuzzer).
-        *q = super::vmath::round(x * inv).clamp(-levels, levels) as i8;
+        // (a weight of 127 would then overflow its +64 offset; found by the fuzzer). Through
+        // i32: a saturating conversion to i8 is a scalar loop; NaN becomes 0 either way.
+        *q = super::vmath::round(x * inv).clamp(-levels, levels) as i32 as i8;
     }
     scale
 }
 
-/// One block of an activation row to -127..=127: its scale and the sum of its values. In wasm
-/// with SIMD, four lanes at a time (the compiler does not vectorise the rounding conversion);
-/// the same numbers as `quantize_block`, whose rounding is also ties to even.
+/// One block of an activation row to -127..=127: its scale and the sum of its values.
 #[inline(always)]
 fn quantize_act_block(v: &[f32; QK], q: &mut [i8; QK]) -> (f32, i32) {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return simd128::quantize_act_block(v, q);
+    return simd128::quantize_block(v, 127.0, q);
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     {
-        let scale = quantize_block(v, 127.0, q);
+        let scale = quantize_block_portable(v, 127.0, q);
         (scale, q.iter().map(|&v| v as i32).sum())
     }
 }
@@ -397,7 +410,10 @@ impl Simd {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod kv;
 mod portable;
+
+pub use kv::{Keys, Values};
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 

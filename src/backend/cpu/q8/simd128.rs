@@ -189,10 +189,12 @@ pub unsafe fn dot4x4(
     }
 }
 
-/// `quantize_act_block` four lanes at a time (the compiler does not vectorise the rounding
-/// conversion): the same numbers as the portable path, whose rounding is also ties to even.
+/// `quantize_block` four lanes at a time (the compiler does not vectorise the rounding
+/// conversion, and scalarises f32 max and clamp, whose NaN rules wasm's f32x4.max lacks): the
+/// same numbers as the portable path, whose rounding is also ties to even. Returns the scale and
+/// the sum of the values.
 #[inline(always)]
-pub fn quantize_act_block(v: &[f32; QK], q: &mut [i8; QK]) -> (f32, i32) {
+pub fn quantize_block(v: &[f32; QK], levels: f32, q: &mut [i8; QK]) -> (f32, i32) {
     // SAFETY: 32 f32 in, 32 bytes out: eight and two whole v128.
     unsafe {
         use core::arch::wasm32::*;
@@ -204,10 +206,14 @@ pub fn quantize_act_block(v: &[f32; QK], q: &mut [i8; QK]) -> (f32, i32) {
         }
         m = f32x4_pmax(m, i32x4_shuffle::<2, 3, 0, 1>(m, m));
         m = f32x4_pmax(m, i32x4_shuffle::<1, 0, 3, 2>(m, m));
-        let scale = f32x4_extract_lane::<0>(m) / 127.0;
+        let scale = f32x4_extract_lane::<0>(m) / levels;
         let inv = f32x4_splat(if scale > 0.0 { 1.0 / scale } else { 0.0 });
-        let r: [v128; 8] =
-            core::array::from_fn(|k| i32x4_trunc_sat_f32x4(f32x4_nearest(f32x4_mul(x[k], inv))));
+        // Clamped: with a subnormal scale, 1/scale is infinite (as in the portable path).
+        let (lo, hi) = (i32x4_splat(-(levels as i32)), i32x4_splat(levels as i32));
+        let r: [v128; 8] = core::array::from_fn(|k| {
+            let r = i32x4_trunc_sat_f32x4(f32x4_nearest(f32x4_mul(x[k], inv)));
+            i32x4_max(lo, i32x4_min(hi, r))
+        });
         let h = [
             i16x8_narrow_i32x4(r[0], r[1]),
             i16x8_narrow_i32x4(r[2], r[3]),
