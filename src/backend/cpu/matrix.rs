@@ -132,8 +132,9 @@ impl LayerNorm {
     pub fn forward(&self, x: &[f32], eps: f32, y: &mut [f32]) {
         let c = self.weight.len();
         for (xr, yr) in x.chunks_exact(c).zip(y.chunks_exact_mut(c)) {
-            let mean = xr.iter().sum::<f32>() / c as f32;
-            let var = xr.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / c as f32;
+            // Eight partial sums (vmath), so both passes vectorise.
+            let mean = super::vmath::sum(xr) / c as f32;
+            let var = super::vmath::sum_sq_dev(xr, mean) / c as f32;
             let inv = 1.0 / (var + eps).sqrt();
             for (((y, x), w), b) in yr.iter_mut().zip(xr).zip(&self.weight).zip(&self.bias) {
                 *y = (x - mean) * inv * w + b;

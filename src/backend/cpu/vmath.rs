@@ -92,6 +92,19 @@ pub fn max_abs(v: &[f32]) -> f32 {
     acc.iter().fold(tail, |a, &b| a.max(b))
 }
 
+/// Σ (v − mean)², in eight partial sums (so it vectorises).
+pub fn sum_sq_dev(v: &[f32], mean: f32) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let c = v.chunks_exact(8);
+    let tail: f32 = c.remainder().iter().map(|x| (x - mean) * (x - mean)).sum();
+    for c in c {
+        for k in 0..8 {
+            acc[k] += (c[k] - mean) * (c[k] - mean);
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
 /// Σ a·b. Eight partial sums let the compiler vectorise without -ffast-math.
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
