@@ -194,17 +194,14 @@ impl HeadScratch {
             for (r, row) in scores.chunks_exact_mut(stride).enumerate() {
                 let s = &mut row[..seen(r)];
                 let max = max(s);
-                // The softmax's numerators and their sum, and the values' scales into the
-                // weights; 1 / Σ goes into the output.
-                let mut acc = [0f32; 8];
-                for (s, vs) in s.chunks_mut(8).zip(vs.chunks(8)) {
-                    for ((s, vs), a) in s.iter_mut().zip(vs).zip(&mut acc) {
-                        let e = exp(*s - max);
-                        *a += e;
-                        *s = e * vs;
-                    }
+                // The softmax's numerators and their sum, then the values' scales into the
+                // weights; 1 / Σ goes into the output. (Simple loops: they vectorise.)
+                for s in s.iter_mut() {
+                    *s = exp(*s - max);
                 }
-                o[r * hs..][..hs].fill(1.0 / acc.iter().sum::<f32>());
+                let total = sum(s);
+                s.iter_mut().zip(vs).for_each(|(s, vs)| *s *= vs);
+                o[r * hs..][..hs].fill(1.0 / total);
             }
             // The weights over every position of the chunk's last row (zeros past a row's own).
             self.wa.quantize_prefix(scores, stride, seen);

@@ -56,8 +56,14 @@ fn product(
             }
             for (k, o) in outs[..tile].iter().enumerate() {
                 let at = (i + k) * stride + g * RG;
-                let n = RG.min(stride - g * RG);
-                out[at..at + n].copy_from_slice(&o[..n]);
+                if stride - g * RG >= RG {
+                    // A fixed size, so no call to memcpy.
+                    let dst: &mut [f32; RG] = (&mut out[at..at + RG]).try_into().unwrap();
+                    *dst = *o;
+                } else {
+                    let n = stride - g * RG;
+                    out[at..at + n].copy_from_slice(&o[..n]);
+                }
             }
         }
         i += tile;
@@ -105,16 +111,24 @@ impl Keys {
         let (g, lane, nb) = (p / RG, p % RG, m.blocks);
         let (mut vals, mut q) = ([0f32; QK], [0i8; QK]);
         for (b, part) in k.chunks(QK).enumerate() {
-            vals[..part.len()].copy_from_slice(part);
-            vals[part.len()..].fill(0.0);
+            // A whole block from `k` itself; a partial one through zeros.
+            let block: &[f32; QK] = match part.try_into() {
+                Ok(block) => block,
+                Err(_) => {
+                    vals[..part.len()].copy_from_slice(part);
+                    vals[part.len()..].fill(0.0);
+                    &vals
+                }
+            };
             let at = (g * nb + b) * RG;
-            m.scales[at + lane] = quantize_block(&vals, 63.0, &mut q);
+            m.scales[at + lane] = quantize_block(block, 63.0, &mut q);
             q.iter_mut().for_each(|q| *q += OFFSET as i8);
             // Four columns of a row are four bytes in a row.
             let block = &mut m.qs[at * QK..][..RG * QK];
-            for (j, q) in q.chunks_exact(4).enumerate() {
+            for j in 0..QK / 4 {
                 let at = lane_byte(lane, 4 * j);
-                block[at..at + 4].copy_from_slice(q);
+                let dst: &mut [i8; 4] = (&mut block[at..at + 4]).try_into().unwrap();
+                *dst = [q[4 * j], q[4 * j + 1], q[4 * j + 2], q[4 * j + 3]];
             }
         }
     }

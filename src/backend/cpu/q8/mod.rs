@@ -320,9 +320,16 @@ impl Q8Act {
             .enumerate()
         {
             let part = &x[b * QK..(b * QK + QK).min(x.len())];
-            vals[..part.len()].copy_from_slice(part);
-            vals[part.len()..].fill(0.0);
-            let (s, sum) = quantize_act_block(&vals, q.try_into().unwrap());
+            let q: &mut [i8; QK] = q.try_into().unwrap();
+            // A whole block from `x` itself; the last, partial one through zeros.
+            let (s, sum) = match part.try_into() {
+                Ok(block) => quantize_act_block(block, q),
+                Err(_) => {
+                    vals[..part.len()].copy_from_slice(part);
+                    vals[part.len()..].fill(0.0);
+                    quantize_act_block(&vals, q)
+                }
+            };
             (*scale, *offset) = (s, OFFSET * sum);
         }
     }
