@@ -4,6 +4,7 @@
 //! bytes). Either way a row's arithmetic is the same whatever rows are beside it, so a prompt's
 //! rows equal decode steps bit for bit (speculative decoding's verification pass relies on it).
 
+use super::grow;
 use super::q8::{Keys, Q8Act, Values};
 use super::vmath::{dot, exp, max, sum, weighted_sum};
 use crate::config::Config;
@@ -215,13 +216,6 @@ impl HeadScratch {
 /// Query rows per pass of the 8-bit path (a multiple of the kernels' tile of 4).
 const CHUNK: usize = 32;
 
-fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
-    if v.len() < n {
-        v.resize(n, 0.0);
-    }
-    &mut v[..n]
-}
-
 thread_local! {
     static HEAD: std::cell::RefCell<HeadScratch> = std::cell::RefCell::new(HeadScratch::default());
 }
@@ -304,16 +298,11 @@ mod tests {
         Config::from_json(json.as_bytes()).unwrap()
     }
 
+    /// `n` seeded values in [-2, 2].
     fn data(n: usize, seed: u32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(2654435761).max(1);
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 17;
-                s ^= s << 5;
-                (s as f32 / u32::MAX as f32) * 4.0 - 2.0
-            })
-            .collect()
+        let mut v = crate::backend::cpu::q8::tests::data(n, seed);
+        v.iter_mut().for_each(|x| *x *= 2.0);
+        v
     }
 
     /// A prompt of `t` rows then `steps` decode steps, through the cache format `eight_bit`:

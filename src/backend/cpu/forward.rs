@@ -6,7 +6,7 @@ use super::attention::attention;
 use super::matrix::Linear;
 use super::profile::{Phase, Profiler};
 use super::q8::Q8Act;
-use super::CpuBackend;
+use super::{grow, CpuBackend};
 use crate::config::Activation;
 use crate::error::{Error, Result};
 
@@ -20,13 +20,6 @@ pub(super) struct Scratch {
     mlp: Vec<f32>,   // (T, H)
     heads: Vec<f32>, // (n_head, T, head_size) 8-bit attention's outputs, head by head
     act: Q8Act,
-}
-
-fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
-    if v.len() < n {
-        v.resize(n, 0.0);
-    }
-    &mut v[..n]
 }
 
 /// y = x · Wᵀ + b, with the 8-bit conversion of `x` and the product timed apart.

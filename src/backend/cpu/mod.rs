@@ -305,6 +305,14 @@ struct KvSet {
     v: Vec<KvRows>,
 }
 
+/// The first `n` values of a working buffer that only grows.
+fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    if v.len() < n {
+        v.resize(n, 0.0);
+    }
+    &mut v[..n]
+}
+
 fn no_slot(slot: usize, n: usize) -> Error {
     Error::Backend(format!("KV cache slot {slot} does not exist ({n} made)"))
 }

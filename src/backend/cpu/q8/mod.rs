@@ -425,10 +425,11 @@ pub use kv::{Keys, Values};
 mod simd128;
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn data(n: usize, seed: u32) -> Vec<f32> {
+    /// `n` seeded values in [-1, 1] (xorshift), for the CPU backend's tests.
+    pub(in crate::backend::cpu) fn data(n: usize, seed: u32) -> Vec<f32> {
         let mut s = seed.wrapping_mul(2654435761).max(1);
         (0..n)
             .map(|_| {
