@@ -145,7 +145,7 @@ unsafe fn rows<const N: usize>(
                     _mm256_castsi256_si128(d[k]),
                     _mm256_extracti128_si256(d[k], 1),
                 );
-                let d = _mm_sub_epi32(_mm_add_epi32(lo, hi), _mm_set1_epi32(xo[k * nb + b]));
+                let d = _mm_add_epi32(_mm_add_epi32(lo, hi), _mm_set1_epi32(xo[k * nb + b]));
                 let s = _mm_mul_ps(s, _mm_set1_ps(xs[k * nb + b]));
                 acc[k] = _mm_fmadd_ps(_mm_cvtepi32_ps(d), s, acc[k]);
             }

@@ -186,32 +186,47 @@ impl Q8Matrix {
     ) {
         let kernel = Simd::get();
         let nb = self.blocks;
-        let mut outs = [[0f32; RG]; TILE];
-        for g in gs.clone() {
-            let w = &self.qs[g * nb * RG * QK..][..nb * RG * QK];
-            let ws = &self.scales[g * nb * RG..][..nb * RG];
-            let r0 = g * RG;
-            let n = RG.min(self.rows - r0);
+        let mut outs = [[[0f32; RG]; TILE]; 2];
+        let mut g = gs.start;
+        while g < gs.end {
+            // Two groups at a time: where the kernel shares activation loads between them, a
+            // prompt's tile computes eight rows of weights for about four rows' loads.
+            let pair = if gs.end - g >= 2 { 2 } else { 1 };
+            let w = &self.qs[g * nb * RG * QK..][..pair * nb * RG * QK];
+            let ws = &self.scales[g * nb * RG..][..pair * nb * RG];
             let mut i = is.start;
             while i < is.end {
-                // Four prompt rows at a time share each load of the group's weights.
+                // Four prompt rows at a time share each load of the groups' weights.
                 let tile = if is.end - i >= TILE { TILE } else { 1 };
                 let x = &act.qs[i * nb * QK..][..tile * nb * QK];
                 let xs = &act.scales[i * nb..][..tile * nb];
                 let xo = &act.offsets[i * nb..][..tile * nb];
-                if tile == TILE {
-                    kernel.dot4x4(w, ws, x, xs, xo, &mut outs);
+                if tile == TILE && pair == 2 {
+                    kernel.dot8x4(w, ws, x, xs, xo, &mut outs);
                 } else {
-                    kernel.dot4(w, ws, x, xs, xo, &mut outs[0]);
+                    for (h, outs) in outs[..pair].iter_mut().enumerate() {
+                        let w = &w[h * nb * RG * QK..][..nb * RG * QK];
+                        let ws = &ws[h * nb * RG..][..nb * RG];
+                        if tile == TILE {
+                            kernel.dot4x4(w, ws, x, xs, xo, outs);
+                        } else {
+                            kernel.dot4(w, ws, x, xs, xo, &mut outs[0]);
+                        }
+                    }
                 }
-                for (k, out) in outs[..tile].iter().enumerate() {
-                    let at = (i + k - is.start) * self.rows + r0 - gs.start * RG;
-                    for (l, yv) in y[at..at + n].iter_mut().enumerate() {
-                        *yv = out[l] + bias.map_or(0.0, |b| b[r0 + l]);
+                for (h, outs) in outs[..pair].iter().enumerate() {
+                    let r0 = (g + h) * RG;
+                    let n = RG.min(self.rows - r0);
+                    for (k, out) in outs[..tile].iter().enumerate() {
+                        let at = (i + k - is.start) * self.rows + r0 - gs.start * RG;
+                        for (l, yv) in y[at..at + n].iter_mut().enumerate() {
+                            *yv = out[l] + bias.map_or(0.0, |b| b[r0 + l]);
+                        }
                     }
                 }
                 i += tile;
             }
+            g += pair;
         }
     }
 }
@@ -271,7 +286,8 @@ pub struct Q8Act {
     blocks: usize,
     qs: Vec<i8>,
     scales: Vec<f32>,
-    /// Per block: OFFSET × the sum of its values, the part of a dot that the weights' offset adds.
+    /// Per block: −OFFSET × the sum of its values, what takes back out of a dot the part that
+    /// the weights' offset adds (negative, so that a kernel starts its integer sum from it).
     offsets: Vec<i32>,
 }
 
@@ -330,7 +346,7 @@ impl Q8Act {
                     quantize_act_block(&vals, q)
                 }
             };
-            (*scale, *offset) = (s, OFFSET * sum);
+            (*scale, *offset) = (s, -OFFSET * sum);
         }
     }
 }
@@ -358,8 +374,8 @@ impl Simd {
         Simd::Portable
     }
 
-    /// out[l] = Σ_b ws[b][l] · xs[b] · (Σ_k w[b][l][k] · x[b][k] − xo[b]) for the four rows l
-    /// of a group, where w holds the offset weights and xo[b] = OFFSET · Σ_k x[b][k].
+    /// out[l] = Σ_b ws[b][l] · xs[b] · (Σ_k w[b][l][k] · x[b][k] + xo[b]) for the four rows l
+    /// of a group, where w holds the offset weights and xo[b] = −OFFSET · Σ_k x[b][k].
     #[inline]
     fn dot4(self, w: &[i8], ws: &[f32], x: &[i8], xs: &[f32], xo: &[i32], out: &mut [f32; RG]) {
         let nb = xs.len();
@@ -410,6 +426,38 @@ impl Simd {
                     );
                     self.dot4(w, ws, x, xs, xo, out);
                 }
+            }
+        }
+    }
+}
+
+impl Simd {
+    /// `dot4x4` for two groups (`w` and `ws` hold the first group's blocks, then the second's):
+    /// `out[h]` is group h's. Each row's result is exactly what `dot4` gives it.
+    #[inline]
+    fn dot8x4(
+        self,
+        w: &[i8],
+        ws: &[f32],
+        x: &[i8],
+        xs: &[f32],
+        xo: &[i32],
+        out: &mut [[[f32; RG]; TILE]; 2],
+    ) {
+        let nb = xs.len() / TILE;
+        assert!(w.len() == 2 * nb * RG * QK && ws.len() == 2 * nb * RG);
+        assert!(x.len() == TILE * nb * QK && xo.len() == TILE * nb);
+        match self {
+            // SAFETY: the lengths are checked above: two groups of `nb` blocks, `TILE`
+            // activation rows of `nb` blocks.
+            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            Simd::Simd128 => unsafe { simd128::dot8x4(w, ws, x, xs, xo, out) },
+            _ => {
+                let (w0, w1) = w.split_at(nb * RG * QK);
+                let (s0, s1) = ws.split_at(nb * RG);
+                let [o0, o1] = out;
+                self.dot4x4(w0, s0, x, xs, xo, o0);
+                self.dot4x4(w1, s1, x, xs, xo, o1);
             }
         }
     }

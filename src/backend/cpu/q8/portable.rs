@@ -12,7 +12,7 @@ pub fn dot4(w: &[i8], ws: &[f32], x: &[i8], xs: &[f32], xo: &[i32], out: &mut [f
             let d: i32 = (xb.iter().enumerate())
                 .map(|(c, &x)| wb[lane_byte(l, c)] as i32 * x as i32)
                 .sum();
-            *o += (d - off) as f32 * (ws[b * RG + l] * sx);
+            *o += (d + off) as f32 * (ws[b * RG + l] * sx);
         }
     }
 }

@@ -12,46 +12,46 @@ use core::arch::wasm32::*;
 const STEPS: usize = QK * RG / 16;
 
 /// One block of `N` activation rows against a group's four rows, as integers: lane l of row k's
-/// result is Σ_c w[l][c] · x[k][c] − off[k].
+/// result is Σ_c w[l][c] · x[k][c] + xo[k] (the offset's correction, negative).
 ///
 /// # Safety
-/// `wb` points at the block's 128 weight bytes, `xb[k]` at row k's 32 activation bytes.
+/// `wb` points at the block's 128 weight bytes, `xb[k]` at row k's 32 activation bytes, `xo[k]`
+/// at row k's correction for the block.
 #[inline(always)]
 unsafe fn block_dots<const N: usize>(
     wb: *const v128,
     xb: [*const i8; N],
-    off: [i32; N],
+    xo: [*const i32; N],
 ) -> [v128; N] {
-    let mut d: [v128; N] = core::array::from_fn(|k| i32x4_splat(-off[k]));
+    // The sums start from the corrections, splatted by their load (no move from an integer
+    // register, no add at the end).
+    // SAFETY: the caller's contract.
+    let init: [v128; N] =
+        core::array::from_fn(|k| unsafe { v128_load32_splat(xo[k] as *const u32) });
     #[cfg(target_feature = "relaxed-simd")]
     {
         // One row alone gets four independent chains of dots, so that each dot's latency (5
         // cycles with VNNI) is hidden; a tile's four rows are four chains already (more spill
         // out of the engine's 15 vector registers). Integer sums: the result is the same.
         let z = [i32x4_splat(0); N];
-        let (mut c0, mut c1, mut c2, mut c3) = (z, z, z, z);
+        let (mut c0, mut c1, mut c2, mut c3) = (init, z, z, z);
         if N >= 4 {
             for j in 0..STEPS {
                 // SAFETY: step j lies inside the block.
-                unsafe { dot_step(wb, xb, j, &mut c0) };
+                unsafe { dot_step(v128_load(wb.add(j)), xb, j, &mut c0) };
             }
-        } else {
-            for j in (0..STEPS).step_by(4) {
-                // SAFETY: steps j to j + 3 lie inside the block.
-                unsafe {
-                    dot_step(wb, xb, j, &mut c0);
-                    dot_step(wb, xb, j + 1, &mut c1);
-                    dot_step(wb, xb, j + 2, &mut c2);
-                    dot_step(wb, xb, j + 3, &mut c3);
-                }
+            return c0;
+        }
+        for j in (0..STEPS).step_by(4) {
+            // SAFETY: steps j to j + 3 lie inside the block.
+            unsafe {
+                dot_step(v128_load(wb.add(j)), xb, j, &mut c0);
+                dot_step(v128_load(wb.add(j + 1)), xb, j + 1, &mut c1);
+                dot_step(v128_load(wb.add(j + 2)), xb, j + 2, &mut c2);
+                dot_step(v128_load(wb.add(j + 3)), xb, j + 3, &mut c3);
             }
         }
-        for k in 0..N {
-            d[k] = i32x4_add(
-                i32x4_add(d[k], c0[k]),
-                i32x4_add(c1[k], i32x4_add(c2[k], c3[k])),
-            );
-        }
+        core::array::from_fn(|k| i32x4_add(i32x4_add(c0[k], c1[k]), i32x4_add(c2[k], c3[k])))
     }
     #[cfg(not(target_feature = "relaxed-simd"))]
     {
@@ -72,44 +72,35 @@ unsafe fn block_dots<const N: usize>(
                 }
             }
         }
-        for k in 0..N {
+        core::array::from_fn(|k| {
             let pairs = i32x4_add(
                 i32x4_shuffle::<0, 2, 4, 6>(lo[k], hi[k]),
                 i32x4_shuffle::<1, 3, 5, 7>(lo[k], hi[k]),
             );
-            d[k] = i32x4_add(d[k], pairs);
-        }
+            i32x4_add(init[k], pairs)
+        })
     }
-    d
 }
 
 /// Step j of a block (four columns of the group's four rows) for each activation row, added to
-/// `acc`: signed activations × unsigned 7-bit weights, four products per lane.
+/// `acc`: signed activations × unsigned 7-bit weights `w`, four products per lane.
 ///
 /// # Safety
 /// As `block_dots`, and j < STEPS.
 #[cfg(target_feature = "relaxed-simd")]
 #[inline(always)]
-unsafe fn dot_step<const N: usize>(
-    wb: *const v128,
-    xb: [*const i8; N],
-    j: usize,
-    acc: &mut [v128; N],
-) {
-    // SAFETY: step j's vector and its four activation bytes lie inside the block.
-    unsafe {
-        let w = v128_load(wb.add(j));
-        for k in 0..N {
-            let x = v128_load32_splat(xb[k].add(4 * j) as *const u32);
-            acc[k] = i32x4_relaxed_dot_i8x16_i7x16_add(x, w, acc[k]);
-        }
+unsafe fn dot_step<const N: usize>(w: v128, xb: [*const i8; N], j: usize, acc: &mut [v128; N]) {
+    for k in 0..N {
+        // SAFETY: step j's four activation bytes lie inside the block.
+        let x = unsafe { v128_load32_splat(xb[k].add(4 * j) as *const u32) };
+        acc[k] = i32x4_relaxed_dot_i8x16_i7x16_add(x, w, acc[k]);
     }
 }
 
-/// `acc` += (the block's integer dots) · weight scales · activation scale.
+/// `acc` += (the block's integer dots) · weight scales · activation scale (`sx`, splatted).
 #[inline(always)]
-fn scale_add(acc: v128, d: v128, s: v128, sx: f32) -> v128 {
-    let (d, s) = (f32x4_convert_i32x4(d), f32x4_mul(s, f32x4_splat(sx)));
+fn scale_add(acc: v128, d: v128, s: v128, sx: v128) -> v128 {
+    let (d, s) = (f32x4_convert_i32x4(d), f32x4_mul(s, sx));
     #[cfg(target_feature = "relaxed-simd")]
     return f32x4_relaxed_madd(d, s, acc);
     #[cfg(not(target_feature = "relaxed-simd"))]
@@ -133,19 +124,20 @@ unsafe fn dot_rows<const N: usize>(
     out: &mut [[f32; RG]; N],
 ) {
     let (wp, wsp, xp) = (w.as_ptr() as *const v128, ws.as_ptr(), x.as_ptr());
+    let (xsp, xop) = (xs.as_ptr() as *const u32, xo.as_ptr());
     let mut acc = [f32x4_splat(0.0); N];
     for b in 0..nb {
         // SAFETY: block b of the group and of each activation row are in bounds.
         unsafe {
-            let xb = core::array::from_fn(|k| xp.add((k * nb + b) * QK));
             let d = block_dots::<N>(
                 wp.add(b * STEPS),
-                xb,
-                core::array::from_fn(|k| xo[k * nb + b]),
+                core::array::from_fn(|k| xp.add((k * nb + b) * QK)),
+                core::array::from_fn(|k| xop.add(k * nb + b)),
             );
             let s = v128_load(wsp.add(b * RG) as *const v128);
             for k in 0..N {
-                acc[k] = scale_add(acc[k], d[k], s, xs[k * nb + b]);
+                let sx = v128_load32_splat(xsp.add(k * nb + b));
+                acc[k] = scale_add(acc[k], d[k], s, sx);
             }
         }
     }
@@ -186,6 +178,62 @@ pub unsafe fn dot4x4(
         let (x, xs, xo) = (&x[2 * p * nb * QK..], &xs[2 * p * nb..], &xo[2 * p * nb..]);
         // SAFETY: the caller's contract, for rows 2p and 2p + 1.
         unsafe { dot_rows::<2>(w, ws, x, xs, xo, nb, out.try_into().unwrap()) }
+    }
+}
+
+/// `dot4x4` for two groups at once (`w` and `ws` hold the first group's blocks, then the
+/// second's): each activation splat serves eight weight rows and each weight load four
+/// activation rows, with eight dot chains in flight, and a block's corrections and scales cost
+/// a load each. Each row's integer sums and the order its scales are applied in are `dot4`'s,
+/// so the results are the same bit for bit.
+///
+/// # Safety
+/// `w` holds 2 × `nb` blocks of four rows and `ws` their scales, `x` `TILE` rows of `nb`
+/// blocks, `xs` and `xo` `TILE` rows of `nb`, where `nb = xs.len() / TILE`.
+#[cfg(target_feature = "relaxed-simd")]
+#[inline]
+pub unsafe fn dot8x4(
+    w: &[i8],
+    ws: &[f32],
+    x: &[i8],
+    xs: &[f32],
+    xo: &[i32],
+    out: &mut [[[f32; RG]; TILE]; 2],
+) {
+    let nb = xs.len() / TILE;
+    let (wp, wsp, xp) = (w.as_ptr() as *const v128, ws.as_ptr(), x.as_ptr());
+    let (xsp, xop) = (xs.as_ptr() as *const u32, xo.as_ptr() as *const u32);
+    let mut acc = [[f32x4_splat(0.0); TILE]; 2];
+    for b in 0..nb {
+        // SAFETY (whole body): block b of both groups and of each activation row is in bounds.
+        unsafe {
+            let xb: [*const i8; TILE] = core::array::from_fn(|k| xp.add((k * nb + b) * QK));
+            let init: [v128; TILE] =
+                core::array::from_fn(|k| v128_load32_splat(xop.add(k * nb + b)));
+            let mut c = [init; 2];
+            let wb = [wp.add(b * STEPS), wp.add((nb + b) * STEPS)];
+            for j in 0..STEPS {
+                let wv = [v128_load(wb[0].add(j)), v128_load(wb[1].add(j))];
+                for k in 0..TILE {
+                    let xv = v128_load32_splat(xb[k].add(4 * j) as *const u32);
+                    c[0][k] = i32x4_relaxed_dot_i8x16_i7x16_add(xv, wv[0], c[0][k]);
+                    c[1][k] = i32x4_relaxed_dot_i8x16_i7x16_add(xv, wv[1], c[1][k]);
+                }
+            }
+            for h in 0..2 {
+                let s = v128_load(wsp.add((h * nb + b) * RG) as *const v128);
+                for k in 0..TILE {
+                    let sx = v128_load32_splat(xsp.add(k * nb + b));
+                    acc[h][k] = scale_add(acc[h][k], c[h][k], s, sx);
+                }
+            }
+        }
+    }
+    for (o, a) in out.iter_mut().zip(acc) {
+        for (o, a) in o.iter_mut().zip(a) {
+            // SAFETY: each output is four f32, the size of a v128.
+            unsafe { v128_store(o.as_mut_ptr() as *mut v128, a) };
+        }
     }
 }
 
