@@ -203,6 +203,9 @@ impl Q8Matrix {
                 let xo = &act.offsets[i * nb..][..tile * nb];
                 if tile == TILE && pair == 2 {
                     kernel.dot8x4(w, ws, x, xs, xo, &mut outs);
+                } else if pair == 2 {
+                    let [o0, o1] = &mut outs;
+                    kernel.dot8(w, ws, x, xs, xo, [&mut o0[0], &mut o1[0]]);
                 } else {
                     for (h, outs) in outs[..pair].iter_mut().enumerate() {
                         let w = &w[h * nb * RG * QK..][..nb * RG * QK];
@@ -432,6 +435,40 @@ impl Simd {
 }
 
 impl Simd {
+    /// `dot4` for two groups (`w` and `ws` hold the first group's blocks, then the second's):
+    /// `out[h]` is group h's, exactly what `dot4` gives it.
+    #[inline]
+    fn dot8(
+        self,
+        w: &[i8],
+        ws: &[f32],
+        x: &[i8],
+        xs: &[f32],
+        xo: &[i32],
+        out: [&mut [f32; RG]; 2],
+    ) {
+        let nb = xs.len();
+        assert!(w.len() == 2 * nb * RG * QK && ws.len() == 2 * nb * RG);
+        assert!(x.len() == nb * QK && xo.len() == nb);
+        let [o0, o1] = out;
+        match self {
+            // SAFETY: the lengths are checked above: two groups of `nb` blocks, one activation
+            // row of `nb` blocks.
+            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            Simd::Simd128 => {
+                let mut both = [[0f32; RG]; 2];
+                unsafe { simd128::dot8(w, ws, x, xs, xo, &mut both) };
+                (*o0, *o1) = (both[0], both[1]);
+            }
+            _ => {
+                let (w0, w1) = w.split_at(nb * RG * QK);
+                let (s0, s1) = ws.split_at(nb * RG);
+                self.dot4(w0, s0, x, xs, xo, o0);
+                self.dot4(w1, s1, x, xs, xo, o1);
+            }
+        }
+    }
+
     /// `dot4x4` for two groups (`w` and `ws` hold the first group's blocks, then the second's):
     /// `out[h]` is group h's. Each row's result is exactly what `dot4` gives it.
     #[inline]

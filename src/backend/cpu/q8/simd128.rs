@@ -237,6 +237,57 @@ pub unsafe fn dot8x4(
     }
 }
 
+/// `dot4` for two groups at once (`w` and `ws` hold the first group's blocks, then the
+/// second's), a decode step's product: each activation splat serves eight weight rows, two
+/// chains of dots per group. The same integer sums and scales as `dot4`, so the same results
+/// bit for bit.
+///
+/// # Safety
+/// `w` holds 2 × `nb` blocks of four rows and `ws` their scales, `x` `nb` blocks, `xs` and `xo`
+/// `nb` values, where `nb = xs.len()`.
+#[cfg(target_feature = "relaxed-simd")]
+#[inline]
+pub unsafe fn dot8(
+    w: &[i8],
+    ws: &[f32],
+    x: &[i8],
+    xs: &[f32],
+    xo: &[i32],
+    out: &mut [[f32; RG]; 2],
+) {
+    let nb = xs.len();
+    let (wp, wsp, xp) = (w.as_ptr() as *const v128, ws.as_ptr(), x.as_ptr());
+    let (xsp, xop) = (xs.as_ptr() as *const u32, xo.as_ptr() as *const u32);
+    let mut acc = [f32x4_splat(0.0); 2];
+    for b in 0..nb {
+        // SAFETY (whole body): block b of both groups and of the activation row is in bounds.
+        unsafe {
+            let xb = xp.add(b * QK);
+            let wb = [wp.add(b * STEPS), wp.add((nb + b) * STEPS)];
+            let mut c0 = [v128_load32_splat(xop.add(b)); 2];
+            let mut c1 = [i32x4_splat(0); 2];
+            for j in (0..STEPS).step_by(2) {
+                let x0 = v128_load32_splat(xb.add(4 * j) as *const u32);
+                let x1 = v128_load32_splat(xb.add(4 * j + 4) as *const u32);
+                for h in 0..2 {
+                    c0[h] = i32x4_relaxed_dot_i8x16_i7x16_add(x0, v128_load(wb[h].add(j)), c0[h]);
+                    c1[h] =
+                        i32x4_relaxed_dot_i8x16_i7x16_add(x1, v128_load(wb[h].add(j + 1)), c1[h]);
+                }
+            }
+            let sx = v128_load32_splat(xsp.add(b));
+            for h in 0..2 {
+                let s = v128_load(wsp.add((h * nb + b) * RG) as *const v128);
+                acc[h] = scale_add(acc[h], i32x4_add(c0[h], c1[h]), s, sx);
+            }
+        }
+    }
+    for (o, a) in out.iter_mut().zip(acc) {
+        // SAFETY: each output is four f32, the size of a v128.
+        unsafe { v128_store(o.as_mut_ptr() as *mut v128, a) };
+    }
+}
+
 /// `quantize_block` four lanes at a time (the compiler does not vectorise the rounding
 /// conversion, and scalarises f32 max and clamp, whose NaN rules wasm's f32x4.max lacks): the
 /// same numbers as the portable path, whose rounding is also ties to even. Returns the scale and
