@@ -180,7 +180,7 @@ bench() {
   fi
   say "native: gpt2 bench, one thread"
   cargo build --release --bin gpt2
-  local lab bound
+  local lab bound bytes
   lab=$(mktemp)
   for dtype in q8 f32; do
     "$CARGO_TARGET_DIR/release/gpt2" bench --model "$model" --backend cpu --dtype "$dtype" \
@@ -189,8 +189,10 @@ bench() {
   done
   # The q8 bandwidth bound the lab printed, for the browser's decode to be measured against.
   bound=$(sed -n 's/.*bandwidth bound \([0-9.]*\) ms\/token.*/\1/p' "$lab.q8" | head -1)
+  bytes=$(sed -n 's/.* \([0-9.]*\) MB of weights read per token.*/\1/p' "$lab.q8" | head -1)
   rm -f "$lab" "$lab.q8" "$lab.f32"
   [ -n "$bound" ] && rest=(--bound-ms "$bound" ${rest[@]+"${rest[@]}"})
+  [ -n "$bytes" ] && rest=(--weights-mb "$bytes" ${rest[@]+"${rest[@]}"})
   local peer_args=()
   if [ "$peer" = 1 ]; then
     say "peer: transformers.js on the same weights (ONNX)"

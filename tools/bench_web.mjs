@@ -5,6 +5,7 @@
 //
 //   node tools/bench_web.mjs --model DIR [--onnx DIR] [--peer] [--runs 5] [--tokens 128]
 //                            [--threads 1,2] [--json FILE] [--no-vnni] [--bound-ms MS]
+//                            [--weights-mb MB]
 //
 // Each configuration runs on a fresh page (its own worker and wasm instance): load, one warm-up
 // generation, then `--runs` timed ones, greedy with a forced length. Times are taken in the page,
@@ -37,6 +38,13 @@ const CHROMIUM_FLAGS = NO_VNNI ? ['--js-flags=--no-enable-avx-vnni'] : [];
 // --bound-ms: the q8 bandwidth bound per token that the native lab printed (./build.sh bench
 // passes it), to print browser decode against it.
 const BOUND_MS = opt('--bound-ms', null) === null ? null : Number(opt('--bound-ms', null));
+// --weights-mb: the q8 weight bytes a decode step reads (the native lab prints them), to print
+// browser decode against what one wasm thread can read in this browser (a read-only loop).
+const WEIGHTS_MB = opt('--weights-mb', null) === null ? null : Number(opt('--weights-mb', null));
+if (WEIGHTS_MB !== null && !(WEIGHTS_MB > 0 && WEIGHTS_MB <= 3000)) {
+  console.error(`bench: --weights-mb takes a size in MB (0 to 3000), not "${opt('--weights-mb', null)}"`);
+  process.exit(2);
+}
 if (!fs.existsSync(path.join(MODEL, 'model.safetensors'))) {
   console.error(`bench: no model.safetensors in "${MODEL}" (give --model DIR)`);
   process.exit(2);
@@ -105,11 +113,70 @@ async function peer({ dtype, threads, prompt, tokens, runs }) {
   return { loadMs: r.loadMs, promptTokens: r.promptTokens, threads: r.threads, runs: r.runs, ids: r.tokenIds, versions: r.versions };
 }
 
+/**
+ * Runs in the page: how fast one wasm thread reads `mb` MB that it wrote before (the weights' size,
+ * so that it comes from where the weights do), as GB/s, the best of `passes`. The module is
+ * `readProbeModule`'s: four 16-byte loads per 64-byte line, summed, nothing else.
+ */
+async function readProbe({ bytes, mb, passes }) {
+  const pages = Math.ceil((mb * 1e6) / 65536);
+  const { instance } = await WebAssembly.instantiate(new Uint8Array(bytes), {});
+  const { m: memory, read } = instance.exports;
+  const n = pages * 65536;
+  new Uint8Array(memory.buffer).fill(1); // every page written once, as the weights are
+  const want = (4 * 0x01010101 * (n / 64)) | 0; // lane 0 of the four sums, wrapping as i32 does
+  let best = Infinity;
+  for (let i = 0; i < passes; i++) {
+    const t0 = performance.now();
+    const got = read(n);
+    best = Math.min(best, performance.now() - t0);
+    if (got !== want) throw new Error(`the read probe summed ${got}, not ${want}`);
+  }
+  return n / 1e6 / best; // MB/ms = GB/s
+}
+
+/** The read probe's wasm: a memory of `pages` pages and `read(n)`, the sum of bytes 0..n as i32x4s. */
+function readProbeModule(pages) {
+  const leb = (v) => {
+    const out = [];
+    do {
+      let b = v & 0x7f;
+      v >>>= 7;
+      if (v) b |= 0x80;
+      out.push(b);
+    } while (v);
+    return out;
+  };
+  const section = (id, body) => [id, ...leb(body.length), ...body];
+  const name = (s) => [s.length, ...Buffer.from(s)];
+  const body = [
+    0x02, 0x01, 0x7f, 0x04, 0x7b, // locals: i (1), four v128 sums (2-5)
+    0x03, 0x40, // loop
+    // sum_k = i32x4.add(sum_k, v128.load offset=16k (i))
+    ...[0, 1, 2, 3].flatMap((k) => [0x20, 2 + k, 0x20, 0x01, 0xfd, 0x00, 0x04, 16 * k, 0xfd, 0xae, 0x01, 0x21, 2 + k]),
+    0x20, 0x01, 0x41, 0xc0, 0x00, 0x6a, 0x22, 0x01, // i = i + 64
+    0x20, 0x00, 0x49, 0x0d, 0x00, // br_if (i < n)
+    0x0b, // end loop
+    0x20, 0x02, 0x20, 0x03, 0xfd, 0xae, 0x01, 0x20, 0x04, 0xfd, 0xae, 0x01, 0x20, 0x05, 0xfd, 0xae, 0x01,
+    0xfd, 0x1b, 0x00, // i32x4.extract_lane 0
+    0x0b,
+  ];
+  return [
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    ...section(1, [0x01, 0x60, 0x01, 0x7f, 0x01, 0x7f]), // (i32) -> i32
+    ...section(3, [0x01, 0x00]),
+    ...section(5, [0x01, 0x00, ...leb(pages)]),
+    ...section(7, [0x02, ...name('m'), 0x02, 0x00, ...name('read'), 0x00, 0x00]),
+    ...section(10, [0x01, ...leb(body.length), ...body]),
+  ];
+}
+
 // The root is made of links to www/ and the model: the server follows them.
 const plain = await startServer({ root, args: ['--follow-links'] });
 const isolated = await startServer({ root, args: ['--isolated', '--follow-links'] });
 const browser = await launch(CHROMIUM_FLAGS);
 const rows = [];
+let readGBs = null;
 try {
   const configs = [];
   for (const threads of THREADS) {
@@ -156,6 +223,14 @@ try {
     };
     rows.push(row);
     process.stderr.write(`TTFT ${row.ttftMs.toFixed(0)} ms, ${row.tpotMs.toFixed(1)} ms/token\n`);
+  }
+  if (WEIGHTS_MB) {
+    const page = await (await browser.newContext()).newPage();
+    await page.goto(`${plain.origin}/bench.html`);
+    const pages = Math.ceil((WEIGHTS_MB * 1e6) / 65536);
+    readGBs = await page.evaluate(readProbe, { bytes: readProbeModule(pages), mb: WEIGHTS_MB, passes: 7 });
+    await page.context().close();
+    process.stderr.write(`bench: one wasm thread reads ${readGBs.toFixed(1)} GB/s\n`);
   }
 } finally {
   await browser.close();
@@ -206,6 +281,14 @@ if (BOUND_MS) {
   const q8 = rows.filter((r) => r.engine === 'gpt2-web' && r.dtype === 'q8');
   lines.push('', `Browser q8 decode against the native lab's bandwidth bound (${BOUND_MS.toFixed(2)} ms/token):`);
   for (const r of q8) lines.push(`- ${r.threadsUsed} thread(s): ${(r.tpotMs / BOUND_MS).toFixed(2)}× the bound (target ≤ 1.50) ${r.tpotMs / BOUND_MS <= 1.5 ? 'met' : 'NOT met'}`);
+}
+if (readGBs) {
+  // The same bytes at what one wasm thread reads here: the bound the browser itself sets.
+  const bound = WEIGHTS_MB / readGBs;
+  const one = rows.find((r) => r.engine === 'gpt2-web' && r.dtype === 'q8' && r.threadsUsed === 1);
+  lines.push('', `One wasm thread in this browser reads ${readGBs.toFixed(1)} GB/s (a read-only loop over ` +
+    `${WEIGHTS_MB} MB, the best of 7): ${WEIGHTS_MB} MB per token at that rate is ${bound.toFixed(2)} ms/token` +
+    (one ? `; 1-thread q8 decode is ${(one.tpotMs / bound).toFixed(2)}× it.` : '.'));
 }
 // Where our engine's time goes in the page: the prompt's forward and a decode step, by phase.
 const profiled = rows.filter((r) => r.profile);
