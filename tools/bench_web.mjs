@@ -7,8 +7,10 @@
 //                            [--threads 1,2] [--json FILE] [--no-vnni] [--bound-ms MS]
 //                            [--weights-mb MB]
 //
-// Each configuration runs on a fresh page (its own worker and wasm instance): load, one warm-up
-// generation, then `--runs` timed ones, greedy with a forced length. Times are taken in the page,
+// Each configuration runs on a page of its own (its own worker and wasm instance): load, one
+// warm-up generation, then `--runs` timed ones, greedy with a forced length; the configurations of
+// a thread count are loaded side by side and take their timed runs in turns, so that a shared
+// machine's slow moments fall on every engine alike. Times are taken in the page,
 // the same way for both engines: TTFT from the generate call to the first token, ms/token =
 // (total - TTFT) / (new tokens - 1), medians over the runs. Two threads run on a cross-origin
 // isolated origin (COOP/COEP), the only place a page may share wasm memory between threads.
@@ -77,8 +79,8 @@ fs.writeFileSync(path.join(root, 'bench.html'), '<!doctype html><meta charset="u
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-/** Runs in the page: our engine through gpt2.js. */
-async function ours({ dtype, threads, prompt, tokens, runs }) {
+/** Runs in the page: loads our engine through gpt2.js and warms it up; `oursRun` then times it. */
+async function oursLoad({ dtype, threads, prompt }) {
   const { Gpt2 } = await import('/gpt2.js');
   const t0 = performance.now();
   const model = await Gpt2.load({ model: 'models/bench/', backend: 'cpu', dtype, threads });
@@ -97,20 +99,30 @@ async function ours({ dtype, threads, prompt, tokens, runs }) {
     return { ttftMs: ttft, tpotMs: (total - ttft) / (count - 1), totalMs: total, newTokens: count, ids: r.tokens };
   };
   await one(8); // warm-up
-  const out = [];
-  for (let i = 0; i < runs; i++) out.push(await one(tokens));
-  // One more run with the phase timers on, outside the timed ones.
-  const { profile } = await model.generate(prompt, { maxTokens: tokens, temperature: 0, ignoreEos: true, profile: true });
-  const info = { loadMs, promptTokens, threads: model.threads ?? 1, dtype: model.dtype, runs: out.map(({ ids, ...r }) => r), ids: out.at(-1).ids, profile };
-  model.dispose();
-  return info;
+  window.bench = { model, one, prompt };
+  return { loadMs, promptTokens, threads: model.threads ?? 1 };
 }
 
-/** Runs in the page: transformers.js through tools/peer/peer.js. */
-async function peer({ dtype, threads, prompt, tokens, runs }) {
-  const { peerBench } = await import('/peer/peer.js');
-  const r = await peerBench({ modelId: 'bench', dtype, threads, prompt, maxNewTokens: tokens, runs });
-  return { loadMs: r.loadMs, promptTokens: r.promptTokens, threads: r.threads, runs: r.runs, ids: r.tokenIds, versions: r.versions };
+/** Runs in the page: one timed generation of the engine that `oursLoad` or `peerLoad` loaded. */
+async function timedRun({ tokens }) {
+  const r = await window.bench.one(tokens);
+  return r.run ? { ...r.run, ids: r.ids } : r;
+}
+
+/** Runs in the page: one more run of our engine with the phase timers on, then disposes of it. */
+async function oursFinish({ tokens }) {
+  const { model, prompt } = window.bench;
+  const { profile } = await model.generate(prompt, { maxTokens: tokens, temperature: 0, ignoreEos: true, profile: true });
+  model.dispose();
+  return profile;
+}
+
+/** Runs in the page: loads transformers.js through tools/peer/peer.js and warms it up. */
+async function peerLoad({ dtype, threads, prompt, tokens }) {
+  const peer = await (await import('/peer/peer.js')).peerLoad({ modelId: 'bench', dtype, threads, prompt, maxNewTokens: tokens });
+  await peer.once(); // warm-up
+  window.bench = { one: () => peer.once() };
+  return { loadMs: peer.loadMs, promptTokens: peer.promptTokens, threads: peer.threads, versions: peer.versions };
 }
 
 /**
@@ -182,52 +194,69 @@ try {
     for (const dtype of ['q8', 'f32']) configs.push({ engine: 'gpt2-web', dtype, threads });
     if (PEER) for (const dtype of ['q8', 'fp32']) configs.push({ engine: 'transformers.js', dtype, threads });
   }
-  for (const c of configs) {
-    const origin = c.threads > 1 ? isolated.origin : plain.origin;
-    const context = await browser.newContext();
-    const outside = [];
-    await context.route('**/*', (route) => {
-      const u = new URL(route.request().url());
-      if (u.hostname === '127.0.0.1' || ['data:', 'blob:'].includes(u.protocol)) return route.continue();
-      outside.push(u.href);
-      return route.abort();
-    });
-    const page = await context.newPage();
-    const logs = [];
-    page.on('console', (m) => logs.push(m.text()));
-    page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-    await page.goto(`${origin}/bench.html`);
-    process.stderr.write(`bench: ${c.engine} ${c.dtype} ${c.threads} thread(s) … `);
-    let r;
-    try {
-      const fn = c.engine === 'gpt2-web' ? ours : peer;
-      r = await page.evaluate(fn, { dtype: c.dtype, threads: c.threads, prompt: PROMPT, tokens: TOKENS, runs: RUNS });
-      if (WEIGHTS_MB && c.engine === 'gpt2-web' && c.dtype === 'q8') {
-        // Right after the runs, in the same page, so that a shared machine's noise hits both alike.
-        const pages = Math.ceil((WEIGHTS_MB * 1e6) / 65536);
-        r.readGBs = await page.evaluate(readProbe, { bytes: readProbeModule(pages), mb: WEIGHTS_MB, passes: 7 });
+  // Each thread count's configurations are loaded side by side, each on its own page, and take
+  // their timed runs in turns: a shared machine's slow moments then fall on every engine alike.
+  for (const threads of THREADS) {
+    const open = [];
+    const inPage = async (o, fn, arg) => {
+      try {
+        return await o.page.evaluate(fn, arg);
+      } catch (e) {
+        throw new Error(`${o.c.engine} ${o.c.dtype} ${o.c.threads}t failed: ${e.message}\n${o.logs.join('\n')}`);
       }
-    } catch (e) {
-      throw new Error(`${c.engine} ${c.dtype} ${c.threads}t failed: ${e.message}\n${logs.join('\n')}`);
-    } finally {
-      await context.close();
-    }
-    if (outside.length) throw new Error(`${c.engine} asked for ${outside.join(', ')}: the benchmark must be offline`);
-    if (r.promptTokens !== 64) throw new Error(`${c.engine}: the prompt is ${r.promptTokens} tokens, not 64`);
-    if (r.runs.some((x) => x.newTokens !== TOKENS)) throw new Error(`${c.engine}: a run did not give ${TOKENS} tokens`);
-    const row = {
-      ...c,
-      threadsUsed: r.threads ?? c.threads,
-      loadMs: r.loadMs,
-      ttftMs: median(r.runs.map((x) => x.ttftMs)),
-      tpotMs: median(r.runs.map((x) => x.tpotMs)),
-      totalMs: median(r.runs.map((x) => x.totalMs)),
-      ids: r.ids,
-      profile: r.profile,
-      readGBs: r.readGBs,
     };
-    rows.push(row);
-    process.stderr.write(`TTFT ${row.ttftMs.toFixed(0)} ms, ${row.tpotMs.toFixed(1)} ms/token\n`);
+    try {
+      for (const c of configs.filter((c) => c.threads === threads)) {
+        const context = await browser.newContext();
+        const o = { c, context, outside: [], logs: [], runs: [] };
+        open.push(o);
+        await context.route('**/*', (route) => {
+          const u = new URL(route.request().url());
+          if (u.hostname === '127.0.0.1' || ['data:', 'blob:'].includes(u.protocol)) return route.continue();
+          o.outside.push(u.href);
+          return route.abort();
+        });
+        o.page = await context.newPage();
+        o.page.on('console', (m) => o.logs.push(m.text()));
+        o.page.on('pageerror', (e) => o.logs.push(`pageerror: ${e.message}`));
+        await o.page.goto(`${threads > 1 ? isolated.origin : plain.origin}/bench.html`);
+        const load = c.engine === 'gpt2-web' ? oursLoad : peerLoad;
+        o.load = await inPage(o, load, { dtype: c.dtype, threads, prompt: PROMPT, tokens: TOKENS });
+        process.stderr.write(`bench: ${c.engine} ${c.dtype} ${threads} thread(s) loaded in ${(o.load.loadMs / 1000).toFixed(1)} s\n`);
+      }
+      for (let i = 0; i < RUNS; i++) {
+        for (const o of open) o.runs.push(await inPage(o, timedRun, { tokens: TOKENS }));
+      }
+      for (const o of open.filter((o) => o.c.engine === 'gpt2-web')) {
+        o.profile = await inPage(o, oursFinish, { tokens: TOKENS });
+        if (WEIGHTS_MB && o.c.dtype === 'q8') {
+          // After the runs, in the same page: what one wasm thread reads there.
+          const pages = Math.ceil((WEIGHTS_MB * 1e6) / 65536);
+          o.readGBs = await inPage(o, readProbe, { bytes: readProbeModule(pages), mb: WEIGHTS_MB, passes: 7 });
+        }
+      }
+    } finally {
+      for (const o of open) await o.context.close();
+    }
+    for (const o of open) {
+      const { c, load, runs } = o;
+      if (o.outside.length) throw new Error(`${c.engine} asked for ${o.outside.join(', ')}: the benchmark must be offline`);
+      if (load.promptTokens !== 64) throw new Error(`${c.engine}: the prompt is ${load.promptTokens} tokens, not 64`);
+      if (runs.some((x) => x.newTokens !== TOKENS)) throw new Error(`${c.engine}: a run did not give ${TOKENS} tokens`);
+      const row = {
+        ...c,
+        threadsUsed: load.threads ?? c.threads,
+        loadMs: load.loadMs,
+        ttftMs: median(runs.map((x) => x.ttftMs)),
+        tpotMs: median(runs.map((x) => x.tpotMs)),
+        totalMs: median(runs.map((x) => x.totalMs)),
+        ids: runs.at(-1).ids,
+        profile: o.profile,
+        readGBs: o.readGBs,
+      };
+      rows.push(row);
+      process.stderr.write(`bench: ${c.engine} ${c.dtype} ${threads} thread(s): TTFT ${row.ttftMs.toFixed(0)} ms, ${row.tpotMs.toFixed(1)} ms/token\n`);
+    }
   }
 } finally {
   await browser.close();
@@ -282,7 +311,7 @@ if (BOUND_MS) {
 const probed = rows.filter((r) => r.readGBs);
 if (probed.length) {
   // The same bytes at what one wasm thread reads here: the bound the browser itself sets.
-  lines.push('', `Browser q8 decode against what one wasm thread reads in the same page right after its runs ` +
+  lines.push('', `Browser q8 decode against what one wasm thread reads in the same page after its runs ` +
     `(a read-only loop over the weights' ${WEIGHTS_MB} MB, the best of 7):`);
   for (const r of probed) {
     const bound = WEIGHTS_MB / r.readGBs;

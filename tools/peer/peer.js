@@ -28,8 +28,44 @@ const ORT_DIST = new URL('./node_modules/onnxruntime-web/dist/', import.meta.url
  * @param {string} [o.ortVariant='asyncify']  onnxruntime-web wasm build: 'asyncify' (what transformers.js
  *   uses by default, from a CDN) or '' (plain ort-wasm-simd-threaded.wasm; measured the same speed)
  */
-export async function peerBench({
-  modelId, dtype = 'q8', threads = 1, prompt, maxNewTokens = 128, runs = 3,
+export async function peerBench({ runs = 3, ...options }) {
+  const peer = await peerLoad(options);
+  const warm = await peer.once();
+  const results = [];
+  let last = warm;
+  for (let i = 0; i < runs; i++) {
+    last = await peer.once();
+    results.push(last.run);
+  }
+  const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
+  return {
+    engine: 'transformers.js',
+    modelId: options.modelId, dtype: peer.dtype, threads: peer.threads, device: 'wasm',
+    versions: peer.versions,
+    crossOriginIsolated: self.crossOriginIsolated,
+    loadMs: peer.loadMs,
+    promptTokens: peer.promptTokens,
+    warmup: warm.run,
+    runs: results,
+    median: {
+      ttftMs: median(results.map((r) => r.ttftMs)),
+      tpotMs: median(results.map((r) => r.tpotMs)),
+      totalMs: median(results.map((r) => r.totalMs)),
+    },
+    promptIds: peer.promptIds,
+    tokenIds: last.ids,
+    stepsMs: last.stepsMs, // last run: time between consecutive new tokens
+    text: peer.decode(last.ids),
+  };
+}
+
+/**
+ * Loads the model and returns `{ once, loadMs, promptTokens, promptIds, versions, decode }`, where
+ * `once()` is one greedy generation of `maxNewTokens` with its timings, so that a benchmark can
+ * take its runs in turns with other engines'. Options as `peerBench`'s, without `runs`.
+ */
+export async function peerLoad({
+  modelId, dtype = 'q8', threads = 1, prompt, maxNewTokens = 128,
   localModelPath = '/peer-models/', ortVariant = 'asyncify',
 }) {
   env.allowRemoteModels = false;
@@ -83,31 +119,10 @@ export async function peerBench({
     return { run: { ttftMs, tpotMs, totalMs, newTokens: n }, ids: newIds, stepsMs };
   }
 
-  const warm = await once();
-  const results = [];
-  let last = warm;
-  for (let i = 0; i < runs; i++) {
-    last = await once();
-    results.push(last.run);
-  }
-  const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
   return {
-    engine: 'transformers.js',
-    modelId, dtype, threads, device: 'wasm',
-    versions: { onnxruntimeWeb: env.backends.onnx.versions?.web ?? null, transformers: env.version ?? null },
-    crossOriginIsolated: self.crossOriginIsolated,
-    loadMs,
-    promptTokens,
-    warmup: warm.run,
-    runs: results,
-    median: {
-      ttftMs: median(results.map((r) => r.ttftMs)),
-      tpotMs: median(results.map((r) => r.tpotMs)),
-      totalMs: median(results.map((r) => r.totalMs)),
-    },
+    once, loadMs, promptTokens, dtype, threads,
     promptIds: Array.from(inputs.input_ids.data, Number),
-    tokenIds: last.ids,
-    stepsMs: last.stepsMs, // last run: time between consecutive new tokens
-    text: tokenizer.decode(last.ids),
+    versions: { onnxruntimeWeb: env.backends.onnx.versions?.web ?? null, transformers: env.version ?? null },
+    decode: (ids) => tokenizer.decode(ids),
   };
 }
