@@ -432,9 +432,7 @@ impl Simd {
             }
         }
     }
-}
 
-impl Simd {
     /// `dot4` for two groups (`w` and `ws` hold the first group's blocks, then the second's):
     /// `out[h]` is group h's, exactly what `dot4` gives it.
     #[inline]
