@@ -1,0 +1,162 @@
+//! Which of the 8-bit dot-product kernels runs (chosen once, from the target and, on x86-64, the
+//! CPU's features), and the length checks in front of them: the only place that calls into the
+//! kernels' `unsafe` functions.
+
+#[cfg(target_arch = "x86_64")]
+use super::avx2;
+use super::portable;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use super::simd128;
+use super::{QK, RG, TILE};
+
+/// The dot-product kernel in use: four interleaved weight rows against one activation row.
+#[derive(Clone, Copy)]
+pub(super) enum Simd {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2(avx2::Dot),
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    Simd128,
+}
+
+impl Simd {
+    pub(super) fn get() -> Simd {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        return Simd::Simd128;
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Simd::Avx2(avx2::Dot::detect());
+        }
+        #[allow(unreachable_code)]
+        Simd::Portable
+    }
+
+    /// out[l] = Σ_b ws[b][l] · xs[b] · (Σ_k w[b][l][k] · x[b][k] + xo[b]) for the four rows l
+    /// of a group, where w holds the offset weights and xo[b] = −OFFSET · Σ_k x[b][k].
+    #[inline]
+    pub(super) fn dot4(
+        self,
+        w: &[i8],
+        ws: &[f32],
+        x: &[i8],
+        xs: &[f32],
+        xo: &[i32],
+        out: &mut [f32; RG],
+    ) {
+        let nb = xs.len();
+        assert!(w.len() == nb * RG * QK && ws.len() == nb * RG && x.len() == nb * QK);
+        assert!(xo.len() == nb);
+        match self {
+            Simd::Portable => portable::dot4(w, ws, x, xs, xo, out),
+            // SAFETY: the lengths are checked above (one group of `nb` blocks, one activation row
+            // of `nb` blocks) and the CPU features were detected in `get`.
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2(dot) => unsafe {
+                avx2::dot_rows::<1>(dot, w, ws, x, xs, xo, nb, core::array::from_mut(out))
+            },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Simd::Simd128 => unsafe { simd128::dot4(w, ws, x, xs, xo, out) },
+        }
+    }
+
+    /// `dot4` for `TILE` activation rows at once (x, xs, xo hold the rows one after another);
+    /// each row's result is exactly what `dot4` gives it.
+    #[inline]
+    pub(super) fn dot4x4(
+        self,
+        w: &[i8],
+        ws: &[f32],
+        x: &[i8],
+        xs: &[f32],
+        xo: &[i32],
+        out: &mut [[f32; RG]; TILE],
+    ) {
+        let nb = xs.len() / TILE;
+        assert!(w.len() == nb * RG * QK && ws.len() == nb * RG && x.len() == TILE * nb * QK);
+        assert!(xs.len() == TILE * nb && xo.len() == TILE * nb);
+        match self {
+            // SAFETY: the lengths are checked above: one group of `nb` blocks, `TILE`
+            // activation rows of `nb` blocks.
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Simd::Simd128 => unsafe { simd128::dot4x4(w, ws, x, xs, xo, out) },
+            // SAFETY: as above, and the CPU features were detected in `get`.
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2(dot) => unsafe { avx2::dot_rows::<TILE>(dot, w, ws, x, xs, xo, nb, out) },
+            _ => {
+                for (k, out) in out.iter_mut().enumerate() {
+                    let (x, xs, xo) = (
+                        &x[k * nb * QK..][..nb * QK],
+                        &xs[k * nb..][..nb],
+                        &xo[k * nb..][..nb],
+                    );
+                    self.dot4(w, ws, x, xs, xo, out);
+                }
+            }
+        }
+    }
+
+    /// `dot4` for two groups (`w` and `ws` hold the first group's blocks, then the second's):
+    /// `out[h]` is group h's, exactly what `dot4` gives it.
+    #[inline]
+    pub(super) fn dot8(
+        self,
+        w: &[i8],
+        ws: &[f32],
+        x: &[i8],
+        xs: &[f32],
+        xo: &[i32],
+        out: [&mut [f32; RG]; 2],
+    ) {
+        let nb = xs.len();
+        assert!(w.len() == 2 * nb * RG * QK && ws.len() == 2 * nb * RG);
+        assert!(x.len() == nb * QK && xo.len() == nb);
+        let [o0, o1] = out;
+        match self {
+            // SAFETY: the lengths are checked above: two groups of `nb` blocks, one activation
+            // row of `nb` blocks.
+            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            Simd::Simd128 => {
+                let mut both = [[0f32; RG]; 2];
+                unsafe { simd128::dot8(w, ws, x, xs, xo, &mut both) };
+                (*o0, *o1) = (both[0], both[1]);
+            }
+            _ => {
+                let (w0, w1) = w.split_at(nb * RG * QK);
+                let (s0, s1) = ws.split_at(nb * RG);
+                self.dot4(w0, s0, x, xs, xo, o0);
+                self.dot4(w1, s1, x, xs, xo, o1);
+            }
+        }
+    }
+
+    /// `dot4x4` for two groups (`w` and `ws` hold the first group's blocks, then the second's):
+    /// `out[h]` is group h's. Each row's result is exactly what `dot4` gives it.
+    #[inline]
+    pub(super) fn dot8x4(
+        self,
+        w: &[i8],
+        ws: &[f32],
+        x: &[i8],
+        xs: &[f32],
+        xo: &[i32],
+        out: &mut [[[f32; RG]; TILE]; 2],
+    ) {
+        let nb = xs.len() / TILE;
+        assert!(w.len() == 2 * nb * RG * QK && ws.len() == 2 * nb * RG);
+        assert!(x.len() == TILE * nb * QK && xo.len() == TILE * nb);
+        match self {
+            // SAFETY: the lengths are checked above: two groups of `nb` blocks, `TILE`
+            // activation rows of `nb` blocks.
+            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            Simd::Simd128 => unsafe { simd128::dot8x4(w, ws, x, xs, xo, out) },
+            _ => {
+                let (w0, w1) = w.split_at(nb * RG * QK);
+                let (s0, s1) = ws.split_at(nb * RG);
+                let [o0, o1] = out;
+                self.dot4x4(w0, s0, x, xs, xo, o0);
+                self.dot4x4(w1, s1, x, xs, xo, o1);
+            }
+        }
+    }
+}

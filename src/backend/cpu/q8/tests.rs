@@ -1,0 +1,111 @@
+use super::*;
+
+/// `n` seeded values in [-1, 1] (xorshift), for the CPU backend's tests.
+pub(in crate::backend::cpu) fn data(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s as f32 / u32::MAX as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// The kernel in use, and on x86-64 each narrower instruction set the CPU also has.
+fn kernels() -> Vec<Simd> {
+    #[allow(unused_mut)]
+    let mut all = vec![Simd::get()];
+    #[cfg(target_arch = "x86_64")]
+    if let Simd::Avx2(dot) = all[0] {
+        if dot != avx2::Dot::Avx2 {
+            all.push(Simd::Avx2(avx2::Dot::Avx2));
+        }
+    }
+    all
+}
+
+/// Every kernel against the f32 product, at sizes that are not multiples of 4 rows or
+/// 32 columns, from both weight layouts.
+#[test]
+fn matmul_matches_f32_within_quantization_error() {
+    for &(rows, cols, t) in &[(7, 45, 3), (12, 96, 1), (5, 200, 4)] {
+        let w = data(rows * cols, 1);
+        let x = data(t * cols, 2);
+        let bias = data(rows, 3);
+        let wt: Vec<f32> = (0..cols * rows)
+            .map(|i| w[(i % rows) * cols + i / rows])
+            .collect();
+        let a = Q8Matrix::quantize(&w, rows, cols, cols, 1).unwrap();
+        let b = Q8Matrix::quantize(&wt, rows, cols, 1, rows).unwrap();
+        assert_eq!(a.qs, b.qs);
+        assert_eq!(a.scales, b.scales);
+        let mut act = Q8Act::default();
+        act.quantize(&x, cols);
+        let mut y = vec![0f32; t * rows];
+        a.matmul(&act, Some(&bias), &mut y);
+        for i in 0..t {
+            for r in 0..rows {
+                let exact: f32 = (0..cols).map(|c| w[r * cols + c] * x[i * cols + c]).sum();
+                let got = y[i * rows + r] - bias[r];
+                let tol = 0.02 * (cols as f32).sqrt();
+                assert!(
+                    (got - exact).abs() < tol,
+                    "{rows}x{cols} t={t} row {r}: {got} vs {exact}"
+                );
+            }
+        }
+        // Every kernel this CPU has equals the portable reference up to f32 rounding.
+        let mut out = [0f32; RG];
+        let mut reference = [0f32; RG];
+        let nb = a.blocks;
+        for kernel in kernels() {
+            for g in 0..rows.div_ceil(RG) {
+                let w = &a.qs[g * nb * RG * QK..][..nb * RG * QK];
+                let ws = &a.scales[g * nb * RG..][..nb * RG];
+                let (x, xs, xo) = (&act.qs[..nb * QK], &act.scales[..nb], &act.offsets[..nb]);
+                kernel.dot4(w, ws, x, xs, xo, &mut out);
+                portable::dot4(w, ws, x, xs, xo, &mut reference);
+                for (o, r) in out.iter().zip(&reference) {
+                    assert!((o - r).abs() <= 1e-4 * r.abs().max(1.0), "{o} vs {r}");
+                }
+            }
+        }
+    }
+}
+
+/// A prompt's tile of rows gives each row exactly what that row alone gives (speculative
+/// decoding's verification relies on it).
+#[test]
+fn a_tile_of_rows_equals_each_row_alone() {
+    let (rows, cols, t) = (9, 100, 7);
+    let a = Q8Matrix::quantize(&data(rows * cols, 4), rows, cols, cols, 1).unwrap();
+    let x = data(t * cols, 5);
+    let mut act = Q8Act::default();
+    act.quantize(&x, cols);
+    let mut all = vec![0f32; t * rows];
+    a.matmul(&act, None, &mut all);
+    for i in 0..t {
+        let mut one = Q8Act::default();
+        one.quantize(&x[i * cols..][..cols], cols);
+        let mut y = vec![0f32; rows];
+        a.matmul(&one, None, &mut y);
+        assert_eq!(y, all[i * rows..][..rows], "row {i}");
+    }
+}
+
+#[test]
+fn dequantized_rows_are_within_half_a_step() {
+    let (rows, cols) = (6, 70);
+    let w = data(rows * cols, 9);
+    let m = Q8Matrix::quantize(&w, rows, cols, cols, 1).unwrap();
+    let mut row = vec![0f32; cols];
+    for r in 0..rows {
+        m.dequantize_row(r, &mut row);
+        for (c, v) in row.iter().enumerate() {
+            let step = 1.0 / 63.0;
+            assert!((v - w[r * cols + c]).abs() <= step * 0.5 + 1e-6);
+        }
+    }
+}
