@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { launch, startServer } from '../tests/e2e/harness.mjs';
+import { PASSAGE } from './bench_prompt.mjs';
 
 const args = process.argv.slice(2);
 const flags = new Map();
@@ -42,11 +43,6 @@ if (!fs.existsSync(path.join(MODEL, 'model.safetensors'))) {
   console.error(`bench_ab: no model.safetensors in "${MODEL}" (./build.sh bench makes it; or give --model DIR)`);
   process.exit(2);
 }
-// The 64-token passage of tools/bench_web.mjs.
-const PASSAGE =
-  'It was the best of times, it was the worst of times, it was the age of wisdom, it was the age ' +
-  'of foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season ' +
-  'of Light, it was the season of Darkness, it was the winter of';
 const PROMPT = Array(COPIES).fill(PASSAGE).join(' ');
 
 const servers = [];

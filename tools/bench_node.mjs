@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { PASSAGE } from './bench_prompt.mjs';
 
 // Node 20 ships relaxed SIMD behind a flag: run again with it.
 if (!process.execArgv.includes('--experimental-wasm-relaxed-simd') && !process.env.GPT2_BENCH_NODE_CHILD) {
@@ -47,11 +48,6 @@ if (!(Number.isInteger(COPIES) && COPIES >= 1 && COPIES <= 15) || !(Number.isInt
   process.exit(2);
 }
 
-// The 64-token passage of tools/bench_web.mjs.
-const PASSAGE =
-  'It was the best of times, it was the worst of times, it was the age of wisdom, it was the age ' +
-  'of foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season ' +
-  'of Light, it was the season of Darkness, it was the winter of';
 const PROMPT = Array(COPIES).fill(PASSAGE).join(' ');
 const file = (f) => fs.readFileSync(path.join(MODEL, f));
 

@@ -19,6 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ROOT, launch, startServer } from '../tests/e2e/harness.mjs';
+import { PASSAGE } from './bench_prompt.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -57,10 +58,7 @@ if (PEER && !(ONNX && fs.existsSync(path.join(ONNX, 'onnx/model.onnx')))) {
 }
 
 // A 64-token passage (checked against the tokenizer below).
-const PROMPT =
-  'It was the best of times, it was the worst of times, it was the age of wisdom, it was the age ' +
-  'of foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season ' +
-  'of Light, it was the season of Darkness, it was the winter of';
+const PROMPT = PASSAGE;
 
 // The page root: www/ (the engine), the model, and for --peer tools/peer (transformers.js and
 // onnxruntime-web from node_modules) and the ONNX export, all as symlinks.
