@@ -5,7 +5,7 @@
 #                             build, then serve www/ on http://127.0.0.1:PORT (default 8080);
 #                             --isolated sends COOP/COEP, so the page may run several threads
 #   ./build.sh test           everything CI runs: fmt, clippy (native + wasm32), cargo test,
-#                             the wasm build and the browser tests
+#                             the wasm build and the browser tests (Chromium, Firefox, WebKit)
 #   ./build.sh bundle         build, then write dist/gpt2-demo.html: the page, the engine and the
 #                             demo model in one file that works from disk (file://), no server
 #   ./build.sh package        build, then write dist/gpt2-web-VERSION.tgz: the npm package (API,
@@ -15,8 +15,9 @@
 #   ./build.sh fuzz [SECONDS [TARGET...]]  the loaders' fuzz targets (tools/fuzz, cargo-fuzz on
 #                             nightly: load_model, load_tokenizer), SECONDS each (default 300);
 #                             prints the executions and any crash input
-#   ./build.sh bench [--peer] the speed benchmark: native, then headless Chromium (1 and 2 threads,
-#                             q8 and f32); --peer adds transformers.js on the same weights;
+#   ./build.sh bench [--peer] the speed benchmark: native, then headless Chromium, Firefox and
+#                             WebKit (1 and 2 threads, q8 and f32; GPT2_BENCH_ENGINES=chromium
+#                             narrows it); --peer adds transformers.js on the same weights;
 #                             --no-vnni runs the browser part with V8's AVX-VNNI off (the CPUs
 #                             without it, e.g. AMD Zen 4)
 #   ./build.sh bench --sizes  every GPT-2 size (124M to 1.5B, random weights of the real shapes):
@@ -64,7 +65,11 @@ apt_install() {
 }
 
 need_node_modules() {
-  if [ ! -d tests/e2e/node_modules/playwright-core ] || [ ! -d tests/e2e/node_modules/vite ]; then
+  local pkg missing=0
+  for pkg in playwright-core puppeteer-core selenium-webdriver axe-core vite; do
+    [ -d "tests/e2e/node_modules/$pkg" ] || missing=1
+  done
+  if [ "$missing" = 1 ]; then
     say "installing the browser-test packages (npm)"
     (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
   fi
@@ -139,7 +144,7 @@ run_tests() {
   for c in clippy rustfmt; do
     rustup component list --installed | grep -q "^$c" || rustup component add "$c"
   done
-  apt_install chromium mesa-vulkan-drivers
+  apt_install chromium mesa-vulkan-drivers firefox-esr webkit2gtk-driver xvfb
   need_node_modules
   say "cargo fmt --check"
   cargo fmt --all -- --check
@@ -150,7 +155,7 @@ run_tests() {
   say "cargo test"
   cargo test
   build
-  say "browser tests (Chromium + Playwright)"
+  say "browser tests (Chromium, Firefox, WebKit)"
   (cd tests/e2e && node --test --test-concurrency=1 ./*.test.mjs)
 }
 
@@ -161,7 +166,7 @@ bench() {
   for a in "$@"; do
     if [ "$a" = --peer ]; then peer=1; elif [ "$a" = --sizes ]; then sizes=1; else rest+=("$a"); fi
   done
-  apt_install chromium
+  apt_install chromium firefox-esr webkit2gtk-driver xvfb
   need_node_modules
   build
   if [ "$sizes" = 1 ]; then
@@ -203,8 +208,9 @@ bench() {
     fi
     peer_args=(--peer --onnx "$model-onnx")
   fi
-  say "browser: headless Chromium"
-  node tools/bench_web.mjs --model "$model" ${peer_args[@]+"${peer_args[@]}"} ${rest[@]+"${rest[@]}"}
+  say "browser: headless Chromium, Firefox and WebKit"
+  node tools/bench_web.mjs --model "$model" --engines "${GPT2_BENCH_ENGINES:-chromium,firefox,webkit}" \
+    ${peer_args[@]+"${peer_args[@]}"} ${rest[@]+"${rest[@]}"}
 }
 
 # ./build.sh fuzz [SECONDS]: each fuzz target for SECONDS from its seeds (tools/fuzz/seeds/) and the

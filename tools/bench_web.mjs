@@ -1,24 +1,29 @@
 // The side-by-side browser benchmark behind `./build.sh bench`: our engine through its public JS
-// API (gpt2.js) in headless Chromium, for each weight format and thread count, and with --peer
-// transformers.js (onnxruntime-web) on the same weights exported to ONNX, in the same browser, with
-// the same prompt — one table with ratios.
+// API (gpt2.js) in headless Chromium, Firefox and WebKit, for each weight format and thread count,
+// and with --peer transformers.js (onnxruntime-web) on the same weights exported to ONNX, in the
+// same browser, with the same prompt — one table with ratios.
 //
 //   node tools/bench_web.mjs --model DIR [--onnx DIR] [--peer] [--runs 5] [--tokens 128]
-//                            [--threads 1,2] [--json FILE] [--no-vnni] [--bound-ms MS]
-//                            [--weights-mb MB]
+//                            [--threads 1,2] [--engines chromium,firefox,webkit] [--json FILE]
+//                            [--no-vnni] [--bound-ms MS] [--weights-mb MB]
 //
-// Each configuration runs on a page of its own (its own worker and wasm instance): load, one
-// warm-up generation, then `--runs` timed ones, greedy with a forced length; the configurations of
-// a thread count are loaded side by side and take their timed runs in turns, so that a shared
-// machine's slow moments fall on every engine alike. Times are taken in the page,
-// the same way for both engines: TTFT from the generate call to the first token, ms/token =
-// (total - TTFT) / (new tokens - 1), medians over the runs. Two threads run on a cross-origin
-// isolated origin (COOP/COEP), the only place a page may share wasm memory between threads.
-// Nothing leaves 127.0.0.1: any other request is aborted and fails the run.
+// Each configuration runs on a page of its own (its own worker and wasm instance): load, then the
+// first generation after load timed on its own (what a student's first Generate meets), then
+// `--runs` timed ones, greedy with a forced length; the configurations of an engine and thread
+// count are loaded side by side and take their timed runs in turns, so that a shared machine's
+// slow moments fall on every engine alike. Times are taken in the page, the same way for both
+// engines: TTFT from the generate call to the first token, ms/token = (total - TTFT) / (new
+// tokens - 1), medians over the runs. Two threads run on a cross-origin isolated origin
+// (COOP/COEP), the only place a page may share wasm memory between threads; an engine that cannot
+// is reported on one. In an engine whose own choice is another build, gpt2-web's portable build
+// (`pkg`, SIMD without relaxed SIMD: the one WebKit runs) is measured too, so the engines can be
+// compared on the same code. In Chromium nothing may leave 127.0.0.1: any other request is aborted
+// and fails the run (the other drivers cannot intercept; this machine has no other network).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT, launch, startServer } from '../tests/e2e/harness.mjs';
+import { ROOT, startServer } from '../tests/e2e/harness.mjs';
+import { launchEngine, ALL_ENGINES } from '../tests/e2e/engines.mjs';
 import { PASSAGE } from './bench_prompt.mjs';
 
 const args = process.argv.slice(2);
@@ -32,6 +37,13 @@ const PEER = args.includes('--peer');
 const RUNS = Number(opt('--runs', '5'));
 const TOKENS = Number(opt('--tokens', '128'));
 const THREADS = opt('--threads', '1,2').split(',').map(Number);
+const ENGINE_NAMES = opt('--engines', 'chromium').split(',').filter(Boolean);
+for (const e of ENGINE_NAMES) {
+  if (!ALL_ENGINES.includes(e)) {
+    console.error(`bench: unknown engine "${e}" in --engines; choose from ${ALL_ENGINES.join(', ')}`);
+    process.exit(2);
+  }
+}
 const JSON_OUT = opt('--json', null);
 // --no-vnni: V8 without AVX-VNNI (--js-flags=--no-enable-avx-vnni), so relaxed SIMD's 8-bit dot
 // becomes vpmaddubsw + vpmaddwd + vpaddd, as on CPUs without it (AMD Zen 4, Intel before Alder
@@ -78,10 +90,10 @@ fs.writeFileSync(path.join(root, 'bench.html'), '<!doctype html><meta charset="u
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** Runs in the page: loads our engine through gpt2.js and warms it up; `oursRun` then times it. */
-async function oursLoad({ dtype, threads, prompt }) {
+async function oursLoad({ dtype, threads, prompt, build, tokens }) {
   const { Gpt2 } = await import('/gpt2.js');
   const t0 = performance.now();
-  const model = await Gpt2.load({ model: 'models/bench/', backend: 'cpu', dtype, threads });
+  const model = await Gpt2.load({ model: 'models/bench/', backend: 'cpu', dtype, threads, build });
   const loadMs = performance.now() - t0;
   const promptTokens = (await model.tokenize(prompt)).length;
   const one = async (n) => {
@@ -96,9 +108,9 @@ async function oursLoad({ dtype, threads, prompt }) {
     const ttft = first - start;
     return { ttftMs: ttft, tpotMs: (total - ttft) / (count - 1), totalMs: total, newTokens: count, ids: r.tokens };
   };
-  await one(8); // warm-up
+  const first = await one(tokens); // the first generation after load, as a student's first Generate
   window.bench = { model, one, prompt };
-  return { loadMs, promptTokens, threads: model.threads ?? 1 };
+  return { loadMs, promptTokens, threads: model.threads ?? 1, build: model.build, first: { ttftMs: first.ttftMs, tpotMs: first.tpotMs } };
 }
 
 /** Runs in the page: one timed generation of the engine that `oursLoad` or `peerLoad` loaded. */
@@ -118,9 +130,12 @@ async function oursFinish({ tokens }) {
 /** Runs in the page: loads transformers.js through tools/peer/peer.js and warms it up. */
 async function peerLoad({ dtype, threads, prompt, tokens }) {
   const peer = await (await import('/peer/peer.js')).peerLoad({ modelId: 'bench', dtype, threads, prompt, maxNewTokens: tokens });
-  await peer.once(); // warm-up
+  const first = (await peer.once()).run; // the first generation after load
   window.bench = { one: () => peer.once() };
-  return { loadMs: peer.loadMs, promptTokens: peer.promptTokens, threads: peer.threads, versions: peer.versions };
+  return {
+    loadMs: peer.loadMs, promptTokens: peer.promptTokens, threads: peer.threads, versions: peer.versions,
+    first: { ttftMs: first.ttftMs, tpotMs: first.tpotMs },
+  };
 }
 
 /**
@@ -184,48 +199,75 @@ function readProbeModule(pages) {
 // The root is made of links to www/ and the model: the server follows them.
 const plain = await startServer({ root, args: ['--follow-links'] });
 const isolated = await startServer({ root, args: ['--isolated', '--follow-links'] });
-const browser = await launch(CHROMIUM_FLAGS);
 const rows = [];
+const versions = [];
 try {
+  for (const engineName of ENGINE_NAMES) {
+    const engine = await launchEngine(engineName, { chromiumArgs: CHROMIUM_FLAGS });
+    versions.push(engine.version);
+    try {
+      await benchEngine(engine);
+    } finally {
+      await engine.close();
+    }
+  }
+} finally {
+  await plain.close();
+  await isolated.close();
+  fs.rmSync(root, { recursive: true, force: true });
+}
+
+/** Every configuration in one engine, a thread count at a time; rows go into `rows`. */
+async function benchEngine(engine) {
+  // The engine's own build, and (where that is another) the portable one for a same-code row.
+  const own = await ownBuild(engine);
   const configs = [];
   for (const threads of THREADS) {
     for (const dtype of ['q8', 'f32']) configs.push({ engine: 'gpt2-web', dtype, threads });
+    if (threads === 1 && own !== 'pkg') configs.push({ engine: 'gpt2-web', dtype: 'q8', threads, build: 'pkg' });
     if (PEER) for (const dtype of ['q8', 'fp32']) configs.push({ engine: 'transformers.js', dtype, threads });
   }
-  // Each thread count's configurations are loaded side by side, each on its own page, and take
-  // their timed runs in turns: a shared machine's slow moments then fall on every engine alike.
   for (const threads of THREADS) {
     const open = [];
     const inPage = async (o, fn, arg) => {
       try {
         return await o.page.evaluate(fn, arg);
       } catch (e) {
-        throw new Error(`${o.c.engine} ${o.c.dtype} ${o.c.threads}t failed: ${e.message}\n${o.logs.join('\n')}`);
+        throw new Error(`${engine.name}: ${o.c.engine} ${o.c.dtype} ${o.c.threads}t failed: ${e.message}\n${o.page.logs.join('\n')}`);
       }
     };
     try {
       for (const c of configs.filter((c) => c.threads === threads)) {
-        const context = await browser.newContext();
-        const o = { c, context, outside: [], logs: [], runs: [] };
+        const o = { c, outside: [], runs: [] };
+        o.page = await engine.newPage();
         open.push(o);
-        await context.route('**/*', (route) => {
-          const u = new URL(route.request().url());
-          if (u.hostname === '127.0.0.1' || ['data:', 'blob:'].includes(u.protocol)) return route.continue();
-          o.outside.push(u.href);
-          return route.abort();
-        });
-        o.page = await context.newPage();
-        o.page.on('console', (m) => o.logs.push(m.text()));
-        o.page.on('pageerror', (e) => o.logs.push(`pageerror: ${e.message}`));
+        if (o.page.context?.route) {
+          await o.page.context.route('**/*', (route) => {
+            const u = new URL(route.request().url());
+            if (u.hostname === '127.0.0.1' || ['data:', 'blob:'].includes(u.protocol)) return route.continue();
+            o.outside.push(u.href);
+            return route.abort();
+          });
+        }
         await o.page.goto(`${threads > 1 ? isolated.origin : plain.origin}/bench.html`);
         const load = c.engine === 'gpt2-web' ? oursLoad : peerLoad;
-        o.load = await inPage(o, load, { dtype: c.dtype, threads, prompt: PROMPT, tokens: TOKENS });
-        process.stderr.write(`bench: ${c.engine} ${c.dtype} ${threads} thread(s) loaded in ${(o.load.loadMs / 1000).toFixed(1)} s\n`);
+        try {
+          o.load = await inPage(o, load, { dtype: c.dtype, threads, prompt: PROMPT, tokens: TOKENS, build: c.build });
+        } catch (e) {
+          if (c.engine === 'gpt2-web') throw e;
+          // A peer that does not run in this engine is a row that says so, not a failed benchmark.
+          o.failed = e.message.split('\n')[0];
+          process.stderr.write(`bench: ${engine.name}: ${c.engine} ${c.dtype} ${threads} thread(s) does not run: ${o.failed}\n`);
+          continue;
+        }
+        process.stderr.write(`bench: ${engine.name}: ${c.engine} ${c.dtype}${c.build ? ` ${c.build}` : ''} ${threads} thread(s) ` +
+          `loaded in ${(o.load.loadMs / 1000).toFixed(1)} s\n`);
       }
+      const running = open.filter((o) => !o.failed);
       for (let i = 0; i < RUNS; i++) {
-        for (const o of open) o.runs.push(await inPage(o, timedRun, { tokens: TOKENS }));
+        for (const o of running) o.runs.push(await inPage(o, timedRun, { tokens: TOKENS }));
       }
-      for (const o of open.filter((o) => o.c.engine === 'gpt2-web')) {
+      for (const o of running.filter((o) => o.c.engine === 'gpt2-web' && !o.c.build)) {
         o.profile = await inPage(o, oursFinish, { tokens: TOKENS });
         if (WEIGHTS_MB && o.c.dtype === 'q8') {
           // After the runs, in the same page: what one wasm thread reads there.
@@ -234,17 +276,25 @@ try {
         }
       }
     } finally {
-      for (const o of open) await o.context.close();
+      for (const o of open) await o.page.close();
     }
     for (const o of open) {
       const { c, load, runs } = o;
+      if (o.failed) {
+        rows.push({ ...c, browser: engine.name, failed: o.failed });
+        continue;
+      }
       if (o.outside.length) throw new Error(`${c.engine} asked for ${o.outside.join(', ')}: the benchmark must be offline`);
       if (load.promptTokens !== 64) throw new Error(`${c.engine}: the prompt is ${load.promptTokens} tokens, not 64`);
       if (runs.some((x) => x.newTokens !== TOKENS)) throw new Error(`${c.engine}: a run did not give ${TOKENS} tokens`);
       const row = {
         ...c,
+        browser: engine.name,
+        forced: Boolean(c.build), // the build was named, not the engine's own choice
+        build: load.build ?? c.build,
         threadsUsed: load.threads ?? c.threads,
         loadMs: load.loadMs,
+        first: load.first,
         ttftMs: median(runs.map((x) => x.ttftMs)),
         tpotMs: median(runs.map((x) => x.tpotMs)),
         totalMs: median(runs.map((x) => x.totalMs)),
@@ -253,58 +303,90 @@ try {
         readGBs: o.readGBs,
       };
       rows.push(row);
-      process.stderr.write(`bench: ${c.engine} ${c.dtype} ${threads} thread(s): TTFT ${row.ttftMs.toFixed(0)} ms, ${row.tpotMs.toFixed(1)} ms/token\n`);
+      process.stderr.write(`bench: ${engine.name}: ${c.engine} ${c.dtype} ${threads} thread(s): first TTFT ${row.first.ttftMs.toFixed(0)} ms, ` +
+        `TTFT ${row.ttftMs.toFixed(0)} ms, ${row.tpotMs.toFixed(1)} ms/token\n`);
     }
   }
-} finally {
-  await browser.close();
-  await plain.close();
-  await isolated.close();
-  fs.rmSync(root, { recursive: true, force: true });
 }
 
-// The table: every row against transformers.js' best figure at the same thread count.
-const best = (threads, key) => {
-  const peers = rows.filter((r) => r.engine === 'transformers.js' && r.threads === threads);
-  return peers.length ? Math.min(...peers.map((r) => r[key])) : null;
+/** The build the worker picks in this engine on a plain page (it probes relaxed SIMD the same way). */
+async function ownBuild(engine) {
+  const page = await engine.newPage();
+  try {
+    await page.goto(`${plain.origin}/bench.html`);
+    return await page.evaluate(() => (WebAssembly.validate(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2,
+      1, 0, 10, 15, 1, 13, 0, 65, 1, 253, 15, 65, 2, 253, 15, 253, 128, 2, 11])) ? 'pkg-relaxed' : 'pkg'));
+  } finally {
+    await page.close();
+  }
+}
+
+// The table: every row against transformers.js' best figure in the same browser and thread count.
+const best = (r, key) => {
+  const peers = rows.filter((p) => p.engine === 'transformers.js' && !p.failed && p.browser === r.browser && p.threads === r.threads);
+  return peers.length ? Math.min(...peers.map((p) => p[key])) : null;
 };
-const fmt = (v, d = 1) => (v === null ? '—' : v.toFixed(d));
+const fmt = (v, d = 1) => (v === null || v === undefined ? '—' : v.toFixed(d));
 const ratio = (v, b) => (b === null ? '—' : `${(v / b).toFixed(2)}×`);
 const lines = [
   `GPT-2-124M shape (seeded random weights), ${64}-token prompt, ${TOKENS} new tokens, greedy; ` +
-  `median of ${RUNS} runs; headless ${await chromiumVersion()}; ${cpuName()}` +
+  `median of ${RUNS} runs after the first; headless ${versions.join(', ')}; ${cpuName()}` +
   (NO_VNNI ? '; V8 with AVX-VNNI off (--no-enable-avx-vnni)' : ''),
   '',
-  '| engine | weights | threads | load s | TTFT ms | ms/token | TTFT ÷ t.js best | ms/token ÷ t.js best |',
-  '|---|---|---|---|---|---|---|---|',
+  '| browser | engine | weights | build | threads | load s | first TTFT ms | TTFT ms | ms/token | TTFT ÷ t.js best | ms/token ÷ t.js best |',
+  '|---|---|---|---|---|---|---|---|---|---|---|',
 ];
 for (const r of rows) {
-  lines.push(`| ${r.engine} | ${r.dtype} | ${r.threadsUsed} | ${fmt(r.loadMs / 1000, 2)} | ${fmt(r.ttftMs, 0)} | ` +
-    `${fmt(r.tpotMs, 1)} | ${ratio(r.ttftMs, best(r.threads, 'ttftMs'))} | ${ratio(r.tpotMs, best(r.threads, 'tpotMs'))} |`);
+  if (r.failed) {
+    lines.push(`| ${r.browser} | ${r.engine} | ${r.dtype} | — | ${r.threads} | does not run: ${r.failed.replace(/\|/g, '/').slice(0, 120)} |||||| `);
+    continue;
+  }
+  lines.push(`| ${r.browser} | ${r.engine} | ${r.dtype} | ${r.build ? `\`${r.build}\`` : '—'} | ${r.threadsUsed} | ${fmt(r.loadMs / 1000, 2)} | ` +
+    `${fmt(r.first?.ttftMs, 0)} | ${fmt(r.ttftMs, 0)} | ${fmt(r.tpotMs, 1)} | ${ratio(r.ttftMs, best(r, 'ttftMs'))} | ${ratio(r.tpotMs, best(r, 'tpotMs'))} |`);
+}
+// The first generation after load against the later ones: the warm-up at load is meant to make
+// them the same (JIT tiers, first-use allocations).
+const ours = rows.filter((r) => r.engine === 'gpt2-web' && !r.failed);
+lines.push('', 'First generation after load ÷ the later ones (TTFT / ms per token), gpt2-web:');
+for (const r of ours) {
+  lines.push(`- ${r.browser} ${r.dtype} \`${r.build}\` ${r.threadsUsed} thread(s): ` +
+    `${(r.first.ttftMs / r.ttftMs).toFixed(2)}× / ${(r.first.tpotMs / r.tpotMs).toFixed(2)}× ` +
+    `(first ${fmt(r.first.ttftMs, 0)} ms, then ${fmt(r.ttftMs, 0)} ms)`);
+}
+// The same code (the portable build) in each engine: what the engine itself costs.
+const portable = ours.filter((r) => r.dtype === 'q8' && r.build === 'pkg' && r.threadsUsed === 1);
+if (portable.length > 1) {
+  const base = portable.find((r) => r.browser === 'chromium') ?? portable[0];
+  lines.push('', `The portable build (\`pkg\`, q8, 1 thread) in each engine, against ${base.browser}: ` +
+    portable.map((r) => `${r.browser} TTFT ${(r.ttftMs / base.ttftMs).toFixed(2)}×, ms/token ${(r.tpotMs / base.tpotMs).toFixed(2)}×`).join('; '));
 }
 if (PEER) {
-  lines.push('', 'Targets (ours ÷ transformers.js best at the same thread count):');
+  lines.push('', 'Targets (ours ÷ transformers.js best in the same browser and thread count):');
   const target = (what, v, max) => `${what} ${v.toFixed(2)}× (target ≤ ${max.toFixed(2)}) ${v <= max ? 'met' : 'NOT met'}`;
-  for (const threads of THREADS) {
-    const mine = rows.filter((r) => r.engine === 'gpt2-web' && r.threads === threads);
-    if (!mine.length) continue;
-    const tt = Math.min(...mine.map((r) => r.ttftMs)) / best(threads, 'ttftMs');
-    const tp = Math.min(...mine.map((r) => r.tpotMs)) / best(threads, 'tpotMs');
-    lines.push(`- ${threads} thread(s): ${target('TTFT', tt, 0.5)}; ${target('ms/token', tp, 0.35)}`);
+  for (const browser of ENGINE_NAMES) {
+    for (const threads of THREADS) {
+      const mine = ours.filter((r) => r.browser === browser && r.threads === threads && !r.forced);
+      if (!mine.length || best(mine[0], 'ttftMs') === null) continue;
+      const tt = Math.min(...mine.map((r) => r.ttftMs)) / best(mine[0], 'ttftMs');
+      const tp = Math.min(...mine.map((r) => r.tpotMs)) / best(mine[0], 'tpotMs');
+      lines.push(`- ${browser}, ${threads} thread(s): ${target('TTFT', tt, 0.5)}; ${target('ms/token', tp, 0.35)}`);
+    }
   }
   // Same weights, same greedy decoding: the f32 engines should agree on the tokens.
-  const a = rows.find((r) => r.engine === 'gpt2-web' && r.dtype === 'f32');
-  const b = rows.find((r) => r.engine === 'transformers.js' && r.dtype === 'fp32');
-  if (a?.ids && b?.ids) {
-    let same = 0;
-    while (same < Math.min(a.ids.length, b.ids.length) && a.ids[same] === b.ids[same]) same++;
-    lines.push(`- f32 greedy tokens identical to transformers.js fp32 for the first ${same} of ${TOKENS}`);
+  for (const browser of ENGINE_NAMES) {
+    const a = rows.find((r) => r.browser === browser && r.engine === 'gpt2-web' && r.dtype === 'f32' && !r.failed);
+    const b = rows.find((r) => r.browser === browser && r.engine === 'transformers.js' && r.dtype === 'fp32' && !r.failed);
+    if (a?.ids && b?.ids) {
+      let same = 0;
+      while (same < Math.min(a.ids.length, b.ids.length) && a.ids[same] === b.ids[same]) same++;
+      lines.push(`- ${browser}: f32 greedy tokens identical to transformers.js fp32 for the first ${same} of ${TOKENS}`);
+    }
   }
 }
 if (BOUND_MS) {
-  const q8 = rows.filter((r) => r.engine === 'gpt2-web' && r.dtype === 'q8');
+  const q8 = ours.filter((r) => r.dtype === 'q8');
   lines.push('', `Browser q8 decode against the native lab's bandwidth bound (${BOUND_MS.toFixed(2)} ms/token):`);
-  for (const r of q8) lines.push(`- ${r.threadsUsed} thread(s): ${(r.tpotMs / BOUND_MS).toFixed(2)}× the bound (target ≤ 1.50) ${r.tpotMs / BOUND_MS <= 1.5 ? 'met' : 'NOT met'}`);
+  for (const r of q8) lines.push(`- ${r.browser} \`${r.build}\`, ${r.threadsUsed} thread(s): ${(r.tpotMs / BOUND_MS).toFixed(2)}× the bound (target ≤ 1.50) ${r.tpotMs / BOUND_MS <= 1.5 ? 'met' : 'NOT met'}`);
 }
 const probed = rows.filter((r) => r.readGBs);
 if (probed.length) {
@@ -313,7 +395,7 @@ if (probed.length) {
     `(a read-only loop over the weights' ${WEIGHTS_MB} MB, the best of 7):`);
   for (const r of probed) {
     const bound = WEIGHTS_MB / r.readGBs;
-    lines.push(`- ${r.threadsUsed} thread(s): ${r.readGBs.toFixed(1)} GB/s → ${bound.toFixed(2)} ms/token; ` +
+    lines.push(`- ${r.browser}, ${r.threadsUsed} thread(s): ${r.readGBs.toFixed(1)} GB/s → ${bound.toFixed(2)} ms/token; ` +
       `decode is ${(r.tpotMs / bound).toFixed(2)}× it`);
   }
 }
@@ -323,7 +405,7 @@ if (profiled.length) {
   const names = ['matmul', 'quantize', 'attention', 'gelu', 'layer_norm', 'lm_head'];
   lines.push('', 'Where gpt2-web spends it (one more run with `profile: true`; prompt forward ms, with the ' +
     'layers\' GEMM rate in brackets / decode ms per token):', '',
-    `| weights | threads | ${names.join(' | ')} | total |`, `|---|---|${names.map(() => '---|').join('')}---|`);
+    `| browser | weights | threads | ${names.join(' | ')} | total |`, `|---|---|---|${names.map(() => '---|').join('')}---|`);
   // The layers' multiply-adds per prompt token, for the prompt GEMM's rate (GMAC/s).
   const cfg = JSON.parse(fs.readFileSync(path.join(MODEL, 'config.json'), 'utf8'));
   const [n, inner] = [cfg.n_embd, cfg.n_inner ?? 4 * cfg.n_embd];
@@ -332,7 +414,7 @@ if (profiled.length) {
     const { prompt: p, decode: d } = r.profile;
     const rate = (k) => (k === 'matmul' ? ` (${((64 * macs) / p.phases[k] / 1e6).toFixed(1)} GMAC/s)` : '');
     const cell = (k) => `${fmt(p.phases[k], 1)}${rate(k)} / ${fmt(d.phases[k] / d.tokens, 2)}`;
-    lines.push(`| ${r.dtype} | ${r.threadsUsed} | ${names.map(cell).join(' | ')} | ${fmt(p.totalMs, 1)} / ${fmt(d.totalMs / d.tokens, 2)} |`);
+    lines.push(`| ${r.browser} | ${r.dtype} | ${r.threadsUsed} | ${names.map(cell).join(' | ')} | ${fmt(p.totalMs, 1)} / ${fmt(d.totalMs / d.tokens, 2)} |`);
   }
 }
 console.log(lines.join('\n'));
@@ -348,11 +430,4 @@ function cpuName() {
       .filter(([f]) => have.has(f)).map(([, name]) => name);
   } catch { /* not Linux: the model name only */ }
   return `${os.cpus().length} × ${os.cpus()[0].model.trim()}${flags.length ? ` (${flags.join(', ')})` : ''}`;
-}
-
-async function chromiumVersion() {
-  const b = await launch();
-  const v = b.version();
-  await b.close();
-  return `Chromium ${v}`;
 }

@@ -2,11 +2,12 @@
 // no caching, CORS for pages of other origins that embed the widget or import the API, optional
 // cross-origin isolation headers (COOP/COEP) for the threaded build.
 // Usage: node tools/serve.mjs [--port 8080] [--host 127.0.0.1] [--root www] [--isolated] [--no-cors]
-//        [--follow-links] [--quiet]
+//        [--follow-links] [--log-requests] [--quiet]
 // (--no-cors leaves out Access-Control-Allow-Origin, as many hosts do: for the tests of what a page
 // of another origin then sees. --follow-links serves what symbolic links inside the root point to
 // wherever it lies, for a root that a tool assembled from links, e.g. the benchmark's; by default
-// a link that leads outside the root is refused.)
+// a link that leads outside the root is refused. --log-requests prints "GET /path 200" for every
+// request, which is how the browser tests see what an engine fetched when its driver cannot say.)
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -23,6 +24,7 @@ const isolated = args.includes('--isolated');
 const quiet = args.includes('--quiet');
 const cors = !args.includes('--no-cors');
 const followLinks = args.includes('--follow-links');
+const logRequests = args.includes('--log-requests');
 
 const TYPES = {
   '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8',
@@ -59,6 +61,7 @@ function resolve(urlPath, cb) {
 const hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `${host}:${port}`]);
 
 const server = http.createServer((req, res) => {
+  if (logRequests) res.on('close', () => console.log(`${req.method} ${req.url} ${res.statusCode}`));
   const headers = {
     'Cache-Control': 'no-store',
     'X-Content-Type-Options': 'nosniff',

@@ -32,7 +32,7 @@ import { runDecodingLab } from './lab-decoding.js';
 import { runNaiveLab } from './lab-naive.js';
 import { predictionText, measurePrediction } from './predict.js';
 import { PRESETS } from './presets.js';
-import { fmtMs, sentence, unescape, afterPaint } from './text.js';
+import { fmtMs, sentence, unescape, afterPaint, Announcer } from './text.js';
 import { drawLatency as drawLatencyOn, drawLab as drawLabOn, fitLine } from './charts.js';
 const $ = (id) => document.getElementById(id);
 const drawLatency = () => drawLatencyOn($('latency-chart'), latency);
@@ -43,6 +43,7 @@ let controller = null; // aborts the running generation or lab
 let latency = []; // elapsedMs of each token of the current generation
 let chartQueued = false;
 let lastMetrics = null; // the last Generate's metrics, for "predict, then measure"
+const spoken = new Announcer($('spoken')); // the stream for screen readers, a line or sentence at a time
 
 Object.assign(window, {
   pageState: 'loading', gpt2Model: null, lastResult: null, tokenEvents: 0, visibleMs: null, backendChanges: [],
@@ -191,8 +192,13 @@ async function loadModel(source, backend, dtype) {
       `${model.adapter ? ` (${model.adapter})` : ''}` +
       `${model.backend === 'cpu' ? ` with ${model.dtype} weights on ${model.threads} thread${model.threads > 1 ? 's' : ''}` : ''}.`;
     $('backend').textContent = model.backend;
-    // 'auto' (or a GPU lost during load) on the CPU: say why WebGPU is not used.
-    showBackendNote(model.backend === 'cpu' && model.gpuUnavailable ? `running on the CPU: ${model.gpuUnavailable}` : '');
+    // What this browser lacks and what runs instead, each in a sentence: 'auto' (or a GPU lost
+    // during load) on the CPU says why WebGPU is not used; the portable build says why it is slower.
+    showBackendNote([
+      model.backend === 'cpu' && model.gpuUnavailable ? sentence(`running on the CPU: ${model.gpuUnavailable}`) : '',
+      model.backend === 'cpu' && model.build === 'pkg' ? 'This browser has no WebAssembly relaxed SIMD, so the CPU ' +
+        'runs the portable SIMD build: its 8-bit products take more instructions, and generation is slower.' : '',
+    ].filter(Boolean).join(' '));
     $('max-tokens').max = String(c.nPositions);
     const used = await model.memory();
     window.memoryUse = { plan: model.plan, ...used };
@@ -247,6 +253,8 @@ async function generate() {
   const prompt = $('prompt').value;
   const out = $('output');
   out.replaceChildren(Object.assign(document.createElement('span'), { className: 'prompt', textContent: prompt }));
+  out.setAttribute('aria-busy', 'true'); // screen readers wait for the whole text (spoken below hears it by lines)
+  spoken.reset();
   loopView.reset(prompt);
   resetReadout();
   latency = [];
@@ -270,6 +278,7 @@ async function generate() {
         if (ev.index === 0) $('ttft').textContent = fmtMs(ev.elapsedMs);
         $('output-tokens').textContent = String(ev.index + 1);
         if (ev.text) {
+          spoken.add(ev.text);
           const span = document.createElement('span');
           span.className = `tok ${shown++ % 2 ? 'b' : 'a'}`;
           span.title = `token ${ev.index}, id ${ev.id}`;
@@ -294,6 +303,7 @@ async function generate() {
     const m = r.metrics;
     if (r.stopReason !== 'abort') lastMetrics = m;
     updatePrediction();
+    spoken.end();
     $('status').textContent = `Done: ${m.outputTokens} tokens in ${fmtMs(m.totalMs)} (${r.stopReason.replace('_', ' ')}).` +
       (window.backendChanges.length > switches ? ` ${$('backend-note').textContent}` : '');
   } catch (e) {
@@ -301,6 +311,7 @@ async function generate() {
     showError(e.message);
   } finally {
     controller = null;
+    out.setAttribute('aria-busy', 'false');
     setBusy(false);
     queueChart();
   }

@@ -1,5 +1,7 @@
 // The page's charts on canvas (CSS pixels, crisp on high-DPI screens), in the page's colours: per-token
-// latency, and total time against output length with its fitted line TTFT + TPOT·n.
+// latency, and total time against output length with its fitted line TTFT + TPOT·n. Each chart's
+// numbers also go into the table its canvas names by aria-details (a text alternative that a
+// screen reader can walk, and anyone can read).
 
 import { fmtMs } from './text.js';
 
@@ -25,6 +27,32 @@ function canvas2d(canvas) {
   ctx.clearRect(0, 0, w, h);
   ctx.font = '12px system-ui, sans-serif';
   return { ctx, w, h };
+}
+
+/**
+ * Fills the table that `canvas` names by aria-details with `head` (column names) and `rows` (cell
+ * texts); no rows empties it.
+ */
+function numbers(canvas, head, rows) {
+  const id = canvas.getAttribute('aria-details');
+  const table = id ? canvas.getRootNode().getElementById?.(id) : null;
+  if (!table) return;
+  const tr = (cells, tag) => {
+    const row = document.createElement('tr');
+    for (const [i, text] of cells.entries()) {
+      const cell = document.createElement(i === 0 && tag === 'td' ? 'th' : tag);
+      if (cell.tagName === 'TH') cell.scope = tag === 'th' ? 'col' : 'row';
+      if (i > 0) cell.className = 'num';
+      if (tag === 'td') cell.dataset.label = head[i];
+      cell.textContent = String(text);
+      row.append(cell);
+    }
+    return row;
+  };
+  table.tHead ?? table.createTHead();
+  table.tHead.replaceChildren(tr(head, 'th'));
+  if (!table.tBodies[0]) table.createTBody();
+  table.tBodies[0].replaceChildren(...rows.map((r) => tr(r, 'td')));
 }
 
 /** A round tick step giving about `count` ticks up to `max`. */
@@ -74,6 +102,7 @@ export function drawLatency(canvas, latency) {
   const { ctx, w, h } = canvas2d(canvas);
   const c = colors();
   const gaps = latency.map((t, i) => (i === 0 ? t : t - latency[i - 1]));
+  numbers(canvas, ['Token', 'Time since the previous token'], gaps.map((g, i) => [i === 0 ? '1 (time to first token)' : i + 1, fmtMs(g)]));
   if (gaps.length === 0) {
     ctx.fillStyle = c.muted;
     ctx.textAlign = 'center';
@@ -140,6 +169,8 @@ export function fitLine(xs, ys) {
 export function drawLab(canvas, points, fit) {
   const { ctx, w, h } = canvas2d(canvas);
   const c = colors();
+  numbers(canvas, ['Output tokens', 'Total time', ...(fit ? ['Fitted line'] : [])],
+    points.map((p) => [p.n, fmtMs(p.totalMs), ...(fit ? [fmtMs(fit.a + fit.b * p.n)] : [])]));
   if (points.length === 0) {
     ctx.fillStyle = c.muted;
     ctx.textAlign = 'center';
@@ -170,6 +201,7 @@ export function drawLab(canvas, points, fit) {
 export function drawBars(canvas, values, xLabel, yLabel, empty) {
   const { ctx, w, h } = canvas2d(canvas);
   const c = colors();
+  numbers(canvas, [xLabel, yLabel], values.map((v, i) => [i + 1, v]));
   if (values.length === 0) {
     ctx.fillStyle = c.muted;
     ctx.textAlign = 'center';
@@ -194,6 +226,7 @@ export function drawSeries(canvas, series, xLabel, yLabel, empty) {
   const { ctx, w, h } = canvas2d(canvas);
   const c = colors();
   const all = series.flatMap((s) => s.points);
+  numbers(canvas, [xLabel, ...series.map((s) => `${yLabel}, ${s.label}`)], seriesRows(series));
   if (all.length === 0) {
     ctx.fillStyle = c.muted;
     ctx.textAlign = 'center';
@@ -225,4 +258,11 @@ export function drawSeries(canvas, series, xLabel, yLabel, empty) {
     ctx.textBaseline = 'top';
     ctx.fillText(s.label, area.left + 8, area.top + 4 + 16 * k);
   });
+}
+
+/** One row per x of any series: [x, each series' y there (or –)]. */
+function seriesRows(series) {
+  const xs = [...new Set(series.flatMap((s) => s.points.map((p) => p[0])))].sort((a, b) => a - b);
+  const at = series.map((s) => new Map(s.points.map(([x, y]) => [x, y])));
+  return xs.map((x) => [x, ...at.map((m) => (m.has(x) ? fmtMs(m.get(x)) : '–'))]);
 }

@@ -100,6 +100,19 @@ export interface LoadOptions {
    */
   threads?: number;
   /**
+   * The most memory (bytes) the model may need on the CPU: a model whose predicted peak is more is
+   * refused with a sentence after config.json, before its weights download. Default: what the
+   * wasm build can address (4 GiB; 2 GiB threaded), or about 1.5 GB on iOS and iPadOS, whose
+   * WebKit closes a tab there.
+   */
+  memoryLimit?: number;
+  /**
+   * The wasm build to run, by name, instead of the worker's choice (for benchmarks: the same code
+   * in every engine). Only the first load of a page's worker starts a build; `model.build` says
+   * which runs. A build the browser cannot run fails the load with a sentence.
+   */
+  build?: 'pkg' | 'pkg-relaxed' | 'pkg-threads';
+  /**
    * Called as each file downloads (throttled to about every 50 ms, and once when a file is
    * complete), and again, with `fallBack: true`, while a lost GPU's model is read again.
    */

@@ -211,6 +211,29 @@ function modelSource(model) {
   throw new Error('Gpt2.load needs { model }: a model folder URL or { config, weights, tokenizer }');
 }
 
+/**
+ * On a page opened from file:// (the offline bundle), WebKit cannot read a Blob or File inside the
+ * worker it was posted to (every read fails: "The I/O read operation failed"), though the page
+ * itself can. There the page reads each file and the worker gets its bytes; elsewhere the worker
+ * streams the File itself, so a big one is never whole in memory.
+ */
+async function readHere(files) {
+  const out = {};
+  for (const [k, f] of Object.entries(files)) {
+    if (!(f instanceof Blob)) {
+      out[k] = f;
+      continue;
+    }
+    try {
+      out[k] = new Uint8Array(await f.arrayBuffer());
+    } catch (e) {
+      throw new Error(`could not read ${f.name || MODEL_FILES[k]} (${e.message}); on a page opened from disk the browser ` +
+        'must hold the whole file in memory, so a model this size needs the page served over http(s)');
+    }
+  }
+  return out;
+}
+
 function checkOptions(options) {
   if (options === null || typeof options !== 'object') throw new Error('generate options must be an object');
   const { signal, onToken, ...rest } = options;
@@ -247,6 +270,17 @@ function emptyResult() {
   };
 }
 
+/**
+ * Where the platform stops a tab below what a wasm build can address: iOS and iPadOS (every browser
+ * there is WebKit) close a page at about 1.5 GB, so a model that needs more is refused with that
+ * reason before its weights download. iPadOS reports itself as a Mac with a touch screen.
+ */
+export function platformMemory(nav = globalThis.navigator) {
+  const ua = nav?.userAgent ?? '';
+  const ios = /\b(iPhone|iPad|iPod)\b/.test(ua) || (/\bMacintosh\b/.test(ua) && nav.maxTouchPoints > 1);
+  return ios ? { bytes: 1.5e9, what: 'the about 1.5 GB at which iOS and iPadOS close a browser tab' } : null;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The public class.
 
@@ -272,7 +306,7 @@ export class Gpt2 {
   }
 
   /** Downloads (or reads) a model and builds it in the worker. See gpt2.d.ts. */
-  static async load({ model = DEMO_MODEL, backend = 'auto', dtype = 'q8', threads, onProgress, onBackendChange } = {}) {
+  static async load({ model = DEMO_MODEL, backend = 'auto', dtype = 'q8', threads, build, memoryLimit, onProgress, onBackendChange } = {}) {
     if (!BACKENDS.includes(backend)) {
       throw new Error(`unknown backend "${backend}"; choose ${BACKENDS.join(', ')}`);
     }
@@ -282,6 +316,15 @@ export class Gpt2 {
     if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1 && threads <= 64)) {
       throw new Error(`invalid threads: ${JSON.stringify(threads)} is not a whole number from 1 to 64`);
     }
+    if (build !== undefined && !Object.hasOwn(BUILDS, build)) {
+      throw new Error(`unknown build "${build}"; choose ${Object.keys(BUILDS).join(', ')}`);
+    }
+    if (memoryLimit !== undefined && !(Number.isFinite(memoryLimit) && memoryLimit >= 1)) {
+      throw new Error(`invalid memoryLimit: ${JSON.stringify(memoryLimit)} is not a number of bytes`);
+    }
+    const platform = memoryLimit !== undefined
+      ? { bytes: memoryLimit, what: `the memoryLimit given to Gpt2.load (${(memoryLimit / 1e9).toFixed(2)} GB)` }
+      : platformMemory();
     if (onProgress !== undefined && typeof onProgress !== 'function') {
       throw new Error('the onProgress option must be a function');
     }
@@ -289,16 +332,17 @@ export class Gpt2 {
       throw new Error('the onBackendChange option must be a function');
     }
     const { name, source } = modelSource(model);
+    if (source.files && globalThis.location?.protocol === 'file:') source.files = await readHere(source.files);
     const conn = connection();
     // Files given as bytes are never shared; a folder URL is, per backend and dtype.
-    const key = source.urls ? `${backend} ${dtype} ${name}` : null;
+    const key = source.urls ? `${backend} ${dtype} ${build} ${name}` : null;
     let load = key !== null ? conn.loads.get(key) : undefined;
     if (!load) {
       load = { key, refs: 0, listeners: new Set() };
       const progress = ({ file, loaded, total, tensor, cached, plan }) => {
         for (const f of load.listeners) f({ file, loaded, total, tensor, cached, ...(plan ? { plan } : {}) });
       };
-      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, builds: BUILDS, files: MODEL_FILES }, { progress });
+      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, build, platform, builds: BUILDS, files: MODEL_FILES }, { progress });
       load.promise = promise.then((info) => ({ id, info }));
       if (key !== null) conn.loads.set(key, load);
     }

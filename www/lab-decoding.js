@@ -55,7 +55,12 @@ export async function runDecodingLab(model, { prompt, seeds, temperature, beams,
     };
     rows.push(row);
     const tr = body.insertRow();
-    const cell = (text, cls) => Object.assign(tr.insertCell(), { textContent: text, className: cls ?? '' });
+    const heads = [...el('cmp-table').tHead.rows[0].cells].map((th) => th.textContent);
+    const cell = (text, cls) => {
+      const td = Object.assign(tr.insertCell(), { textContent: text, className: cls ?? '' });
+      td.dataset.label = heads[td.cellIndex]; // named in the narrow layout, where the header row is hidden
+      return td;
+    };
     cell(run.label, 'mode');
     cell(run.setting, 'num');
     // ↵ keeps newline-heavy samples one row high; a text of only spaces (beams like them) shows them.

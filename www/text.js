@@ -25,3 +25,45 @@ export function afterPaint(fn) {
     ch.port2.postMessage(null);
   });
 }
+
+/**
+ * What a screen reader hears of a stream: `add(text)` collects the deltas and, at each line or
+ * sentence end, puts the finished part in `el` (a polite live region) — never once per token;
+ * `end()` says the unfinished rest. `say(text)` replaces the region's text outright.
+ */
+export class Announcer {
+  #el;
+  #pending = '';
+
+  constructor(el) {
+    this.#el = el;
+  }
+
+  reset() {
+    this.#pending = '';
+    this.#el.textContent = '';
+  }
+
+  add(text) {
+    this.#pending += text;
+    // The last line break or sentence end (followed by a space or a break) in what is pending.
+    const re = /[.!?…]+["')\]]*(?=\s)|\n/g;
+    let cut = -1;
+    for (let m = re.exec(this.#pending); m; m = re.exec(this.#pending)) cut = m.index + m[0].length;
+    if (cut < 0) return;
+    const done = this.#pending.slice(0, cut);
+    this.#pending = this.#pending.slice(cut);
+    this.say(done);
+  }
+
+  end() {
+    const rest = this.#pending;
+    this.#pending = '';
+    this.say(rest);
+  }
+
+  say(text) {
+    const t = text.replace(/\s+/g, ' ').trim();
+    if (t) this.#el.textContent = t;
+  }
+}

@@ -31,7 +31,7 @@
 import { Gpt2 } from './gpt2.js';
 import { PRESETS, preset } from './presets.js';
 import { LoopView } from './loop-view.js';
-import { fmtMs, sentence, unescape, afterPaint } from './text.js';
+import { fmtMs, sentence, unescape, afterPaint, Announcer } from './text.js';
 
 const CSS = `
 :host {
@@ -78,6 +78,9 @@ button:disabled { opacity: 0.45; cursor: not-allowed; }
 }
 .output .prompt { color: var(--muted); }
 .status { font-size: 0.85em; color: var(--muted); margin: 0.35rem 0 0; min-height: 1.3em; }
+.sr { position: absolute; width: 1px; height: 1px; margin: -1px; padding: 0; border: 0; overflow: hidden;
+  clip-path: inset(50%); white-space: nowrap; }
+progress { display: block; width: 100%; height: 0.5rem; margin: 0.35rem 0 0; accent-color: var(--accent); }
 .error { background: var(--error-bg); color: var(--error-fg); border-radius: 6px; padding: 0.4rem 0.6rem; margin: 0.5rem 0 0; }
 dl.readout { display: grid; grid-template-columns: repeat(auto-fill, minmax(8.5rem, 1fr)); gap: 0.4rem; margin: 0.6rem 0 0; }
 dl.readout > div { border: 1px solid var(--line); border-radius: 6px; padding: 0.25rem 0.5rem; }
@@ -155,7 +158,9 @@ export class Gpt2Generator extends HTMLElement {
           <span class="settings" data-settings></span>
         </div>
         <div class="output" data-output role="region" aria-live="off" aria-label="Generated text" tabindex="0"></div>
+        <progress data-progress max="1" value="0" aria-label="Loading the model" hidden></progress>
         <p class="status" data-status role="status"></p>
+        <p class="sr" data-spoken aria-live="polite"></p>
         <p class="error" data-error role="alert" hidden></p>
         <button type="button" data-reload hidden>Load the model again</button>
         <dl class="readout" data-readout hidden>
@@ -167,6 +172,7 @@ export class Gpt2Generator extends HTMLElement {
     this.#ui = {
       prompt: $('textarea'), generate: $('[data-generate]'), stop: $('[data-stop]'), settings: $('[data-settings]'),
       output: $('[data-output]'), status: $('[data-status]'), error: $('[data-error]'), reload: $('[data-reload]'),
+      progress: $('[data-progress]'), spoken: new Announcer($('[data-spoken]')),
       readout: $('[data-readout]'),
       loop: $('[data-loop]'), r: Object.fromEntries(READOUT.map(([k]) => [k, $(`[data-r="${k}"]`)])),
     };
@@ -236,6 +242,8 @@ export class Gpt2Generator extends HTMLElement {
     ui.error.hidden = true;
     const prompt = ui.prompt.value;
     ui.output.replaceChildren(Object.assign(document.createElement('span'), { className: 'prompt', textContent: prompt }));
+    ui.output.setAttribute('aria-busy', 'true');
+    ui.spoken.reset();
     for (const dd of Object.values(ui.r)) dd.textContent = '–';
     this.#loop?.reset(prompt);
     let visible = false;
@@ -257,6 +265,7 @@ export class Gpt2Generator extends HTMLElement {
           if (ev.index === 0) ui.r.ttft.textContent = fmtMs(ev.elapsedMs);
           ui.r.tokens.textContent = String(ev.index + 1);
           if (ev.text) {
+            ui.spoken.add(ev.text);
             const atEnd = ui.output.scrollTop + ui.output.clientHeight >= ui.output.scrollHeight - 4;
             ui.output.append(ev.text);
             if (atEnd) ui.output.scrollTop = ui.output.scrollHeight;
@@ -276,7 +285,8 @@ export class Gpt2Generator extends HTMLElement {
       ui.r.tokens.textContent = m.targetForwards && m.targetForwards < m.outputTokens
         ? `${m.outputTokens} in ${m.targetForwards} steps` : String(m.outputTokens);
       const why = { eos: 'end of text', stop: 'stop text', max_tokens: 'max tokens', context: 'context full', abort: 'stopped' };
-      ui.status.textContent = `${m.outputTokens} tokens in ${fmtMs(m.totalMs)} (${why[result.stopReason] ?? result.stopReason}).`;
+      ui.spoken.end();
+      ui.status.textContent = `Done: ${m.outputTokens} tokens in ${fmtMs(m.totalMs)} (${why[result.stopReason] ?? result.stopReason}).`;
       this.#emit('done', result);
       return result;
     } catch (e) {
@@ -284,6 +294,7 @@ export class Gpt2Generator extends HTMLElement {
       return null;
     } finally {
       this.#controller = null;
+      ui.output.setAttribute('aria-busy', 'false');
       this.#busy(false);
     }
   }
@@ -304,7 +315,9 @@ export class Gpt2Generator extends HTMLElement {
     this.#release();
     this.#modelKey = key;
     const ui = this.#ui;
-    ui.status.textContent = 'Loading the model…';
+    ui.status.textContent = 'Loading the model…'; // said once; the bar shows the progress without announcing it
+    ui.progress.value = 0;
+    ui.progress.hidden = false;
     const files = new Map();
     const loading = Gpt2.load({
       model: url, backend,
@@ -318,13 +331,14 @@ export class Gpt2Generator extends HTMLElement {
         let got = 0;
         let of = 0;
         for (const [a, b] of files.values()) { got += a; of += b; }
-        if (this.#model === loading) ui.status.textContent = `Loading the model… ${of ? Math.round((100 * got) / of) : 0}%`;
+        if (this.#model === loading) ui.progress.value = of ? got / of : 0;
       },
     });
     this.#model = loading;
     loading.then((model) => {
       if (this.#model !== loading) return model.dispose(); // the attributes changed meanwhile
       this.#ready = true;
+      ui.progress.hidden = true;
       const c = model.config;
       ui.status.textContent = `Ready: ${(c.nParams / 1e6).toFixed(1)} M parameters on ${model.backend}.`;
       this.#busy(false);
@@ -336,6 +350,7 @@ export class Gpt2Generator extends HTMLElement {
       if (this.#model !== loading) return;
       this.#model = null; // a later Generate tries again
       this.#modelKey = null;
+      ui.progress.hidden = true;
       this.#busy(false);
       this.#fail(e.message);
     });

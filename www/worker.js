@@ -4,6 +4,8 @@
 // Protocol. Every request from the page carries a fresh numeric `id`; every reply carries the id
 // of the request it answers:
 //   page → worker  { id, op: 'load', source: { urls } | { files }, backend, dtype, threads,
+//                    platform: { bytes, what } | null  (a lower memory limit: gpt2.js's platformMemory),
+//                    build: a build's name, or undefined for the worker's own choice,
 //                    builds: { [name]: { js, wasm } },  (assets.js: absolute URLs of the wasm builds)
 //                    files: { config, weights, tokenizer } }  (gpt2.js's MODEL_FILES: their names)
 //                  { id, op: 'generate', model, prompt, options, draftModel? }  (draftModel: a
@@ -129,13 +131,17 @@ function hasRelaxedSimd() {
  * product is ~2× faster), else pkg (simd128). A build that is missing or cannot start falls back
  * to the next.
  */
-function wasm(threads, builds) {
+function wasm(threads, builds, only) {
   wasmReady ??= (async () => {
     const relaxed = hasRelaxedSimd();
     const tries = [];
-    if (threads > 1 && relaxed && builds['pkg-threads']) tries.push(['pkg-threads', threads]);
-    if (relaxed && builds['pkg-relaxed']) tries.push(['pkg-relaxed', 1]);
-    tries.push(['pkg', 1]);
+    if (only) {
+      tries.push([only, only === 'pkg-threads' ? Math.max(2, threads) : 1]); // asked for by name (benchmarks)
+    } else {
+      if (threads > 1 && relaxed && builds['pkg-threads']) tries.push(['pkg-threads', threads]);
+      if (relaxed && builds['pkg-relaxed']) tries.push(['pkg-relaxed', 1]);
+      tries.push(['pkg', 1]);
+    }
     for (const [name, n] of tries) {
       try {
         const mod = await startBuild(builds[name]);
@@ -143,7 +149,7 @@ function wasm(threads, builds) {
         engineModule = mod;
         return { mod, threads: n, build: name };
       } catch (e) {
-        if (name === 'pkg') {
+        if (name === tries.at(-1)[0]) {
           wasmReady = null; // let a later load try again
           throw e;
         }
@@ -182,18 +188,19 @@ function hostHint(url) {
   return 'is the file there? ./build.sh builds it';
 }
 
-async function load({ id, source, backend, dtype, threads, builds, files: names }) {
+async function load({ id, source, backend, dtype, threads, build: only, platform, builds, files: names }) {
   FILES = names;
   // Compile the wasm while config.json and tokenizer.json download; the model's memory is checked
   // against this build (mod.checkMemory) from config.json before a byte of weights is read.
-  const ready = wasm(threadsFor(threads), builds);
+  const ready = wasm(threadsFor(threads), builds, only);
   const home = source.urls ? homeOrigins(builds) : null;
   const cache = source.urls ? await openCache() : null;
   const small = source.urls ? smallFetcher(id, source.urls, home, cache) : smallReader(id, source.files);
   // config.json first: a wrong folder fails fast, naming it, and a model that cannot fit this
   // build is refused before anything else is downloaded.
   const [{ mod, threads: running, build }, config] = await Promise.all([ready, small.get('config')]);
-  const plan = mod.checkMemory(config, dtype); // throws the sentence when it cannot fit
+  // Throws the sentence when it cannot fit (in this build, or where the platform stops a tab sooner).
+  const plan = mod.checkMemory(config, dtype, platform?.bytes, platform?.what);
   reply(id, 'progress', { file: FILES.weights, loaded: 0, total: 0, tensor: null, cached: false, plan });
   const tokenizer = await small.get('tokenizer');
   const weights = source.urls ? urlWeights(source.urls.weights, home, cache) : fileWeights(source.files.weights);
@@ -213,6 +220,7 @@ async function load({ id, source, backend, dtype, threads, builds, files: names 
   }
   // Kept for offline use only now that they made a model (a captive portal's page never is).
   await Promise.all([...small.stores.map((store) => store()), weights.stored()]);
+  await warmUp(engine);
   const m = { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null, backend: engine.backend };
   entry.m = m;
   models.set(id, m);
@@ -275,6 +283,23 @@ async function streamModel(id, mod, files, weights, backend, dtype, entry) {
   }
 }
 
+/**
+ * One short greedy generation from end-of-text (a prompt's forward and one decode step), thrown
+ * away, before the model is handed out: the browser compiles wasm in a fast baseline tier first
+ * and optimises the functions that run (V8's TurboFan, SpiderMonkey's Ion, JSC's BBQ then OMG), and
+ * the buffers of a forward pass are allocated on first use. Without it the student's first
+ * Generate pays for both: its first token took ~200 ms in Chromium and up to ~1 s in WebKit where a
+ * later one takes a few ms. A failure here is not the load's: the first generation reports it.
+ */
+async function warmUp(engine) {
+  try {
+    engine.start('', { maxTokens: 2, temperature: 0, ignoreEos: true });
+    while ((await engine.step()) !== undefined) { /* tokens thrown away */ }
+  } catch (e) {
+    console.warn(`gpt2-web: the warm-up generation failed: ${describe(e)}`);
+  }
+}
+
 /** `reader`, reporting each chunk to the model's running job: a fall-back reading the weights again. */
 function readingAgain(reader, file, entry) {
   let loaded = 0;
@@ -327,13 +352,38 @@ function urlWeights(url, home, cache) {
   };
 }
 
-/** Weights given as a Blob/File, ArrayBuffer or typed array, read as a stream all the same. */
+/**
+ * Weights given as a Blob/File, ArrayBuffer or typed array, read as a stream all the same. Bytes
+ * are read in place, never through a Blob: on a page opened from file:// WebKit cannot read a Blob
+ * inside a worker.
+ */
 function fileWeights(f) {
-  const blob = f instanceof Blob ? f : new Blob([ArrayBuffer.isView(f) ? new Uint8Array(f.buffer, f.byteOffset, f.byteLength) : f]);
+  if (f instanceof Blob) {
+    return {
+      file: FILES.weights,
+      what: `could not read ${FILES.weights}`,
+      open: async () => ({ reader: f.stream().getReader(), cached: false, size: f.size }),
+      stored: async () => {},
+      failed: async () => {},
+    };
+  }
+  const bytes = ArrayBuffer.isView(f) ? new Uint8Array(f.buffer, f.byteOffset, f.byteLength) : new Uint8Array(f);
+  const chunks = () => {
+    let at = 0;
+    return {
+      read: async () => {
+        if (at >= bytes.length) return { done: true, value: undefined };
+        const value = bytes.subarray(at, Math.min(bytes.length, at + (1 << 20)));
+        at += value.length;
+        return { done: false, value };
+      },
+      cancel: async () => {},
+    };
+  };
   return {
     file: FILES.weights,
     what: `could not read ${FILES.weights}`,
-    open: async () => ({ reader: blob.stream().getReader(), cached: false, size: blob.size }),
+    open: async () => ({ reader: chunks(), cached: false, size: bytes.length }),
     stored: async () => {},
     failed: async () => {},
   };

@@ -243,9 +243,16 @@ fn token_js(st: &State, out: crate::Result<crate::Progress>) -> Result<JsValue, 
 /// stream in, checked against what this build can address before anything is downloaded or
 /// allocated: `{ file, weights, kvCache, activations, conversion, peak, limit }` in bytes (`file`:
 /// the most bytes of the weights file held at once, one tensor), or an error sentence that names
-/// the model's size and the limit.
+/// the model's size and the limit. `platform_bytes` and `platform_limit` lower the limit where the
+/// platform stops a tab sooner than the build's address space would (iOS and iPadOS close a page
+/// at about 1.5 GB): the page knows its platform, the engine does not.
 #[wasm_bindgen(js_name = checkMemory)]
-pub fn check_memory(config: &[u8], dtype: String) -> Result<JsValue, JsError> {
+pub fn check_memory(
+    config: &[u8],
+    dtype: String,
+    platform_bytes: Option<f64>,
+    platform_limit: Option<String>,
+) -> Result<JsValue, JsError> {
     let dtype = if dtype == "f16" { "q8".into() } else { dtype }; // f16 is the GPU's
     #[derive(Serialize)]
     struct Plan {
@@ -257,7 +264,17 @@ pub fn check_memory(config: &[u8], dtype: String) -> Result<JsValue, JsError> {
     let config = crate::Config::from_json(config).map_err(js_err)?;
     let dtype: CpuDtype = dtype.parse().map_err(js_err)?;
     let footprint = crate::budget::Footprint::streamed_cpu(&config, dtype).map_err(js_err)?;
-    let limit = crate::platform::memory_limit();
+    let build = crate::platform::memory_limit();
+    let limit = match (platform_bytes, platform_limit.as_deref()) {
+        (Some(bytes), Some(what))
+            if bytes.is_finite()
+                && bytes >= 1.0
+                && build.is_none_or(|(b, _)| (bytes as u64) < b) =>
+        {
+            Some((bytes as u64, what))
+        }
+        _ => build,
+    };
     footprint.check(limit).map_err(js_err)?;
     to_js(&Plan {
         footprint,

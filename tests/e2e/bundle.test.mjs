@@ -2,41 +2,19 @@
 // the inlined model and generates the native CLI's greedy text with no server and no network, and
 // its "watch the loop" view shows each step. Every request must be file:, data: or blob:.
 //
-// The bundle is (re)made here by `node tools/bundle.mjs` when it is missing or older than any of
-// its inputs (www/pkg must exist: ./build.sh test builds it before these tests run).
+// The bundle is (re)made by ensureBundle (bundle.mjs) when it is missing or older than its inputs.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { launch, openPage, nativeGenerate, ROOT, MODEL_DIR, MODEL_NAME, PROMPT } from './harness.mjs';
+import { launch, openPage, nativeGenerate, PROMPT } from './harness.mjs';
+import { ensureBundle } from './bundle.mjs';
 
 const T = { timeout: 180_000 };
-// A bundle of another model (GPT2_E2E_MODEL) goes beside the test output, not over the demo's.
-const BUNDLE = MODEL_NAME === 'gpt2-shakespeare' ? path.join(ROOT, 'dist/gpt2-demo.html')
-  : path.join(ROOT, `tests/e2e/out/gpt2-demo-${MODEL_NAME}.html`);
 let browser;
-
-function inputs() {
-  const www = path.join(ROOT, 'www');
-  return [
-    path.join(ROOT, 'tools/bundle.mjs'),
-    // Every page file (more than the bundle uses: cheap, and never stale when app.js gains an import).
-    ...fs.readdirSync(www).filter((f) => /\.(js|html|css)$/.test(f)).map((f) => path.join(www, f)),
-    ...['pkg/gpt2_web.js', 'pkg/gpt2_web_bg.wasm'].map((f) => path.join(www, f)),
-    ...['config.json', 'model.safetensors', 'tokenizer.json'].map((f) => path.join(MODEL_DIR, f)),
-  ];
-}
-
-function ensureBundle() {
-  const built = fs.existsSync(BUNDLE) ? fs.statSync(BUNDLE).mtimeMs : 0;
-  if (inputs().every((f) => fs.statSync(f).mtimeMs <= built)) return;
-  execFileSync(process.execPath, ['tools/bundle.mjs', '--model', MODEL_DIR, '--out', BUNDLE], { cwd: ROOT, stdio: 'inherit' });
-}
+let BUNDLE;
 
 before(async () => {
-  ensureBundle();
+  BUNDLE = ensureBundle();
   browser = await launch();
 });
 after(async () => {

@@ -38,7 +38,7 @@ export const CHROMIUM_ARGS = [
 /** Extra flags that give Chromium a WebGPU adapter on the CPU (SwiftShader: no shader-f16, 1 GiB bindings). */
 export const WEBGPU_ARGS = ['--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader'];
 
-function chromiumPath() {
+export function chromiumPath() {
   if (process.env.CHROMIUM) return process.env.CHROMIUM;
   for (const dir of (process.env.PATH || '').split(':')) {
     for (const name of ['chromium', 'chromium-browser']) {
@@ -66,11 +66,24 @@ export function freePort() {
   });
 }
 
-/** tools/serve.mjs on a free port; `close()` stops it. */
+/**
+ * tools/serve.mjs on a free port; `close()` stops it. With '--log-requests' in `args`, `requests`
+ * lists the path of every request it answered ("/pkg/gpt2_web_bg.wasm"), whichever engine asked.
+ */
 export async function startServer({ root = 'www', args = [] } = {}) {
   const port = await freePort();
   const proc = spawn(process.execPath, ['tools/serve.mjs', '--port', String(port), '--root', root, '--quiet', ...args], {
     cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const requests = [];
+  let partial = '';
+  proc.stdout.on('data', (d) => {
+    const lines = (partial + d).split('\n');
+    partial = lines.pop();
+    for (const l of lines) {
+      const m = /^[A-Z]+ (\S+) \d+$/.exec(l);
+      if (m) requests.push(decodeURIComponent(new URL(m[1], 'http://x').pathname));
+    }
   });
   await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('tools/serve.mjs did not start within 10 s')), 10_000);
@@ -88,6 +101,7 @@ export async function startServer({ root = 'www', args = [] } = {}) {
   const origin = `http://127.0.0.1:${port}`;
   return {
     origin,
+    requests,
     close: () => new Promise((resolve) => {
       if (proc.exitCode !== null) return resolve();
       proc.once('exit', resolve);

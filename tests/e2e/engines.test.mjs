@@ -1,0 +1,275 @@
+// The core of gpt2-web in every engine (Chromium, Firefox, WebKit; engines.mjs): one test body per
+// engine for the API (greedy equals the CLI, callbacks exact, abort), the page's Generate and its
+// readout, the widget from another origin, the iframe embed, a failing load's sentence, the offline
+// bundle from file://, and the threaded build on a cross-origin isolated page where the engine
+// offers it. What each engine had (build, threads, WebGPU adapter, Cache API, …) is written to
+// tests/e2e/out/support/<engine>.json; `node tools/support_table.mjs` prints the README's table.
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { ENGINES, launchEngine, withEnginePage } from './engines.mjs';
+import { startSites } from './sites.mjs';
+import { ensureBundle } from './bundle.mjs';
+import { nativeGenerate, OUT, MODEL_URL, MODEL_NAME, MODEL_CONFIG, PROMPT } from './harness.mjs';
+
+const T = { timeout: 240_000 };
+const N = 16;
+let sites;
+before(async () => {
+  sites = await startSites();
+});
+after(() => sites?.close());
+
+/** The CLI's greedy text, computed once per dtype and length. */
+const natives = new Map();
+function native(n = N, dtype = 'q8') {
+  const key = `${n}/${dtype}`;
+  if (!natives.has(key)) natives.set(key, nativeGenerate(PROMPT, n, dtype));
+  return natives.get(key);
+}
+
+/** The widget's model attribute (none: the demo beside widget.js) unless another model is under test. */
+const modelAttr = (origin) => (MODEL_NAME === 'gpt2-shakespeare' ? '' : ` model="${origin}/${MODEL_URL}"`);
+
+/** What the engine had, merged into out/support/<engine>.json as the tests find it out. */
+function record(engine, facts) {
+  const dir = path.join(OUT, 'support');
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, `${engine.name}.json`);
+  const old = fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, 'utf8')) : {};
+  fs.writeFileSync(file, `${JSON.stringify({ ...old, engine: engine.name, version: engine.version, ...facts }, null, 2)}\n`);
+}
+
+for (const name of ENGINES) {
+  describe(name, () => {
+    let engine;
+    before(async () => {
+      engine = await launchEngine(name);
+      const dir = path.join(OUT, 'support');
+      fs.rmSync(path.join(dir, `${name}.json`), { force: true });
+    });
+    after(() => engine?.close());
+
+    test('API: greedy text and ids equal the CLI, one onToken per token in order, abort within a few tokens', T, async () => {
+      const want = native();
+      const got = await withEnginePage(engine, async (page) => {
+        await page.goto(`${sites.assets.origin}${sites.assets.page('api', '<title>API test</title>')}`);
+        return page.evaluate(async ({ folder, prompt, n, maxTokens }) => {
+          const { Gpt2 } = await import('/gpt2.js');
+          const model = await Gpt2.load({ model: folder });
+          const events = [];
+          const result = await model.generate(prompt, { maxTokens: n, temperature: 0, onToken: (e) => events.push(e) });
+          const ctrl = new AbortController();
+          let late = 0;
+          let done = false;
+          const seen = [];
+          const aborted = await model.generate(prompt, {
+            maxTokens, ignoreEos: true, signal: ctrl.signal,
+            onToken: (e) => { if (done) late++; seen.push(e.index); if (e.index === 2) ctrl.abort(); },
+          });
+          done = true;
+          await new Promise((r) => setTimeout(r, 50));
+          // What the engine offers, for the support table.
+          let adapter = null;
+          try {
+            adapter = navigator.gpu ? ((await navigator.gpu.requestAdapter()) ? 'yes' : 'none') : 'no navigator.gpu';
+          } catch (e) {
+            adapter = `error: ${e.message}`;
+          }
+          let cacheApi = false;
+          try {
+            cacheApi = typeof caches !== 'undefined' && !!(await caches.open('gpt2-web-probe'));
+            await caches.delete('gpt2-web-probe');
+          } catch {
+            cacheApi = false;
+          }
+          const out = {
+            backend: model.backend, build: model.build, threads: model.threads, gpuUnavailable: model.gpuUnavailable ?? null,
+            result, events, aborted: { stopReason: aborted.stopReason, tokens: aborted.tokens.length, seen: seen.length, late },
+            adapter, cacheApi, ua: navigator.userAgent,
+            relaxed: WebAssembly.validate(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0,
+              10, 15, 1, 13, 0, 65, 1, 253, 15, 65, 2, 253, 15, 253, 128, 2, 11])),
+          };
+          model.dispose();
+          return out;
+        }, { folder: `/${MODEL_URL}`, prompt: PROMPT, n: N, maxTokens: MODEL_CONFIG.n_positions - 16 });
+      });
+      const { result, events } = got;
+      assert.equal(got.backend, 'cpu', 'no engine has a WebGPU adapter here, so auto must pick the CPU');
+      assert.equal(got.build, got.relaxed ? 'pkg-relaxed' : 'pkg', 'the worker picked the wrong build for this engine');
+      assert.equal(got.threads, 1);
+      assert.deepEqual(result.tokens, want.tokens, 'greedy tokens differ from the native CLI');
+      assert.equal(result.text, want.text);
+      assert.equal(events.length, result.tokens.length);
+      assert.deepEqual(events.map((e) => e.index), events.map((_, i) => i));
+      assert.deepEqual(events.map((e) => e.id), result.tokens);
+      assert.equal(events.map((e) => e.text).join(''), result.text);
+      for (let i = 1; i < events.length; i++) assert.ok(events[i].elapsedMs >= events[i - 1].elapsedMs);
+      assert.ok(Math.abs(events[0].elapsedMs - result.metrics.ttftMs) < 1e-6, 'first token time != TTFT');
+      assert.equal(got.aborted.stopReason, 'abort');
+      assert.ok(got.aborted.tokens >= 3 && got.aborted.tokens <= 3 + 8, `${got.aborted.tokens} tokens after an abort at the third`);
+      assert.equal(got.aborted.seen, got.aborted.tokens);
+      assert.equal(got.aborted.late, 0, 'onToken fired after generate resolved');
+      assert.ok(sites.assets.requests.includes(`/${got.build}/gpt2_web_bg.wasm`), 'the chosen build\'s wasm was not fetched');
+      record(engine, {
+        build: got.build, relaxedSimd: got.relaxed, webgpuAdapter: got.adapter, cacheApi: got.cacheApi, userAgent: got.ua,
+        gpuUnavailable: got.gpuUnavailable,
+      });
+    });
+
+    test('page: Generate streams the CLI\'s greedy text, fills the readout and announces the end', T, async () => {
+      const want = native();
+      await withEnginePage(engine, async (page) => {
+        await page.goto(`${sites.assets.origin}/${MODEL_NAME === 'gpt2-shakespeare' ? '' : `?model=${MODEL_URL}`}`);
+        await page.waitFor(() => ['ready', 'error'].includes(window.pageState), null, 90_000);
+        const loaded = await page.evaluate(() => ({ state: window.pageState, error: document.getElementById('error').textContent }));
+        assert.equal(loaded.state, 'ready', `the model did not load: ${loaded.error}`);
+        await page.fill('#prompt', PROMPT);
+        await page.fill('#max-tokens', N);
+        await page.fill('#temperature', 0);
+        await page.fill('#stop-seqs', '');
+        await page.click('#generate');
+        await page.waitFor(() => window.lastResult || !document.getElementById('error').hidden, null, 60_000);
+        const got = await page.evaluate(() => {
+          const t = (id) => document.getElementById(id).textContent;
+          return {
+            result: window.lastResult, events: window.tokenEvents, error: t('error'), output: t('output'),
+            readout: Object.fromEntries(['ttft', 'total', 'tpot', 'prompt-tokens', 'output-tokens', 'stop-reason', 'backend'].map((id) => [id, t(id)])),
+            status: t('status'), note: t('backend-note'), info: t('model-info'),
+          };
+        });
+        assert.ok(got.result, `generation failed: ${got.error}`);
+        assert.equal(got.result.text, want.text);
+        assert.equal(got.events, got.result.tokens.length);
+        assert.equal(got.output, PROMPT + got.result.text);
+        const m = got.result.metrics;
+        assert.equal(got.readout['output-tokens'], String(m.outputTokens));
+        assert.equal(got.readout['prompt-tokens'], String(m.promptTokens));
+        assert.equal(got.readout.backend, 'cpu');
+        assert.match(got.readout.ttft, /\d ms$/);
+        assert.match(got.readout.total, /\d (ms|s)$/);
+        assert.match(got.status, new RegExp(`^Done: ${m.outputTokens} tokens in [\\d.]+ m?s`));
+        // Where the engine lacks WebGPU, the page says what it falls back to, in a sentence.
+        assert.match(got.note, /^Running on the CPU: .*\.$/);
+        record(engine, { pageNote: got.note, pageInfo: got.info });
+      });
+    });
+
+    test('a failing load shows a sentence naming the missing file and leaves Generate disabled', T, async () => {
+      await withEnginePage(engine, async (page) => {
+        await page.goto(`${sites.assets.origin}/?model=models/nope/`);
+        await page.waitFor(() => window.pageState === 'error', null, 30_000);
+        const got = await page.evaluate(() => ({
+          msg: document.getElementById('error').textContent, role: document.getElementById('error').getAttribute('role'),
+          disabled: document.getElementById('generate').disabled,
+        }));
+        assert.equal(got.role, 'alert');
+        assert.match(got.msg, /^[A-Z].*\.$/s, `not a sentence: ${got.msg}`);
+        assert.match(got.msg, /\/models\/nope\/config\.json.*404/s);
+        assert.equal(got.disabled, true);
+      });
+    });
+
+    test('widget from another origin: the CLI\'s greedy text, gpt2-token per token, engine and model from the assets\' origin', T, async () => {
+      const want = native();
+      const before = sites.assets.requests.length;
+      await withEnginePage(engine, async (page) => {
+        const url = sites.course.page(`<script>
+            window.outcomes = []; window.tokens = 0;
+            document.addEventListener('gpt2-token', () => window.tokens++);
+            for (const t of ['done', 'error']) document.addEventListener('gpt2-' + t, (e) => window.outcomes.push({ type: t, detail: e.detail }));
+          </script>
+          <script type="module" src="${sites.assets.origin}/widget.js"></script>
+          <gpt2-generator id="g"${modelAttr(sites.assets.origin)} prompt="${PROMPT}" max-tokens="${N}" temperature="0" autorun readout></gpt2-generator>`);
+        await page.goto(url);
+        await page.waitFor(() => window.outcomes.length > 0, null, 90_000);
+        const got = await page.evaluate(() => ({ outcome: window.outcomes[0], tokens: window.tokens, origin: location.origin }));
+        assert.equal(got.outcome.type, 'done', `the widget failed: ${JSON.stringify(got.outcome.detail)}`);
+        assert.equal(got.outcome.detail.text, want.text);
+        assert.equal(got.tokens, got.outcome.detail.tokens.length);
+        assert.equal(got.origin, sites.course.origin);
+      });
+      const fetched = sites.assets.requests.slice(before);
+      assert.ok(fetched.some((p) => /^\/pkg[-a-z]*\/gpt2_web_bg\.wasm$/.test(p)), fetched.join('\n'));
+      assert.ok(fetched.some((p) => p.endsWith('/model.safetensors')), fetched.join('\n'));
+      record(engine, { crossOriginWidget: true });
+    });
+
+    test('iframe embed: embed.html on the assets\' origin generates from its query and posts the result', T, async () => {
+      const want = native();
+      await withEnginePage(engine, async (page) => {
+        const model = MODEL_NAME === 'gpt2-shakespeare' ? '' : `&model=${encodeURIComponent(`${sites.assets.origin}/${MODEL_URL}`)}`;
+        const url = sites.course.page(`<script>
+            window.posted = [];
+            addEventListener('message', (e) => window.posted.push({ origin: e.origin, data: e.data }));
+          </script>
+          <iframe title="GPT-2" src="${sites.assets.origin}/embed.html?prompt=${encodeURIComponent(PROMPT)}&max-tokens=${N}&temperature=0&readout&autorun${model}"
+            style="width: 640px; height: 160px; border: 0"></iframe>`);
+        await page.goto(url);
+        await page.waitFor(() => window.posted.some((m) => ['gpt2-web:done', 'gpt2-web:error'].includes(m.data?.type)), null, 90_000);
+        const posted = await page.evaluate(() => window.posted);
+        const end = posted.find((m) => m.data.type !== 'gpt2-web:height');
+        assert.equal(end.data.type, 'gpt2-web:done', JSON.stringify(end.data));
+        assert.equal(end.origin, sites.assets.origin);
+        assert.equal(end.data.result.text, want.text);
+        const heights = posted.filter((m) => m.data.type === 'gpt2-web:height').map((m) => m.data.height);
+        assert.ok(heights.length > 0 && heights.at(-1) > 100, `heights posted: ${heights}`);
+      });
+      record(engine, { iframe: true });
+    });
+
+    test('the offline bundle opened from file:// generates the CLI\'s greedy text', T, async () => {
+      const want = native();
+      const bundle = ensureBundle();
+      await withEnginePage(engine, async (page) => {
+        await page.goto(pathToFileURL(bundle).href);
+        await page.waitFor(() => ['ready', 'error'].includes(window.pageState), null, 120_000);
+        const loaded = await page.evaluate(() => ({ state: window.pageState, error: document.getElementById('error').textContent }));
+        assert.equal(loaded.state, 'ready', `the bundled model did not load: ${loaded.error}`);
+        await page.fill('#prompt', PROMPT);
+        await page.fill('#max-tokens', N);
+        await page.fill('#temperature', 0);
+        await page.fill('#stop-seqs', '');
+        await page.click('#generate');
+        await page.waitFor(() => window.lastResult || !document.getElementById('error').hidden, null, 60_000);
+        const got = await page.evaluate(() => ({ result: window.lastResult, error: document.getElementById('error').textContent }));
+        assert.ok(got.result, `generation failed: ${got.error}`);
+        assert.equal(got.result.text, want.text);
+        if (page.requests) {
+          const outside = page.requests.filter((u) => !['file:', 'data:', 'blob:'].includes(new URL(u).protocol));
+          assert.deepEqual(outside, [], `the bundle made network requests: ${outside.join(', ')}`);
+        }
+      });
+      record(engine, { fileUrl: true });
+    });
+
+    test('a cross-origin isolated page: the threaded build on two threads where the engine offers it, the CLI\'s tokens', T, async () => {
+      const want = native();
+      const got = await withEnginePage(engine, async (page) => {
+        await page.goto(`${sites.isolated.origin}${sites.isolated.page('threads', '<title>threads</title>')}`);
+        return page.evaluate(async ({ folder, prompt, n }) => {
+          const { Gpt2 } = await import('/gpt2.js');
+          const model = await Gpt2.load({ model: folder, backend: 'cpu', threads: 2 });
+          const r = await model.generate(prompt, { maxTokens: n, temperature: 0 });
+          const out = {
+            isolated: self.crossOriginIsolated, sab: typeof SharedArrayBuffer === 'function', threads: model.threads,
+            build: model.build, tokens: r.tokens, text: r.text,
+          };
+          model.dispose();
+          return out;
+        }, { folder: `/${MODEL_URL}`, prompt: PROMPT, n: N });
+      });
+      const support = JSON.parse(fs.readFileSync(path.join(OUT, 'support', `${name}.json`), 'utf8'));
+      assert.deepEqual(got.tokens, want.tokens, 'greedy tokens differ from the native CLI');
+      assert.equal(got.text, want.text);
+      assert.equal(got.isolated, true, 'COOP/COEP did not make the page cross-origin isolated');
+      // The threaded build needs shared memory and relaxed SIMD; where either is missing, one thread.
+      const offered = got.sab && support.relaxedSimd;
+      assert.equal(got.threads, offered ? 2 : 1);
+      assert.equal(got.build, offered ? 'pkg-threads' : support.build);
+      record(engine, { isolatedThreads: got.threads, isolatedBuild: got.build, sharedMemory: got.sab });
+    });
+  });
+}
