@@ -201,6 +201,7 @@ const plain = await startServer({ root, args: ['--follow-links'] });
 const isolated = await startServer({ root, args: ['--isolated', '--follow-links'] });
 const rows = [];
 const versions = [];
+const notes = []; // what could not be measured, and why
 try {
   for (const engineName of ENGINE_NAMES) {
     const engine = await launchEngine(engineName, { chromiumArgs: CHROMIUM_FLAGS });
@@ -227,7 +228,12 @@ async function benchEngine(engine) {
     if (threads === 1 && own !== 'pkg') configs.push({ engine: 'gpt2-web', dtype: 'q8', threads, build: 'pkg' });
     if (PEER) for (const dtype of ['q8', 'fp32']) configs.push({ engine: 'transformers.js', dtype, threads });
   }
+  const shared = await sharedMemory(engine);
   for (const threads of THREADS) {
+    if (threads > 1 && !shared) {
+      notes.push(`${engine.name}: ${threads} threads not measured: no SharedArrayBuffer on a cross-origin isolated page, so gpt2-web runs one thread there`);
+      continue;
+    }
     const open = [];
     const inPage = async (o, fn, arg) => {
       try {
@@ -309,6 +315,17 @@ async function benchEngine(engine) {
   }
 }
 
+/** Whether a cross-origin isolated page of this engine has SharedArrayBuffer (what threads need). */
+async function sharedMemory(engine) {
+  const page = await engine.newPage();
+  try {
+    await page.goto(`${isolated.origin}/bench.html`);
+    return await page.evaluate(() => self.crossOriginIsolated && typeof SharedArrayBuffer === 'function');
+  } finally {
+    await page.close();
+  }
+}
+
 /** The build the worker picks in this engine on a plain page (it probes relaxed SIMD the same way). */
 async function ownBuild(engine) {
   const page = await engine.newPage();
@@ -344,6 +361,7 @@ for (const r of rows) {
   lines.push(`| ${r.browser} | ${r.engine} | ${r.dtype} | ${r.build ? `\`${r.build}\`` : '—'} | ${r.threadsUsed} | ${fmt(r.loadMs / 1000, 2)} | ` +
     `${fmt(r.first?.ttftMs, 0)} | ${fmt(r.ttftMs, 0)} | ${fmt(r.tpotMs, 1)} | ${ratio(r.ttftMs, best(r, 'ttftMs'))} | ${ratio(r.tpotMs, best(r, 'tpotMs'))} |`);
 }
+for (const n of notes) lines.push('', n);
 // The first generation after load against the later ones: the warm-up at load is meant to make
 // them the same (JIT tiers, first-use allocations).
 const ours = rows.filter((r) => r.engine === 'gpt2-web' && !r.failed);

@@ -284,16 +284,18 @@ async function streamModel(id, mod, files, weights, backend, dtype, entry) {
 }
 
 /**
- * One short greedy generation from end-of-text (a prompt's forward and one decode step), thrown
- * away, before the model is handed out: the browser compiles wasm in a fast baseline tier first
- * and optimises the functions that run (V8's TurboFan, SpiderMonkey's Ion, JSC's BBQ then OMG), and
- * the buffers of a forward pass are allocated on first use. Without it the student's first
- * Generate pays for both: its first token took ~200 ms in Chromium and up to ~1 s in WebKit where a
- * later one takes a few ms. A failure here is not the load's: the first generation reports it.
+ * A short greedy generation, thrown away, before the model is handed out: the browser compiles wasm
+ * in a fast baseline tier first and optimises the functions that run (V8's TurboFan, SpiderMonkey's
+ * Ion, JSC's BBQ then OMG), and the buffers of a forward pass are allocated on first use. Without
+ * it the student's first Generate pays for both: its first token took ~200 ms in Chromium and up to
+ * ~1 s in WebKit where a later one takes a few ms. The prompt has more tokens than a tile of the
+ * prompt kernels has rows, so the prompt's path runs as well as a decode step's. A failure here is
+ * not the load's: the first generation reports it.
  */
+const WARM_UP = 'The first token of a prompt is slow, and the rest are fast.';
 async function warmUp(engine) {
   try {
-    engine.start('', { maxTokens: 2, temperature: 0, ignoreEos: true });
+    engine.start(WARM_UP, { maxTokens: 3, temperature: 0, ignoreEos: true });
     while ((await engine.step()) !== undefined) { /* tokens thrown away */ }
   } catch (e) {
     console.warn(`gpt2-web: the warm-up generation failed: ${describe(e)}`);

@@ -268,57 +268,73 @@ class SeleniumPage extends BasePage {
   }
 }
 
-async function launchWebKit() {
-  const { Builder } = await import('selenium-webdriver');
-  const x = await display();
+/** WebKitWebDriver on a free port (it drives one session at a time): `{ server, stop() }`. */
+async function startWebKitDriver(display) {
   const port = await freePort();
   const driverBin = process.env.WEBKIT_WEBDRIVER || which('WebKitWebDriver');
   if (!driverBin) throw new Error('WebKitWebDriver not found: install the Debian package webkit2gtk-driver');
-  const env = { ...process.env, DISPLAY: x.env };
-  const wd = spawn(driverBin, [`--port=${port}`, '--host=127.0.0.1'], { env, stdio: 'ignore' });
+  const proc = spawn(driverBin, [`--port=${port}`, '--host=127.0.0.1'], { env: { ...process.env, DISPLAY: display }, stdio: 'ignore' });
   const server = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     try {
-      const res = await fetch(`${server}/status`);
-      if (res.ok) break;
+      if ((await fetch(`${server}/status`)).ok) break;
     } catch {
       // not listening yet
     }
-    if (i > 100) throw new Error('WebKitWebDriver did not start within 10 s');
+    if (i > 100) {
+      proc.kill();
+      throw new Error('WebKitWebDriver did not start within 10 s');
+    }
     await sleep(100);
   }
+  return { server, stop: () => proc.kill() };
+}
+
+async function launchWebKit() {
+  const { Builder } = await import('selenium-webdriver');
+  const x = await display();
   const binary = miniBrowserPath();
-  let version = null;
-  // WebDriver has one window per session: each page is a session of its own (a fresh profile).
-  const sessions = new Set();
+  // WebDriver has one window per session, and WebKitWebDriver one session at a time: each page is
+  // a session (a fresh profile) of a driver of its own, so pages can be open side by side.
+  const open = new Set();
   const newSession = async () => {
-    const driver = await new Builder().usingServer(server).withCapabilities({
-      browserName: 'MiniBrowser',
-      'webkitgtk:browserOptions': { binary, args: ['--automation'] },
-    }).build();
-    sessions.add(driver);
-    version ??= (await driver.getCapabilities()).get('browserVersion');
-    await driver.manage().setTimeouts({ script: 300_000, pageLoad: 120_000 });
-    return driver;
+    const wd = await startWebKitDriver(x.env);
+    let driver;
+    try {
+      driver = await new Builder().usingServer(wd.server).withCapabilities({
+        browserName: 'MiniBrowser',
+        'webkitgtk:browserOptions': { binary, args: ['--automation'] },
+      }).build();
+      await driver.manage().setTimeouts({ script: 300_000, pageLoad: 120_000 });
+    } catch (e) {
+      wd.stop();
+      throw e;
+    }
+    const session = {
+      driver,
+      quit: async () => {
+        open.delete(session);
+        await driver.quit().catch(() => {});
+        wd.stop();
+      },
+    };
+    open.add(session);
+    return session;
   };
   const first = await newSession();
-  const quit = async (d) => {
-    sessions.delete(d);
-    await d.quit().catch(() => {});
-  };
-  await quit(first);
+  const version = (await first.driver.getCapabilities()).get('browserVersion');
+  await first.quit();
   return {
     name: 'webkit',
     version: `WebKitGTK ${version}`,
     async newPage({ viewport = VIEWPORT } = {}) {
-      const driver = await newSession();
-      const page = new SeleniumPage(driver, () => quit(driver));
+      const session = await newSession();
+      const page = new SeleniumPage(session.driver, session.quit);
       await page.setViewport(viewport.width, viewport.height + 80);
       return page;
     },
     async close() {
-      for (const d of [...sessions]) await quit(d);
-      wd.kill();
+      for (const session of [...open]) await session.quit();
       x.stop();
     },
   };

@@ -12,7 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { ENGINES, launchEngine, withEnginePage } from './engines.mjs';
 import { startSites } from './sites.mjs';
 import { ensureBundle } from './bundle.mjs';
-import { nativeGenerate, OUT, MODEL_URL, MODEL_NAME, MODEL_CONFIG, PROMPT } from './harness.mjs';
+import { nativeGenerate, assertTokenEvents, OUT, MODEL_URL, MODEL_NAME, MODEL_CONFIG, PROMPT } from './harness.mjs';
 
 const T = { timeout: 240_000 };
 const N = 16;
@@ -40,6 +40,16 @@ function record(engine, facts) {
   const file = path.join(dir, `${engine.name}.json`);
   const old = fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, 'utf8')) : {};
   fs.writeFileSync(file, `${JSON.stringify({ ...old, engine: engine.name, version: engine.version, ...facts }, null, 2)}\n`);
+}
+
+/** Greedy N tokens of PROMPT through the page's form and a real click on Generate; waits for the end. */
+async function clickGenerate(page) {
+  await page.fill('#prompt', PROMPT);
+  await page.fill('#max-tokens', N);
+  await page.fill('#temperature', 0);
+  await page.fill('#stop-seqs', '');
+  await page.click('#generate');
+  await page.waitFor(() => window.lastResult || !document.getElementById('error').hidden, null, 60_000);
 }
 
 for (const name of ENGINES) {
@@ -102,12 +112,7 @@ for (const name of ENGINES) {
       assert.equal(got.threads, 1);
       assert.deepEqual(result.tokens, want.tokens, 'greedy tokens differ from the native CLI');
       assert.equal(result.text, want.text);
-      assert.equal(events.length, result.tokens.length);
-      assert.deepEqual(events.map((e) => e.index), events.map((_, i) => i));
-      assert.deepEqual(events.map((e) => e.id), result.tokens);
-      assert.equal(events.map((e) => e.text).join(''), result.text);
-      for (let i = 1; i < events.length; i++) assert.ok(events[i].elapsedMs >= events[i - 1].elapsedMs);
-      assert.ok(Math.abs(events[0].elapsedMs - result.metrics.ttftMs) < 1e-6, 'first token time != TTFT');
+      assertTokenEvents(events, result);
       assert.equal(got.aborted.stopReason, 'abort');
       assert.ok(got.aborted.tokens >= 3 && got.aborted.tokens <= 3 + 8, `${got.aborted.tokens} tokens after an abort at the third`);
       assert.equal(got.aborted.seen, got.aborted.tokens);
@@ -126,12 +131,7 @@ for (const name of ENGINES) {
         await page.waitFor(() => ['ready', 'error'].includes(window.pageState), null, 90_000);
         const loaded = await page.evaluate(() => ({ state: window.pageState, error: document.getElementById('error').textContent }));
         assert.equal(loaded.state, 'ready', `the model did not load: ${loaded.error}`);
-        await page.fill('#prompt', PROMPT);
-        await page.fill('#max-tokens', N);
-        await page.fill('#temperature', 0);
-        await page.fill('#stop-seqs', '');
-        await page.click('#generate');
-        await page.waitFor(() => window.lastResult || !document.getElementById('error').hidden, null, 60_000);
+        await clickGenerate(page);
         const got = await page.evaluate(() => {
           const t = (id) => document.getElementById(id).textContent;
           return {
@@ -228,12 +228,7 @@ for (const name of ENGINES) {
         await page.waitFor(() => ['ready', 'error'].includes(window.pageState), null, 120_000);
         const loaded = await page.evaluate(() => ({ state: window.pageState, error: document.getElementById('error').textContent }));
         assert.equal(loaded.state, 'ready', `the bundled model did not load: ${loaded.error}`);
-        await page.fill('#prompt', PROMPT);
-        await page.fill('#max-tokens', N);
-        await page.fill('#temperature', 0);
-        await page.fill('#stop-seqs', '');
-        await page.click('#generate');
-        await page.waitFor(() => window.lastResult || !document.getElementById('error').hidden, null, 60_000);
+        await clickGenerate(page);
         const got = await page.evaluate(() => ({ result: window.lastResult, error: document.getElementById('error').textContent }));
         assert.ok(got.result, `generation failed: ${got.error}`);
         assert.equal(got.result.text, want.text);

@@ -7,6 +7,7 @@
 // www/models/, default gpt2-shakespeare), GPT2_E2E_PROMPTS (two prompts separated by '|', for a model
 // whose vocabulary lacks the default prompts' tokens, e.g. "The|He said" for tests/fixtures/tiny-random).
 import { chromium } from 'playwright-core';
+import assert from 'node:assert/strict';
 import { before, after } from 'node:test';
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -205,4 +206,17 @@ export function serveAndLaunch() {
     await env.server?.close();
   });
   return env;
+}
+
+/**
+ * The token events of a generation against its result: one per token, in order, the same ids and
+ * texts, times that never go back, the first at TTFT.
+ */
+export function assertTokenEvents(events, result) {
+  assert.equal(events.length, result.tokens.length);
+  assert.deepEqual(events.map((e) => e.index), events.map((_, i) => i));
+  assert.deepEqual(events.map((e) => e.id), result.tokens);
+  assert.equal(events.map((e) => e.text).join(''), result.text);
+  for (let i = 1; i < events.length; i++) assert.ok(events[i].elapsedMs >= events[i - 1].elapsedMs);
+  assert.ok(Math.abs(events[0].elapsedMs - result.metrics.ttftMs) < 1e-6, 'first token time != TTFT');
 }
