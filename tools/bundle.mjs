@@ -7,8 +7,10 @@
 // What goes in, and how it runs from file:// (where Chromium refuses module workers from blob:
 // URLs, and a worker may not fetch or import blob: URLs):
 //   - the model's config.json, model.safetensors and tokenizer.json, and the wasm, as base64 in
-//     <script type="application/octet-stream"> elements; a small script decodes the model into
-//     Files, which gpt2.js's Gpt2.load({ model: { config, weights, tokenizer } }) accepts;
+//     <script type="application/octet-stream"> elements of at most 1 MiB each (WebKit's HTML parser
+//     is superlinear in one element's text: 43 MB in one element took 105 s to parse, in 1 MiB
+//     pieces 1.2 s); a small script decodes the model into Files, which gpt2.js's
+//     Gpt2.load({ model: { config, weights, tokenizer } }) accepts;
 //   - worker.js, unchanged, as a CLASSIC worker from a blob: URL; gpt2.js tells it to import the
 //     wasm-bindgen glue (www/pkg/gpt2_web.js) and the wasm from data: URLs;
 //   - app.js as a module from a data: URL, its imports (gpt2.js, loop-view.js, ...) rewritten to
@@ -57,6 +59,8 @@ function replaceOnce(text, name, from, to) {
 }
 
 const b64 = (bytes) => Buffer.from(bytes).toString('base64');
+/** Base64 characters per inlined element: a multiple of 4, so that each piece decodes alone. */
+const PIECE = 1 << 20;
 const jsDataUrl = (source) => `data:text/javascript;base64,${b64(Buffer.from(source, 'utf8'))}`;
 
 /**
@@ -97,10 +101,13 @@ function workerSource() {
 /** Decodes the base64 elements, starts nothing: makes the worker's blob: URL and the model's Files. */
 const BOOTSTRAP = `
 (() => {
-  const base64 = (id) => document.getElementById(id).textContent;
-  const bytes = (id) => (Uint8Array.fromBase64 ? Uint8Array.fromBase64(base64(id))
-    : Uint8Array.from(atob(base64(id)), (c) => c.charCodeAt(0)));
-  const file = (id, name) => new File([bytes(id)], name);
+  // Each payload's pieces, in order; every piece but the last is a whole number of base64 quanta.
+  const pieces = (id) => [...document.querySelectorAll('script[data-gpt2="' + id + '"]')].map((e) => e.textContent);
+  const decode = (text) => (Uint8Array.fromBase64 ? Uint8Array.fromBase64(text)
+    : Uint8Array.from(atob(text), (c) => c.charCodeAt(0)));
+  const base64 = (id) => pieces(id).join('');
+  const bytes = (id) => decode(base64(id));
+  const file = (id, name) => new File(pieces(id).map(decode), name);
   window.gpt2Bundle = {
     worker: URL.createObjectURL(new Blob([bytes('gpt2-worker')], { type: 'text/javascript' })),
     pkg: 'data:text/javascript;base64,' + base64('gpt2-pkg'),
@@ -129,7 +136,14 @@ function main() {
   html = replaceOnce(html, 'index.html', '<link rel="stylesheet" href="style.css">', () => `<style>\n${css}</style>`);
   html = replaceOnce(html, 'index.html', '<script type="module" src="app.js"></script>\n', '');
   html = html.replace('served with this page)', `inside this file: ${modelName})`); // cosmetic, optional
-  const data = (id, bytes) => `<script type="application/octet-stream" id="${id}">${b64(bytes)}</script>\n`;
+  const data = (id, bytes) => {
+    const text = b64(bytes);
+    let out = '';
+    for (let at = 0; at === 0 || at < text.length; at += PIECE) {
+      out += `<script type="application/octet-stream" data-gpt2="${id}">${text.slice(at, at + PIECE)}</script>\n`;
+    }
+    return out;
+  };
   const tail = [
     '<!-- Inlined by tools/bundle.mjs: the engine, its worker and the demo model (base64). -->\n',
     data('gpt2-wasm', wasm),

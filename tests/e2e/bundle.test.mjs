@@ -5,6 +5,7 @@
 // The bundle is (re)made by ensureBundle (bundle.mjs) when it is missing or older than its inputs.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { launch, openPage, nativeGenerate, PROMPT } from './harness.mjs';
 import { ensureBundle } from './bundle.mjs';
@@ -65,4 +66,20 @@ test('the single-file bundle generates from file:// with no server and no networ
   } finally {
     await context.close();
   }
+});
+
+test('no inlined element holds more than 1 MiB of text (WebKit parses one big element superlinearly)', () => {
+  // 43 MB of base64 in one <script> took WebKitGTK 105 s to parse; in 1 MiB pieces, 1.2 s.
+  const html = fs.readFileSync(BUNDLE, 'utf8');
+  const sizes = {};
+  for (const m of html.matchAll(/<script\b([^>]*)>([^<]*)<\/script>/g)) {
+    const id = /data-gpt2="([\w-]+)"/.exec(m[1])?.[1] ?? '(other)';
+    (sizes[id] ??= []).push(m[2].length);
+  }
+  assert.deepEqual(Object.keys(sizes).filter((k) => k !== '(other)').sort(),
+    ['gpt2-config', 'gpt2-pkg', 'gpt2-tokenizer', 'gpt2-wasm', 'gpt2-weights', 'gpt2-worker']);
+  const largest = Math.max(...Object.values(sizes).flat());
+  assert.ok(largest <= 1 << 20, `an inlined element holds ${largest} characters`);
+  assert.ok(sizes['gpt2-weights'].length > 1, 'the weights are not split into pieces');
+  assert.ok(sizes['gpt2-weights'].slice(0, -1).every((n) => n % 4 === 0), 'a piece is not whole base64 quanta');
 });

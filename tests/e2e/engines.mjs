@@ -224,7 +224,28 @@ class SeleniumPage extends BasePage {
     this.onClose = onClose;
   }
 
-  goto(url) { return this.driver.get(url); }
+  /**
+   * Navigates and waits for the load event by polling document.readyState: WebKitWebDriver's own
+   * wait ("normal" page-load strategy) sometimes never returns for the offline bundle, whose worker
+   * is still starting, though the page's readyState is "complete" within seconds.
+   */
+  async goto(url) {
+    // A mark on the document being left, so that its own "complete" is not taken for the new one's.
+    await this.driver.executeScript('window.__gpt2Leaving = true').catch(() => {});
+    await this.driver.get(url);
+    const end = Date.now() + 120_000;
+    for (;;) {
+      let state = null;
+      try {
+        state = await this.driver.executeScript('return !window.__gpt2Leaving && document.readyState');
+      } catch {
+        // the new document is not there yet
+      }
+      if (state === 'complete') return;
+      if (Date.now() > end) throw new Error(`${url} did not finish loading within 120 s`);
+      await sleep(50);
+    }
+  }
 
   async evaluate(fn, arg = null) {
     const out = await this.driver.executeAsyncScript(
@@ -303,6 +324,7 @@ async function launchWebKit() {
     try {
       driver = await new Builder().usingServer(wd.server).withCapabilities({
         browserName: 'MiniBrowser',
+        pageLoadStrategy: 'none', // SeleniumPage.goto waits for the load event itself
         'webkitgtk:browserOptions': { binary, args: ['--automation'] },
       }).build();
       await driver.manage().setTimeouts({ script: 300_000, pageLoad: 120_000 });
