@@ -219,7 +219,7 @@ bench() {
 fuzz() {
   local seconds=${1:-300}
   local targets=("${@:2}")
-  [ ${#targets[@]} -gt 0 ] || targets=(load_model load_tokenizer)
+  [ ${#targets[@]} -gt 0 ] || targets=(load_model load_gguf load_tokenizer)
   need_nightly
   command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
   local total=0

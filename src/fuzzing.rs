@@ -45,6 +45,44 @@ pub fn load_model(data: &[u8]) {
     }
 }
 
+/// Input: a GGUF file. Reads its config and tokenizer from the header, builds the model on the
+/// CPU with both weight formats and runs one forward pass, and streams the file in 7-byte chunks
+/// with every tensor widened to f32.
+pub fn load_gguf(data: &[u8]) {
+    use crate::weights::gguf::Gguf;
+    let Ok(g) = Gguf::parse_complete(data) else {
+        return;
+    };
+    let (Ok(config), Ok(tokenizer)) = (g.config_json(), g.tokenizer_json()) else {
+        return;
+    };
+    let Ok(parsed) = Config::from_json(&config) else {
+        return;
+    };
+    match Footprint::cpu(&parsed, CpuDtype::F32, data.len() as u64) {
+        Ok(f) if f.peak() <= MAX_PEAK => {}
+        _ => return,
+    }
+    let mut stream = crate::weights::stream::Stream::new(&parsed);
+    let mut widen = |_: &str, t: crate::weights::TensorRef| t.try_to_f32().map(drop);
+    if data.chunks(7).all(|c| stream.push(c, &mut widen).is_ok()) {
+        let _ = stream.finish();
+    }
+    for dtype in [CpuDtype::F32, CpuDtype::Q8] {
+        let built = Model::from_bytes(
+            &config,
+            data.to_vec(),
+            &tokenizer,
+            BackendChoice::Cpu,
+            dtype,
+        );
+        if let Ok(mut model) = pollster::block_on(built) {
+            let _ = pollster::block_on(model.backend.forward(&[0, 1], 0));
+            let _ = pollster::block_on(model.backend.forward(&[2], 2));
+        }
+    }
+}
+
 /// Input: tokenizer.json. Parses it, encodes and decodes a text with every kind of character,
 /// and streams the ids through the UTF-8-safe detokenizer.
 pub fn load_tokenizer(data: &[u8]) {

@@ -84,6 +84,80 @@ impl Tokenizer {
     }
 }
 
+/// GPT-2's `tokenizer.json` (byte-level BPE, as openai-community/gpt2's) for a vocabulary given
+/// as its token strings by id, its merges (`"a b"`), and its added tokens (id, text, special):
+/// what a GGUF file's `tokenizer.ggml.*` or a `vocab.json` + `merges.txt` pair amount to.
+pub fn byte_level_json(tokens: &[&str], merges: &[&str], added: &[(u32, &str, bool)]) -> Vec<u8> {
+    let vocab: serde_json::Map<String, serde_json::Value> = (tokens.iter().enumerate())
+        .map(|(id, t)| (t.to_string(), serde_json::json!(id)))
+        .collect();
+    let added: Vec<serde_json::Value> = (added.iter())
+        .map(|&(id, content, special)| {
+            serde_json::json!({
+                "id": id, "content": content, "single_word": false, "lstrip": false,
+                "rstrip": false, "normalized": true, "special": special,
+            })
+        })
+        .collect();
+    let byte_level = |add_prefix_space: bool, trim_offsets: bool| {
+        serde_json::json!({
+            "type": "ByteLevel", "add_prefix_space": add_prefix_space,
+            "trim_offsets": trim_offsets, "use_regex": true,
+        })
+    };
+    let json = serde_json::json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": byte_level(false, true),
+        "post_processor": byte_level(true, false),
+        "decoder": byte_level(true, true),
+        "model": {
+            "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
+            "end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false,
+            "ignore_merges": false, "vocab": vocab, "merges": merges,
+        },
+    });
+    serde_json::to_vec(&json).expect("JSON")
+}
+
+/// `tokenizer.json` from the older pair of files some GPT-2 repositories have instead: `vocab.json`
+/// (`{token: id}`) and `merges.txt` (a `#version` line, then one merge `a b` per line).
+/// `<|endoftext|>`, when the vocabulary has it, is the special token, as in GPT-2's own files.
+pub fn json_from_vocab_merges(vocab_json: &[u8], merges_txt: &[u8]) -> Result<Vec<u8>> {
+    let vocab: std::collections::HashMap<String, u64> = serde_json::from_slice(vocab_json)
+        .map_err(|e| Error::Tokenizer(format!("vocab.json is not a map of tokens to ids: {e}")))?;
+    let n = vocab.values().map(|&id| id + 1).max().unwrap_or(0);
+    if n > crate::config::MAX_DIM as u64 || n > vocab.len() as u64 * 2 + 1024 {
+        return Err(Error::Tokenizer(format!(
+            "vocab.json has an id of {} for {} tokens; ids must count up from 0",
+            n.saturating_sub(1),
+            vocab.len()
+        )));
+    }
+    let mut tokens = vec![""; n as usize];
+    for (t, &id) in &vocab {
+        tokens[id as usize] = t;
+    }
+    let merges = std::str::from_utf8(merges_txt)
+        .map_err(|_| Error::Tokenizer("merges.txt is not UTF-8".into()))?;
+    let merges: Vec<&str> = (merges.lines())
+        .filter(|l| !l.starts_with("#version") && !l.trim().is_empty())
+        .collect();
+    if let Some(bad) = merges.iter().find(|m| m.split(' ').count() != 2) {
+        return Err(Error::Tokenizer(format!(
+            "merges.txt: the line {bad:?} is not two tokens separated by a space"
+        )));
+    }
+    let added: Vec<(u32, &str, bool)> = (vocab.get("<|endoftext|>"))
+        .map(|&id| (id as u32, "<|endoftext|>", true))
+        .into_iter()
+        .collect();
+    Ok(byte_level_json(&tokens, &merges, &added))
+}
+
 /// What the `tokenizers` crate would panic on rather than return an error for (a panic aborts
 /// the whole wasm instance): malformed JSON inside a component (its decoder deserialization
 /// `expect`s; found by the load_tokenizer fuzzer) and the SentencePiece `Precompiled` normalizer,

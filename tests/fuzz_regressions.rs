@@ -42,6 +42,23 @@ fn the_seeds_are_valid_inputs() {
         );
         assert!(pollster::block_on(built).is_ok(), "{name} does not load");
     }
+    let ggufs = inputs(&seeds.join("load_gguf"));
+    assert!(!ggufs.is_empty());
+    for (name, data) in ggufs {
+        let dir = std::env::temp_dir().join(format!("gpt2-web-seed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("seed.gguf");
+        std::fs::write(&path, &data).unwrap();
+        let mut model = Model::load_dir(&path, BackendChoice::Cpu, CpuDtype::Q8)
+            .unwrap_or_else(|e| panic!("{name} does not load: {e}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(model.config.n_embd, 32);
+        assert_eq!(model.tokenizer.encode("the the!").unwrap(), [6, 7, 8]);
+        assert!(
+            pollster::block_on(model.forward(&[6, 7], 0)).is_ok(),
+            "{name}"
+        );
+    }
     for (name, data) in inputs(&seeds.join("load_tokenizer")) {
         let tok = Tokenizer::from_bytes(&data).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!tok.encode("the the!").unwrap().is_empty(), "{name}");
@@ -57,11 +74,16 @@ fn every_fuzz_input_returns() {
             fuzzing::load_model(&data);
             n += 1;
         }
+        for (name, data) in inputs(&base.join("load_gguf")) {
+            eprintln!("load_gguf {name}");
+            fuzzing::load_gguf(&data);
+            n += 1;
+        }
         for (name, data) in inputs(&base.join("load_tokenizer")) {
             eprintln!("load_tokenizer {name}");
             fuzzing::load_tokenizer(&data);
             n += 1;
         }
     }
-    assert!(n >= 2, "no fuzz inputs found");
+    assert!(n >= 3, "no fuzz inputs found");
 }

@@ -320,3 +320,33 @@ fn without_the_kv_cache_the_gpu_gives_the_same_tokens() {
         assert_eq!(naive.tokens, cached.tokens, "{dir}");
     }
 }
+
+/// A GGUF file on the GPU: its Conv1D weights stored (out, in) and quantized (Q8_0, the head in
+/// F16) are dequantized and put back in transformers' layout for upload, so the GPU's logits match
+/// the CPU's exact (f32) reading of the same file, and its greedy tokens are the CPU's.
+#[test]
+fn a_gguf_file_on_the_gpu_matches_the_cpu() {
+    let file = "tests/fixtures/gguf/tiny-random-Q8_0.gguf";
+    let Some(mut model) = gpu_model(file) else {
+        return;
+    };
+    let mut cpu = Model::load_dir(&root().join(file), BackendChoice::Cpu, CpuDtype::F32).unwrap();
+    for case in &fixture("tiny-random").cases {
+        let logits = block_on(model.backend.forward(&case.ids, 0))
+            .unwrap()
+            .to_vec();
+        let want = block_on(cpu.backend.forward(&case.ids, 0))
+            .unwrap()
+            .to_vec();
+        let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        assert_close(&logits, &want, 1e-4 * scale, 1e-3, "GGUF Q8_0 on the GPU");
+        let params = GenerateParams {
+            max_tokens: 12,
+            ignore_eos: true,
+            ..Default::default()
+        };
+        let (g, _) = common::run_ids(&mut model, &case.ids, params.clone());
+        let (c, _) = common::run_ids(&mut cpu, &case.ids, params);
+        assert_eq!(g.tokens, c.tokens, "greedy on the GPU and the CPU");
+    }
+}

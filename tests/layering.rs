@@ -12,7 +12,9 @@ const LAYERS: &[&[&str]] = &[
     &["error"],
     &["platform"],
     &["config"],
-    &["tokenizer", "sampling", "weights"],
+    &["tokenizer", "sampling"],
+    // A GGUF file holds its tokenizer: the weights' formats make a tokenizer.json from it.
+    &["weights"],
     &["backend::cpu", "backend::gpu"],
     &["backend"],
     &["budget"],

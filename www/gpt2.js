@@ -194,10 +194,74 @@ function isBytes(v) {
   return v instanceof ArrayBuffer || ArrayBuffer.isView(v) || (typeof Blob !== 'undefined' && v instanceof Blob);
 }
 
-function modelSource(model) {
+/** The Hugging Face Hub, where a model id such as 'openai-community/gpt2' is looked up. */
+export const HUB_HOST = 'https://huggingface.co';
+
+/**
+ * Whether `model` is a Hub model id, `owner/name` (no scheme, no leading '/' or '.', no trailing
+ * '/'), rather than a URL: a relative folder is written with its trailing '/' ('models/x/').
+ */
+export function isHubId(model) {
+  return typeof model === 'string' && /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/.test(model) && !/\.gguf$/i.test(model);
+}
+
+/**
+ * The URL a Hub id resolves to, as the Hub serves a repository's files: `<host>/<id>/resolve/<revision>/`
+ * (the folder) or `…/<file>` (a GGUF repository's file).
+ */
+export function hubUrl(id, { revision = 'main', file, hubHost = HUB_HOST } = {}) {
+  let host;
+  try {
+    host = new URL(String(hubHost));
+  } catch {
+    throw new Error(`hubHost "${hubHost}" is not a URL`);
+  }
+  if (!['http:', 'https:'].includes(host.protocol)) throw new Error(`hubHost "${hubHost}" is not an http(s) URL`);
+  if (typeof revision !== 'string' || revision === '') throw new Error(`revision must be a branch, tag or commit, not ${JSON.stringify(revision)}`);
+  if (file !== undefined && !(typeof file === 'string' && /^[^/]+(\/[^/]+)*\.gguf$/i.test(file) && !file.split('/').includes('..'))) {
+    throw new Error(`file must name a .gguf file of the repository, not ${JSON.stringify(file)}`);
+  }
+  const base = `${host.href.replace(/\/$/, '')}/${id}/resolve/${encodeURIComponent(revision)}/`;
+  return file === undefined ? base : base + file.split('/').map(encodeURIComponent).join('/');
+}
+
+/** Whether a model URL names a GGUF file (which holds its config and tokenizer) rather than a folder. */
+function isGgufUrl(model) {
+  try {
+    return /\.gguf$/i.test(new URL(String(model), baseUrl()).pathname);
+  } catch {
+    return false; // folderUrls says why
+  }
+}
+
+/** The last part of a URL's path, for the sentences that name the file. */
+const fileName = (url) => decodeURIComponent(new URL(url).pathname.split('/').pop()) || url;
+
+/**
+ * Where the model comes from (`source`, posted to the worker), a name for sharing loads, and the
+ * files' names for its sentences: a folder URL, a GGUF file's URL, the three files as bytes, or a
+ * GGUF file alone as `{ weights }`.
+ */
+function modelSource(model, hub = {}) {
+  const given = Object.entries(hub).filter(([, v]) => v !== undefined).map(([k]) => k);
+  if (isHubId(model)) {
+    model = hubUrl(model, hub);
+  } else if (given.length > 0) {
+    throw new Error(`${given.join(', ')} ${given.length > 1 ? 'apply' : 'applies'} to a Hugging Face model id such as ` +
+      `'openai-community/gpt2', not to ${typeof model === 'string' ? `"${model}"` : 'files'}`);
+  }
   if (typeof model === 'string' || model instanceof URL) {
+    if (isGgufUrl(model)) {
+      const url = new URL(String(model), baseUrl()).href;
+      return { name: url, source: { urls: { weights: url } }, names: { ...MODEL_FILES, weights: fileName(url) } };
+    }
     const { folder, urls } = folderUrls(model);
-    return { name: folder, source: { urls } };
+    return { name: folder, source: { urls }, names: MODEL_FILES };
+  }
+  if (model && typeof model === 'object' && isBytes(model.weights) && model.config === undefined && model.tokenizer === undefined) {
+    // A GGUF file alone: its header holds the config and the tokenizer.
+    const name = model.weights.name || 'model.gguf';
+    return { name, source: { files: { weights: model.weights } }, names: { ...MODEL_FILES, weights: name } };
   }
   if (model && typeof model === 'object') {
     const missing = Object.keys(MODEL_FILES).filter((k) => !isBytes(model[k]));
@@ -206,9 +270,10 @@ function modelSource(model) {
         `File or Blob); missing or not bytes: ${missing.join(', ')}`);
     }
     const files = { config: model.config, weights: model.weights, tokenizer: model.tokenizer };
-    return { name: model.weights.name || 'local files', source: { files } };
+    return { name: model.weights.name || 'local files', source: { files }, names: MODEL_FILES };
   }
-  throw new Error('Gpt2.load needs { model }: a model folder URL or { config, weights, tokenizer }');
+  throw new Error('Gpt2.load needs { model }: a Hugging Face model id, a model folder URL, a .gguf file\'s URL, ' +
+    '{ config, weights, tokenizer } or { weights } (a GGUF file)');
 }
 
 /**
@@ -306,7 +371,10 @@ export class Gpt2 {
   }
 
   /** Downloads (or reads) a model and builds it in the worker. See gpt2.d.ts. */
-  static async load({ model = DEMO_MODEL, backend = 'auto', dtype = 'q8', threads, build, memoryLimit, onProgress, onBackendChange } = {}) {
+  static async load({
+    model = DEMO_MODEL, backend = 'auto', dtype = 'q8', threads, build, memoryLimit, onProgress, onBackendChange,
+    revision, file, hubHost,
+  } = {}) {
     if (!BACKENDS.includes(backend)) {
       throw new Error(`unknown backend "${backend}"; choose ${BACKENDS.join(', ')}`);
     }
@@ -331,7 +399,7 @@ export class Gpt2 {
     if (onBackendChange !== undefined && typeof onBackendChange !== 'function') {
       throw new Error('the onBackendChange option must be a function');
     }
-    const { name, source } = modelSource(model);
+    const { name, source, names } = modelSource(model, { revision, file, hubHost });
     if (source.files && globalThis.location?.protocol === 'file:') source.files = await readHere(source.files);
     const conn = connection();
     // Files given as bytes are never shared; a folder URL is, per backend and dtype.
@@ -342,7 +410,7 @@ export class Gpt2 {
       const progress = ({ file, loaded, total, tensor, cached, plan }) => {
         for (const f of load.listeners) f({ file, loaded, total, tensor, cached, ...(plan ? { plan } : {}) });
       };
-      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, build, platform, builds: BUILDS, files: MODEL_FILES }, { progress });
+      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, build, platform, builds: BUILDS, files: names }, { progress });
       load.promise = promise.then((info) => ({ id, info }));
       if (key !== null) conn.loads.set(key, load);
     }

@@ -4,10 +4,11 @@
 // Protocol. Every request from the page carries a fresh numeric `id`; every reply carries the id
 // of the request it answers:
 //   page → worker  { id, op: 'load', source: { urls } | { files }, backend, dtype, threads,
+//                    (a GGUF file: urls or files with `weights` alone; its header holds the rest)
 //                    platform: { bytes, what } | null  (a lower memory limit: gpt2.js's platformMemory),
 //                    build: a build's name, or undefined for the worker's own choice,
 //                    builds: { [name]: { js, wasm } },  (assets.js: absolute URLs of the wasm builds)
-//                    files: { config, weights, tokenizer } }  (gpt2.js's MODEL_FILES: their names)
+//                    files: { config, weights, tokenizer } }  (their names, for sentences)
 //                  { id, op: 'generate', model, prompt, options, draftModel? }  (draftModel: a
 //                    loaded model's id, for options.draft === 'model')
 //                  { id, op: 'abort' }                (id = the generate request's id)
@@ -195,21 +196,31 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
   const ready = wasm(threadsFor(threads), builds, only);
   const home = source.urls ? homeOrigins(builds) : null;
   const cache = source.urls ? await openCache() : null;
-  const small = source.urls ? smallFetcher(id, source.urls, home, cache) : smallReader(id, source.files);
-  // config.json first: a wrong folder fails fast, naming it, and a model that cannot fit this
-  // build is refused before anything else is downloaded.
-  const [{ mod, threads: running, build }, config] = await Promise.all([ready, small.get('config')]);
-  // Throws the sentence when it cannot fit (in this build, or where the platform stops a tab sooner).
-  const plan = mod.checkMemory(config, dtype, platform?.bytes, platform?.what);
-  reply(id, 'progress', { file: FILES.weights, loaded: 0, total: 0, tensor: null, cached: false, plan });
-  const tokenizer = await small.get('tokenizer');
   const weights = source.urls ? urlWeights(source.urls.weights, home, cache) : fileWeights(source.files.weights);
+  let config, tokenizer, plan, head, mod, running, build;
+  if (!(source.urls ?? source.files).config) {
+    // A GGUF file alone: its header, read first, holds the config and the tokenizer.
+    ({ mod, threads: running, build } = await ready);
+    head = await ggufHead(id, mod, weights);
+    ({ config, tokenizer } = head);
+    plan = mod.checkMemory(config, dtype, platform?.bytes, platform?.what);
+  } else {
+    const small = source.urls ? smallFetcher(id, source.urls, home, cache) : smallReader(id, source.files);
+    // config.json first: a wrong folder fails fast, naming it, and a model that cannot fit this
+    // build is refused before anything else is downloaded.
+    [{ mod, threads: running, build }, config] = await Promise.all([ready, small.get('config')]);
+    // Throws the sentence when it cannot fit (in this build, or where the platform stops a tab sooner).
+    plan = mod.checkMemory(config, dtype, platform?.bytes, platform?.what);
+    reply(id, 'progress', { file: FILES.weights, loaded: 0, total: 0, tensor: null, cached: false, plan });
+    tokenizer = await small.get('tokenizer').catch((e) => vocabAndMerges(e, mod, small, source));
+    weights.stores = small.stores;
+  }
   const files = { config, tokenizer };
   const entry = { m: null }; // the model, for the progress of a later fall-back's reading
   let engine;
   let gpuUnavailable;
   try {
-    engine = await streamModel(id, mod, files, weights, backend, dtype, entry);
+    engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened);
   } catch (e) {
     if (!/^WebGPU: /.test(e.message)) throw e;
     // Only the JS API knows the option's name; every WebGPU failure at load has the same way out.
@@ -219,7 +230,7 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
     engine = await streamModel(id, mod, files, weights, 'cpu', dtype, entry);
   }
   // Kept for offline use only now that they made a model (a captive portal's page never is).
-  await Promise.all([...small.stores.map((store) => store()), weights.stored()]);
+  await Promise.all([...(weights.stores ?? []).map((store) => store()), weights.stored()]);
   await warmUp(engine);
   const m = { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null, backend: engine.backend };
   entry.m = m;
@@ -236,12 +247,14 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
  * in memory. Progress names the bytes and the tensor being read. A fall-back from the GPU to the
  * CPU later reads the file again through `weights.open` (reporting progress to the running job).
  */
-async function streamModel(id, mod, files, weights, backend, dtype, entry) {
+async function streamModel(id, mod, files, weights, backend, dtype, entry, first) {
   const loader = await mod.EngineLoader.start(files.config, files.tokenizer, backend, dtype);
-  let opened;
+  let opened = first; // a GGUF file's reader, its header's chunks read already
   try {
-    opened = await weights.open();
+    opened ??= await weights.open();
+    for (const chunk of opened.chunks ?? []) loader.push(chunk);
   } catch (e) {
+    opened?.reader.cancel().catch(() => {});
     loader.free();
     throw e;
   }
@@ -281,6 +294,64 @@ async function streamModel(id, mod, files, weights, backend, dtype, entry) {
     await weights.failed();
     throw e;
   }
+}
+
+/**
+ * Where a folder URL has no tokenizer.json (a 404), its vocab.json and merges.txt, as many
+ * fine-tuned GPT-2 repositories have, made into one; otherwise the first error stands, saying that
+ * they were looked for too.
+ */
+async function vocabAndMerges(error, mod, small, source) {
+  if (!source.urls || !/\b404\b/.test(error.message)) throw error;
+  const [vocab, merges] = await Promise.all(['vocab', 'merges'].map((k) => small.get(k).catch(() => null)));
+  if (!vocab || !merges) throw new Error(`${error.message} (nor vocab.json and merges.txt beside it)`);
+  return mod.tokenizerFromVocab(vocab, merges);
+}
+
+/**
+ * Reads a GGUF file's first chunks until its header is whole: its config.json and tokenizer.json
+ * (made by the engine from the header), and the open reader with the chunks read, which the
+ * loader is given first. The header is parsed again only once the bytes it said it needs are in
+ * (and half as many again as the last try), not at every chunk.
+ */
+async function ggufHead(id, mod, weights) {
+  const opened = await weights.open();
+  const chunks = [];
+  let have = 0;
+  let need = 0;
+  try {
+    for (;;) {
+      let step;
+      try {
+        step = await opened.reader.read();
+      } catch (e) {
+        throw new Error(`${weights.what}: the transfer failed after it began (${e.message})`);
+      }
+      if (step.done) break;
+      chunks.push(step.value);
+      have += step.value.length;
+      reply(id, 'progress', { file: weights.file, loaded: have, total: opened.size, tensor: null, cached: opened.cached });
+      if (have < need) continue;
+      const bytes = new Uint8Array(have);
+      let at = 0;
+      for (const c of chunks) {
+        bytes.set(c, at);
+        at += c.length;
+      }
+      const got = mod.ggufHead(bytes); // throws the sentence for a file that is not a GPT-2 GGUF
+      if (typeof got === 'number') {
+        need = Math.max(got, Math.floor(have * 1.5));
+        continue;
+      }
+      return { config: got[0], tokenizer: got[1], opened: { ...opened, chunks } };
+    }
+  } catch (e) {
+    opened.reader.cancel().catch(() => {});
+    await weights.failed();
+    throw e;
+  }
+  await weights.failed();
+  throw new Error(`${weights.file} ended after ${have} bytes, inside its GGUF header: not a whole GGUF file (truncated?)`);
 }
 
 /**
@@ -435,6 +506,9 @@ async function adapterName(engine) {
   return name;
 }
 
+/** The files a folder without tokenizer.json may have instead (vocabAndMerges). */
+const TOKENIZER_PAIR = { vocab: 'vocab.json', merges: 'merges.txt' };
+
 /** The most bytes config.json and tokenizer.json may have (GPT-2's: 1 kB and 1.4 MB). */
 const CAPS = { config: 1 << 20, tokenizer: 64 << 20 };
 
@@ -457,8 +531,10 @@ function smallFetcher(id, urls, home, cache) {
   return {
     stores,
     async get(key) {
-      const url = urls[key];
-      const f = await download(id, FILES[key], url, home.has(new URL(url).origin) ? null : cache, capped(FILES[key], CAPS[key]));
+      // vocab.json and merges.txt sit beside tokenizer.json (vocabAndMerges).
+      const name = FILES[key] ?? TOKENIZER_PAIR[key];
+      const url = urls[key] ?? new URL(name, urls.tokenizer).href;
+      const f = await download(id, name, url, home.has(new URL(url).origin) ? null : cache, capped(name, CAPS[key] ?? CAPS.tokenizer));
       stores.push(f.store);
       return f.bytes;
     },

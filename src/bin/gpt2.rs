@@ -63,8 +63,9 @@ enum DtypeArg {
 /// Where the model is and what runs it.
 #[derive(Args, Clone)]
 struct ModelArgs {
-    /// A folder with config.json, model.safetensors and tokenizer.json
-    #[arg(long, value_name = "DIR")]
+    /// A folder with config.json, model.safetensors and tokenizer.json, or a GGUF file (which
+    /// holds its config and tokenizer)
+    #[arg(long, value_name = "PATH")]
     model: PathBuf,
     #[arg(long, value_enum, default_value = "auto")]
     backend: BackendArg,
@@ -195,7 +196,7 @@ fn drafter(arg: Option<&str>, model: &ModelArgs) -> CliResult<(gpt2_web::Draft, 
     match arg {
         None | Some("none") => Ok((gpt2_web::Draft::None, None)),
         Some("prompt-lookup") => Ok((gpt2_web::Draft::PromptLookup, None)),
-        Some(dir) if Path::new(dir).join("config.json").is_file() => {
+        Some(dir) if Path::new(dir).join("config.json").is_file() || gpt2_web::weights::gguf::is_gguf_file(dir) => {
             let args = ModelArgs {
                 model: PathBuf::from(dir),
                 ..*model
@@ -203,7 +204,7 @@ fn drafter(arg: Option<&str>, model: &ModelArgs) -> CliResult<(gpt2_web::Draft, 
             Ok((gpt2_web::Draft::Model, Some(args.load()?)))
         }
         Some(other) => Err(usage(format!(
-            "--draft {other}: neither prompt-lookup nor a model folder (with config.json)"
+            "--draft {other}: neither prompt-lookup nor a model folder (with config.json) nor a GGUF file"
         ))),
     }
 }
@@ -218,8 +219,8 @@ struct LogitsCmd {
 
 #[derive(Args)]
 struct TokenizeCmd {
-    /// A folder with tokenizer.json
-    #[arg(long, value_name = "DIR")]
+    /// A folder with tokenizer.json, or a GGUF file (its tokenizer)
+    #[arg(long, value_name = "PATH")]
     model: PathBuf,
     #[command(flatten)]
     text: TextArg,
@@ -358,9 +359,15 @@ impl TokenizeCmd {
             self.text.text_file.as_deref(),
             "--text-file",
         )?;
-        let path = self.model.join("tokenizer.json");
-        let bytes = std::fs::read(&path)
-            .map_err(|e| Fail(1, format!("cannot read {}: {e}", path.display())))?;
+        let bytes = if gpt2_web::weights::gguf::is_gguf_file(&self.model) {
+            let file = std::fs::read(&self.model)
+                .map_err(|e| Fail(1, format!("cannot read {}: {e}", self.model.display())))?;
+            gpt2_web::weights::gguf::Gguf::parse_complete(&file)?.tokenizer_json()?
+        } else {
+            let path = self.model.join("tokenizer.json");
+            std::fs::read(&path)
+                .map_err(|e| Fail(1, format!("cannot read {}: {e}", path.display())))?
+        };
         let tok = gpt2_web::Tokenizer::from_bytes(&bytes)?;
         emit(json!({"ids": tok.encode(&text)?}))
     }

@@ -61,7 +61,8 @@ impl Model {
     }
 
     /// Loads `config.json`, `model.safetensors` (memory-mapped, not read into memory) and
-    /// `tokenizer.json` from a folder. On the GPU, a fall-back to the CPU maps the file again.
+    /// `tokenizer.json` from a folder, or a GGUF file (given itself, or the one `.gguf` of a
+    /// folder without `model.safetensors`). On the GPU, a fall-back to the CPU maps the file again.
     /// `Auto` takes the CPU when the GPU cannot hold the model.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load_dir(
@@ -80,12 +81,19 @@ impl Model {
         cpu_dtype: CpuDtype,
         gpu_f16: bool,
     ) -> Result<Model> {
-        let (c, t) = (
-            read(&dir.join("config.json"))?,
-            read(&dir.join("tokenizer.json"))?,
-        );
-        let path = dir.join("model.safetensors");
-        let weights = map(&path)?;
+        let path = weights_file(dir)?;
+        let (c, t, weights) = if crate::weights::gguf::is_gguf_file(&path) {
+            // A GGUF file holds the config and the tokenizer in its header.
+            let weights = map(&path)?;
+            let g = crate::weights::gguf::Gguf::parse_complete(&weights)?;
+            (g.config_json()?, g.tokenizer_json()?, weights)
+        } else {
+            // config.json first: a wrong folder is named by its first file. A safetensors file
+            // named itself has its config.json and tokenizer.json beside it.
+            let dir = path.parent().unwrap_or(std::path::Path::new("."));
+            let c = read(&dir.join("config.json"))?;
+            (c, tokenizer_json(dir)?, map(&path)?)
+        };
         let build = |choice| {
             pollster::block_on(async {
                 let mut loader = Loader::with_gpu_f16(&c, &t, choice, cpu_dtype, gpu_f16).await?;
@@ -172,6 +180,71 @@ impl Model {
     pub fn head_rows(&mut self, from: usize, to: usize) -> Result<&[f32]> {
         self.backend.head_rows(from, to)
     }
+}
+
+/// The weights file of a model path: a file itself, else the folder's `model.safetensors`, else
+/// its one `.gguf` file (a folder with neither is read as a safetensors folder, whose missing
+/// config.json the error names).
+#[cfg(not(target_arch = "wasm32"))]
+fn weights_file(path: &std::path::Path) -> Result<std::path::PathBuf> {
+    if path.is_file() {
+        return Ok(path.to_path_buf());
+    }
+    let safetensors = path.join("model.safetensors");
+    if safetensors.exists() || !path.is_dir() || path.join("config.json").exists() {
+        return Ok(safetensors); // reading it names what is missing
+    }
+    let mut ggufs: Vec<_> = std::fs::read_dir(path)
+        .map_err(|source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|x| x.eq_ignore_ascii_case("gguf"))
+        })
+        .collect();
+    ggufs.sort();
+    match &ggufs[..] {
+        [one] => Ok(one.clone()),
+        [] => Err(Error::Weights(format!(
+            "{} holds no model: looked for config.json, model.safetensors and tokenizer.json, \
+             and for a .gguf file",
+            path.display()
+        ))),
+        many => Err(Error::Weights(format!(
+            "{} holds {} .gguf files and no model.safetensors: name the file to load ({})",
+            path.display(),
+            many.len(),
+            many.iter()
+                .map(|p| p
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// A folder's `tokenizer.json`, or one made from its `vocab.json` and `merges.txt` when it has
+/// those instead; the error names all three when it has neither.
+#[cfg(not(target_arch = "wasm32"))]
+fn tokenizer_json(dir: &std::path::Path) -> Result<Vec<u8>> {
+    let json = dir.join("tokenizer.json");
+    let (vocab, merges) = (dir.join("vocab.json"), dir.join("merges.txt"));
+    if json.exists() || !vocab.exists() || !merges.exists() {
+        return read(&json).map_err(|e| match e {
+            Error::Io { path, source } => Error::Io {
+                path: format!("{path} (nor vocab.json and merges.txt beside it)"),
+                source,
+            },
+            e => e,
+        });
+    }
+    crate::tokenizer::json_from_vocab_merges(&read(&vocab)?, &read(&merges)?)
 }
 
 #[cfg(not(target_arch = "wasm32"))]

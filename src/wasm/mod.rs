@@ -239,6 +239,35 @@ fn token_js(st: &State, out: crate::Result<crate::Progress>) -> Result<JsValue, 
     .map_err(JsValue::from)
 }
 
+/// `tokenizer.json` made from a folder's `vocab.json` and `merges.txt` (where it has no
+/// tokenizer.json), or the sentence that says what is wrong with them.
+#[wasm_bindgen(js_name = tokenizerFromVocab)]
+pub fn tokenizer_from_vocab(vocab: &[u8], merges: &[u8]) -> Result<Vec<u8>, JsError> {
+    crate::tokenizer::json_from_vocab_merges(vocab, merges).map_err(js_err)
+}
+
+/// A GGUF file's `config.json` and `tokenizer.json`, made from its header (a GGUF file alone is
+/// a model): `[config, tokenizer]` as bytes once `bytes`, the file's start, hold the header, else
+/// the number of bytes it needs at least. Throws the sentence for a file that is not GGUF, not
+/// GPT-2, or broken.
+#[wasm_bindgen(js_name = ggufHead)]
+pub fn gguf_head(bytes: &[u8]) -> Result<JsValue, JsError> {
+    use crate::weights::gguf::{Gguf, Parsed};
+    match Gguf::parse(bytes).map_err(js_err)? {
+        Parsed::Need(n) => Ok(JsValue::from_f64(n as f64)),
+        Parsed::Header(g) => {
+            let out = js_sys::Array::new();
+            out.push(&js_sys::Uint8Array::from(
+                &g.config_json().map_err(js_err)?[..],
+            ));
+            out.push(&js_sys::Uint8Array::from(
+                &g.tokenizer_json().map_err(js_err)?[..],
+            ));
+            Ok(out.into())
+        }
+    }
+}
+
 /// What a model of this `config.json` will need in memory on the CPU at `dtype` when its weights
 /// stream in, checked against what this build can address before anything is downloaded or
 /// allocated: `{ file, weights, kvCache, activations, conversion, peak, limit }` in bytes (`file`:

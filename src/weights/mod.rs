@@ -1,5 +1,6 @@
-//! GPT-2 weights from a `model.safetensors` file, resolved by Hugging Face name and checked
-//! against the config before any backend sees them.
+//! GPT-2 weights from a `model.safetensors` or a GGUF file (`gguf`: llama.cpp's names, mapped to
+//! these), resolved by Hugging Face name and checked against the config before any backend sees
+//! them.
 //!
 //! Names follow transformers' `modeling_gpt2.py`, with or without the `transformer.` prefix
 //! (openai-community/gpt2 has none, `save_pretrained` adds it). Linear layers are transformers'
@@ -7,33 +8,24 @@
 //! the `attn.bias` / `attn.masked_bias` causal-mask buffers are ignored.
 
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
+pub mod ggml;
+pub mod gguf;
 pub mod stream;
 
-/// Element type of a tensor on disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DiskDtype {
-    F32,
-    F16,
-    BF16,
-}
-
-impl DiskDtype {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            DiskDtype::F32 => 4,
-            DiskDtype::F16 | DiskDtype::BF16 => 2,
-        }
-    }
-}
+/// Element type of a tensor on disk: safetensors' F32, F16 and BF16, and GGUF's types.
+pub type DiskDtype = ggml::GgmlType;
 
 /// One tensor of the checkpoint: a borrowed view of its bytes with a checked shape.
 #[derive(Clone, Copy, Debug)]
 pub struct TensorRef<'a> {
     pub dtype: DiskDtype,
+    /// transformers' shape: (in, out) for a Conv1D weight, (1, n) for a vector.
     pub shape: [usize; 2],
+    /// Whether `data` holds the matrix transposed, `shape[1]` rows of `shape[0]`: a GGUF file's
+    /// Conv1D weights, stored (out, in) as torch's `Linear`.
+    pub transposed: bool,
     pub data: &'a [u8],
 }
 
@@ -48,42 +40,36 @@ impl TensorRef<'_> {
         self.len() == 0
     }
 
-    /// The values as f32 (f16 and bf16 are widened exactly), or an error when the memory for
-    /// them cannot be had.
+    /// Element `i` of `data` as stored (see `transposed`), as f32.
+    #[inline]
+    pub fn stored_value(&self, i: usize) -> f32 {
+        self.dtype.value(self.data, i)
+    }
+
+    /// The values as f32 in transformers' layout (f16 and bf16 widened exactly, quantized types
+    /// dequantized, a transposed matrix put back), or an error when the memory for them cannot
+    /// be had.
     pub fn try_to_f32(&self) -> Result<Vec<f32>> {
-        let mut v = Vec::new();
-        v.try_reserve_exact(self.len()).map_err(|_| {
-            Error::Backend(format!(
-                "out of memory: a {:?} tensor of {} values widened to f32",
-                self.shape,
-                self.len()
-            ))
-        })?;
-        v.extend(self.f32_values());
-        Ok(v)
-    }
-
-    /// The values as f32 (f16 and bf16 are widened exactly).
-    pub fn to_f32(&self) -> Vec<f32> {
-        self.f32_values().collect()
-    }
-
-    fn f32_values(&self) -> Box<dyn Iterator<Item = f32> + '_> {
-        let b = self.data;
-        match self.dtype {
-            DiskDtype::F32 => Box::new(
-                b.chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-            ),
-            DiskDtype::F16 => Box::new(
-                b.chunks_exact(2)
-                    .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()),
-            ),
-            DiskDtype::BF16 => Box::new(
-                b.chunks_exact(2)
-                    .map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()),
-            ),
+        let what = format!("a {:?} tensor widened to f32", self.shape);
+        let mut v = crate::platform::try_zeroed::<f32>(self.len(), &what)?;
+        if self.transposed {
+            // Stored row `c` (of `a` values, whole blocks) is column `c` of transformers' (a, b).
+            let [a, b] = self.shape;
+            let row_bytes = self
+                .dtype
+                .bytes_for(a as u64)
+                .expect("checked by the header") as usize;
+            let mut row = vec![0f32; a];
+            for (c, bytes) in self.data.chunks_exact(row_bytes).enumerate() {
+                self.dtype.dequantize(bytes, &mut row);
+                for (r, &x) in row.iter().enumerate() {
+                    v[r * b + c] = x;
+                }
+            }
+        } else {
+            self.dtype.dequantize(self.data, &mut v);
         }
+        Ok(v)
     }
 }
 
@@ -164,15 +150,20 @@ impl<'a> Gpt2Weights<'a> {
         let mut stream = stream::Stream::new(config);
         stream.push(bytes, &mut |name, t| {
             let start = t.data.as_ptr() as usize - base;
-            at.insert(name.to_string(), (t.dtype, t.shape, start, t.data.len()));
+            at.insert(
+                name.to_string(),
+                (t.dtype, t.shape, t.transposed, start, t.data.len()),
+            );
             Ok(())
         })?;
         stream.finish()?;
         let mut get = |name: &str| -> TensorRef<'a> {
-            let (dtype, shape, start, len) = at.remove(name).expect("the stream checked it");
+            let (dtype, shape, transposed, start, len) =
+                at.remove(name).expect("the stream checked it");
             TensorRef {
                 dtype,
                 shape,
+                transposed,
                 data: &bytes[start..start + len],
             }
         };

@@ -1,4 +1,5 @@
-//! `model.safetensors` read as a stream: the header first (checked against the config before any
+//! `model.safetensors` or a GGUF file (`gguf`, told apart by its first four bytes) read as a
+//! stream: the header first (checked against the config before any
 //! weight arrives), then each tensor handed to a sink the moment its last byte is in, so a caller
 //! converts it (to q8, or onto the GPU) and the file never has to be held whole. A tensor that a
 //! chunk holds entirely is handed out of the chunk itself; one split across chunks is gathered in
@@ -24,7 +25,10 @@ pub struct TensorInfo {
     /// As stored, e.g. `transformer.h.3.mlp.c_fc.weight`.
     pub stored: String,
     pub dtype: DiskDtype,
+    /// transformers' shape.
     pub shape: [usize; 2],
+    /// Stored transposed (`TensorRef::transposed`).
+    pub transposed: bool,
     /// Byte range from the start of the file.
     pub start: u64,
     pub end: u64,
@@ -93,6 +97,7 @@ impl Header {
                 stored: full,
                 dtype: e.dtype.clone().map_err(Error::Weights)?,
                 shape,
+                transposed: false,
                 start: data_start + e.start,
                 end: data_start + e.end,
             });
@@ -179,7 +184,8 @@ impl Entry {
                 }
             )));
         }
-        let want = (shape[0] as u64) * (shape[1] as u64) * dtype.size() as u64;
+        let want = (dtype.bytes_for((shape[0] as u64) * (shape[1] as u64)))
+            .expect("a float type has blocks of one");
         if self.end - self.start != want {
             return Err(Error::Weights(format!(
                 "tensor \"{full}\" holds {} bytes, expected {want}",
@@ -221,6 +227,10 @@ pub struct Stream {
     pos: u64,
     /// The next tensor of `header.tensors` to hand out.
     next: usize,
+    /// A GGUF header's bytes are parsed again once `pending` holds this many (it says how many
+    /// it needs at least; the count also grows by half each time, so a header that arrives in
+    /// small chunks is not parsed once per chunk).
+    gguf_retry: usize,
 }
 
 impl Stream {
@@ -231,6 +241,7 @@ impl Stream {
             pending: Vec::new(),
             pos: 0,
             next: 0,
+            gguf_retry: 0,
         }
     }
 
@@ -259,6 +270,28 @@ impl Stream {
     ) -> Result<()> {
         while !chunk.is_empty() || self.zero_sized_next() {
             let Some(header) = &self.header else {
+                use super::gguf::{is_gguf, Gguf, Parsed};
+                if self.pending.is_empty() && is_gguf(chunk) {
+                    match Gguf::parse(chunk)? {
+                        // The whole header in this chunk (a mapped file): no copy.
+                        Parsed::Header(g) => {
+                            self.header = Some(g.header(&self.config)?);
+                            let at = (g.data_start as usize).min(chunk.len());
+                            self.pos = at as u64;
+                            chunk = &chunk[at..];
+                            continue;
+                        }
+                        Parsed::Need(n) => self.gguf_retry = n,
+                    }
+                }
+                if is_gguf(&self.pending) || (self.pending.is_empty() && is_gguf(chunk)) {
+                    // The whole chunk joins the header's bytes; what follows the header is
+                    // pushed again once it has been parsed.
+                    if let Some(rest) = self.take_gguf_header(chunk)? {
+                        self.push(&rest, sink)?;
+                    }
+                    break;
+                }
                 chunk = self.take_header(chunk)?;
                 continue;
             };
@@ -273,7 +306,7 @@ impl Stream {
                 continue;
             }
             let need = (t.end - self.pos) as usize;
-            let (name, dtype, shape) = (t.name.clone(), t.dtype, t.shape);
+            let (name, dtype, shape, transposed) = (t.name.clone(), t.dtype, t.shape, t.transposed);
             if self.pending.is_empty() && chunk.len() >= need {
                 // The whole tensor is in this chunk: no copy.
                 sink(
@@ -281,6 +314,7 @@ impl Stream {
                     TensorRef {
                         dtype,
                         shape,
+                        transposed,
                         data: &chunk[..need],
                     },
                 )?;
@@ -308,6 +342,7 @@ impl Stream {
                     TensorRef {
                         dtype,
                         shape,
+                        transposed,
                         data: &data,
                     },
                 )?;
@@ -325,10 +360,41 @@ impl Stream {
             .is_some_and(|t| t.start == t.end && self.pos >= t.start)
     }
 
+    /// Gathers a GGUF header from `chunk` (taken whole); once it is complete, returns the bytes
+    /// that followed it.
+    fn take_gguf_header(&mut self, chunk: &[u8]) -> Result<Option<Vec<u8>>> {
+        use super::gguf::{Gguf, Parsed, MAX_HEADER};
+        self.pending.extend_from_slice(chunk);
+        self.pos += chunk.len() as u64;
+        if self.pending.len() < self.gguf_retry {
+            return Ok(None);
+        }
+        match Gguf::parse(&self.pending)? {
+            Parsed::Need(n) => {
+                self.gguf_retry = n.max(self.pending.len() + self.pending.len() / 2);
+                if self.pending.len() > MAX_HEADER {
+                    return Err(invalid(format!("a GGUF header over {MAX_HEADER} bytes")));
+                }
+                Ok(None)
+            }
+            Parsed::Header(g) => {
+                let header = g.header(&self.config)?;
+                let at = (g.data_start as usize).min(self.pending.len());
+                let rest = self.pending.split_off(at);
+                self.pos = at as u64;
+                self.pending = Vec::new();
+                self.header = Some(header);
+                Ok(Some(rest))
+            }
+        }
+    }
+
     /// Gathers the header; returns what of `chunk` follows it.
     fn take_header<'b>(&mut self, chunk: &'b [u8]) -> Result<&'b [u8]> {
-        // Enough for the length, then exactly to the header's end.
+        // Four bytes to tell a GGUF file, enough for the length, then exactly to the header's end.
         let want = match self.pending.get(..8) {
+            None if self.pending.len() < 4 => 4,
+            None if super::gguf::is_gguf(&self.pending) => return Ok(chunk),
             None => 8,
             Some(len) => {
                 let n = u64::from_le_bytes(len.try_into().expect("8 bytes"));
@@ -353,6 +419,13 @@ impl Stream {
     /// Checks that every tensor came: a stream that ended early is an error naming where.
     pub fn finish(&self) -> Result<()> {
         let Some(h) = &self.header else {
+            if super::gguf::is_gguf(&self.pending) {
+                return Err(Error::Weights(format!(
+                    "not a valid GGUF file (truncated or corrupt?): it ended after {} bytes, \
+                     before its header was complete",
+                    self.pos
+                )));
+            }
             return Err(invalid(format!(
                 "it ended after {} bytes, before its header was complete",
                 self.pos

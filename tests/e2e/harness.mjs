@@ -171,9 +171,9 @@ export function cliPath() {
 }
 
 /** The CLI's greedy generation on the CPU: { text, tokens, stopReason, metrics }. */
-export function nativeGenerate(prompt, maxTokens, dtype = 'q8') {
+export function nativeGenerate(prompt, maxTokens, dtype = 'q8', model = MODEL_DIR) {
   const out = execFileSync(cliPath(), [
-    'generate', '--model', MODEL_DIR, '--prompt', prompt, '--max-tokens', String(maxTokens), '--json', '--backend', 'cpu',
+    'generate', '--model', model, '--prompt', prompt, '--max-tokens', String(maxTokens), '--json', '--backend', 'cpu',
     '--dtype', dtype,
   ], { cwd: ROOT, encoding: 'utf8' });
   const lines = out.trim().split('\n');

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Writes the fuzzers' seed inputs (tools/fuzz/seeds/): a tiny GPT-2 checkpoint (1 layer, width 8,
-10 tokens) as one load_model input, and a small byte-level BPE tokenizer.json for load_tokenizer.
-Standard library only; the safetensors file is written by hand (8-byte header length, JSON
-header, little-endian data). Run: python3 tools/fuzz/make_seeds.py
+10 tokens) as one load_model input, a small byte-level BPE tokenizer.json for load_tokenizer, and
+a tiny GPT-2 GGUF (1 layer, width 32, that tokenizer in its metadata, F32 vectors, F16 and Q8_0
+matrices) for load_gguf. Standard library only; the files are written by hand (safetensors: 8-byte
+header length, JSON header, little-endian data; GGUF v3 as ggml's docs/gguf.md lays it out).
+Run: python3 tools/fuzz/make_seeds.py
 """
 import json
 import random
@@ -64,9 +66,76 @@ def tiny_tokenizer():
     }, indent=1).encode()
 
 
+def gguf_string(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def tiny_gguf():
+    c, h, v, t = 32, 64, 10, 8
+    rnd = random.Random(1)
+    tok = json.loads(tiny_tokenizer())
+    vocab = sorted(tok["model"]["vocab"].items(), key=lambda kv: kv[1])
+    kv = [("general.architecture", 8, "gpt2"), ("gpt2.context_length", 4, t), ("gpt2.embedding_length", 4, c),
+          ("gpt2.feed_forward_length", 4, h), ("gpt2.block_count", 4, 1), ("gpt2.attention.head_count", 4, 2),
+          ("gpt2.attention.layer_norm_epsilon", 6, 1e-5), ("tokenizer.ggml.model", 8, "gpt2"),
+          ("tokenizer.ggml.tokens", (9, 8), [tk for tk, _ in vocab]),
+          ("tokenizer.ggml.token_type", (9, 5), [3 if tk == "<|endoftext|>" else 1 for tk, _ in vocab]),
+          ("tokenizer.ggml.merges", (9, 8), tok["model"]["merges"]), ("tokenizer.ggml.eos_token_id", 4, v - 1)]
+
+    def value(ty, x):
+        if ty == 8:
+            return gguf_string(x)
+        return struct.pack({4: "<I", 5: "<i", 6: "<f"}[ty], x)
+
+    meta = b""
+    for key, ty, x in kv:
+        meta += gguf_string(key)
+        if isinstance(ty, tuple):
+            meta += struct.pack("<IIQ", 9, ty[1], len(x)) + b"".join(value(ty[1], e) for e in x)
+        else:
+            meta += struct.pack("<I", ty) + value(ty, x)
+
+    def f32(n):
+        return 0, struct.pack(f"<{n}f", *[round(rnd.gauss(0, 0.2), 4) for _ in range(n)])
+
+    def f16(n):
+        return 1, struct.pack(f"<{n}e", *[round(rnd.gauss(0, 0.2), 4) for _ in range(n)])
+
+    def q8_0(n):  # blocks of 32: an f16 scale, 32 int8
+        out = b""
+        for _ in range(n // 32):
+            out += struct.pack("<e", 0.01) + bytes(rnd.randrange(256) for _ in range(32))
+        return 8, out
+
+    tensors = [("token_embd.weight", [c, v], q8_0), ("position_embd.weight", [c, t], f32),
+               ("output_norm.weight", [c], f32), ("output_norm.bias", [c], f32)]
+    for name, ne, kind in [("attn_norm.weight", [c], f32), ("attn_norm.bias", [c], f32),
+                           ("attn_qkv.weight", [c, 3 * c], q8_0), ("attn_qkv.bias", [3 * c], f32),
+                           ("attn_output.weight", [c, c], f16), ("attn_output.bias", [c], f32),
+                           ("ffn_norm.weight", [c], f32), ("ffn_norm.bias", [c], f32),
+                           ("ffn_up.weight", [c, h], q8_0), ("ffn_up.bias", [h], f32),
+                           ("ffn_down.weight", [h, c], q8_0), ("ffn_down.bias", [c], f32)]:
+        tensors.append((f"blk.0.{name}", ne, kind))
+    infos, data = b"", b""
+    for name, ne, kind in tensors:
+        n = 1
+        for d in ne:
+            n *= d
+        ty, raw = kind(n)
+        data += b"\0" * (-len(data) % 32)
+        infos += gguf_string(name) + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}Q", *ne)
+        infos += struct.pack("<IQ", ty, len(data))
+        data += raw
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)) + meta + infos
+    return head + b"\0" * (-len(head) % 32) + data
+
+
 def main():
     (SEEDS / "load_model").mkdir(parents=True, exist_ok=True)
     (SEEDS / "load_tokenizer").mkdir(parents=True, exist_ok=True)
+    (SEEDS / "load_gguf").mkdir(parents=True, exist_ok=True)
+    (SEEDS / "load_gguf" / "tiny.gguf").write_bytes(tiny_gguf())
     (SEEDS / "load_model" / "tiny").write_bytes(tiny_model())
     (SEEDS / "load_tokenizer" / "tiny.json").write_bytes(tiny_tokenizer())
     print("wrote", *(str(p.relative_to(HERE)) for p in sorted(SEEDS.rglob("*")) if p.is_file()))

@@ -22,8 +22,13 @@ impl Matrix {
     pub fn new(t: &TensorRef, dtype: CpuDtype, conv1d: bool) -> Result<Matrix> {
         let [a, b] = t.shape;
         if dtype == CpuDtype::Q8 {
-            // (rows, cols, row stride, column stride) of the (out, in) matrix in the tensor.
-            let (rows, cols, rs, cs) = if conv1d { (b, a, 1, b) } else { (a, b, b, 1) };
+            // (rows, cols, row stride, column stride) of the (out, in) matrix in the tensor:
+            // transformers' Conv1D (in, out), a GGUF file's Conv1D stored (out, in), an embedding.
+            let (rows, cols, rs, cs) = match (conv1d, t.transposed) {
+                (true, false) => (b, a, 1, b),
+                (true, true) => (b, a, a, 1),
+                (false, _) => (a, b, b, 1),
+            };
             let d = t.data;
             let q = match t.dtype {
                 DiskDtype::F32 => Q8Matrix::quantize_with(
@@ -49,6 +54,8 @@ impl Matrix {
                     rs,
                     cs,
                 ),
+                // GGUF's block types, dequantized value by value (never the whole tensor).
+                _ => Q8Matrix::quantize_with(|i| t.stored_value(i), rows, cols, rs, cs),
             };
             return Ok(Matrix::Q8(q?));
         }

@@ -1,0 +1,550 @@
+//! GGUF files (llama.cpp's format, https://github.com/ggml-org/ggml/blob/master/docs/gguf.md) of
+//! architecture `gpt2`: the header (metadata, then the tensors' names, shapes, types and offsets)
+//! read before any tensor, the hyper-parameters and the tokenizer taken from its metadata (a GGUF
+//! file alone is a model), and its tensors mapped onto transformers' names for `stream::Stream`.
+//!
+//! The layout: `GGUF`, u32 version (2 or 3), u64 tensor count, u64 metadata count; each metadata
+//! entry a string key, a u32 value type and the value (strings are a u64 length and UTF-8 bytes,
+//! arrays a u32 element type, a u64 count and the elements); each tensor a name, u32 dimension
+//! count, u64 dimensions (`ne`, the fastest first), u32 ggml type and u64 offset; padding to
+//! `general.alignment` (32 unless said); the data, the offsets relative to its start.
+//!
+//! llama.cpp's GPT-2 (`convert_hf_to_gguf.py`) stores the Conv1D weights transposed, as torch's
+//! `Linear` (out, in): `ne` is transformers' (in, out) and the rows of the data are its columns
+//! (`TensorRef::transposed`). It also writes `output.weight`, a copy of `token_embd.weight` (GPT-2
+//! ties its head to its embedding), which a quantizer may store in another type: the finer of the
+//! two is read as the one matrix both uses share, the other skipped.
+
+use super::ggml::GgmlType;
+use super::stream::{Header, TensorInfo};
+use super::{expected_tensors, DiskDtype};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+
+/// The most header bytes accepted (safetensors' limit too): GPT-2's vocabulary and merges take ~2 MB.
+pub const MAX_HEADER: usize = 100_000_000;
+/// The most tensors or metadata entries accepted.
+const MAX_ENTRIES: u64 = 1 << 20;
+/// The most array elements in all the metadata together (GPT-2 has ~150,000: its tokens, their
+/// types and its merges; the largest vocabularies have ~256,000 tokens): each takes more memory
+/// parsed than its one byte in the file, so a crafted header must not multiply it unchecked.
+const MAX_ELEMENTS: u64 = 1 << 22;
+
+fn invalid(why: impl std::fmt::Display) -> Error {
+    Error::Weights(format!(
+        "not a valid GGUF file (truncated or corrupt?): {why}"
+    ))
+}
+
+/// A metadata value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Int(i128),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+    Array(Vec<Value>),
+}
+
+/// A tensor as the header describes it.
+#[derive(Clone, Debug)]
+pub struct RawTensor {
+    pub name: String,
+    /// ggml's `ne`: the fastest dimension first.
+    pub ne: Vec<u64>,
+    pub dtype: std::result::Result<GgmlType, String>,
+    /// Byte range from the start of the file.
+    pub start: u64,
+    pub end: u64,
+}
+
+/// A parsed header.
+#[derive(Clone, Debug)]
+pub struct Gguf {
+    pub version: u32,
+    pub metadata: BTreeMap<String, Value>,
+    pub tensors: Vec<RawTensor>,
+    /// Where the tensor data starts.
+    pub data_start: u64,
+    /// The file's length as the header describes it (the end of its last tensor).
+    pub file_len: u64,
+}
+
+/// What `Gguf::parse` found: the header, or how many bytes it needs at least to go on.
+pub enum Parsed {
+    Header(Box<Gguf>),
+    Need(usize),
+}
+
+/// Whether `bytes` start like a GGUF file.
+pub fn is_gguf(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"GGUF")
+}
+
+/// Whether the file at `path` starts like a GGUF file (false when it cannot be read).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn is_gguf_file(path: impl AsRef<std::path::Path>) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|_| is_gguf(&magic))
+}
+
+/// A reader over the header's bytes; running out is `Err(Short(n))`: `n` bytes are needed.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    /// Array elements read so far.
+    elements: u64,
+}
+
+enum Fail {
+    Short(usize),
+    Bad(Error),
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Fail {
+        Fail::Bad(e)
+    }
+}
+
+type R<T> = std::result::Result<T, Fail>;
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: u64) -> R<&'a [u8]> {
+        let end = (self.at as u64).saturating_add(n);
+        if end > MAX_HEADER as u64 {
+            return Err(Fail::Bad(invalid(format!(
+                "its header would be longer than {MAX_HEADER} bytes (a length of {n} at byte {})",
+                self.at
+            ))));
+        }
+        let end = end as usize;
+        if end > self.bytes.len() {
+            return Err(Fail::Short(end));
+        }
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    fn u32(&mut self) -> R<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
+    }
+
+    fn u64(&mut self) -> R<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+    }
+
+    fn string(&mut self) -> R<String> {
+        let n = self.u64()?;
+        let at = self.at;
+        let b = self.take(n)?;
+        String::from_utf8(b.to_vec())
+            .map_err(|_| Fail::Bad(invalid(format!("the string at byte {at} is not UTF-8"))))
+    }
+
+    fn value(&mut self, ty: u32, depth: usize) -> R<Value> {
+        Ok(match ty {
+            0 => Value::Int(self.take(1)?[0] as i128),
+            1 => Value::Int(self.take(1)?[0] as i8 as i128),
+            2 => Value::Int(u16::from_le_bytes(self.take(2)?.try_into().expect("2")) as i128),
+            3 => Value::Int(i16::from_le_bytes(self.take(2)?.try_into().expect("2")) as i128),
+            4 => Value::Int(u32::from_le_bytes(self.take(4)?.try_into().expect("4")) as i128),
+            5 => Value::Int(i32::from_le_bytes(self.take(4)?.try_into().expect("4")) as i128),
+            6 => Value::Float(f32::from_le_bytes(self.take(4)?.try_into().expect("4")) as f64),
+            7 => Value::Bool(self.take(1)?[0] != 0),
+            8 => Value::Str(self.string()?),
+            9 => {
+                if depth > 0 {
+                    return Err(Fail::Bad(invalid("an array of arrays in the metadata")));
+                }
+                let (ty, n) = (self.u32()?, self.u64()?);
+                self.elements = self.elements.saturating_add(n);
+                if self.elements > MAX_ELEMENTS {
+                    return Err(Fail::Bad(invalid(format!(
+                        "its metadata has arrays of more than {MAX_ELEMENTS} elements in all \
+                         (one of {n})"
+                    ))));
+                }
+                let mut items = Vec::new();
+                for _ in 0..n {
+                    items.push(self.value(ty, depth + 1)?);
+                }
+                Value::Array(items)
+            }
+            10 => Value::Int(u64::from_le_bytes(self.take(8)?.try_into().expect("8")) as i128),
+            11 => Value::Int(i64::from_le_bytes(self.take(8)?.try_into().expect("8")) as i128),
+            12 => Value::Float(f64::from_le_bytes(self.take(8)?.try_into().expect("8"))),
+            other => {
+                return Err(Fail::Bad(invalid(format!(
+                    "metadata value type {other} (known: 0..=12)"
+                ))))
+            }
+        })
+    }
+}
+
+impl Gguf {
+    /// The header of a file that starts with `bytes`, or how many bytes it needs to be complete.
+    pub fn parse(bytes: &[u8]) -> Result<Parsed> {
+        let mut r = Reader {
+            bytes,
+            at: 0,
+            elements: 0,
+        };
+        match Self::read(&mut r) {
+            Ok(g) => Ok(Parsed::Header(Box::new(g))),
+            Err(Fail::Short(n)) => Ok(Parsed::Need(n)),
+            Err(Fail::Bad(e)) => Err(e),
+        }
+    }
+
+    /// `parse` of a whole file: running out of bytes is an error.
+    pub fn parse_complete(bytes: &[u8]) -> Result<Gguf> {
+        match Self::parse(bytes)? {
+            Parsed::Header(g) => Ok(*g),
+            Parsed::Need(n) => Err(invalid(format!(
+                "it ended after {} bytes, inside its header (which needs {n} at least)",
+                bytes.len()
+            ))),
+        }
+    }
+
+    fn read(r: &mut Reader) -> R<Gguf> {
+        if r.take(4)? != b"GGUF" {
+            return Err(Fail::Bad(invalid("it does not start with \"GGUF\"")));
+        }
+        let version = r.u32()?;
+        if !(2..=3).contains(&version) {
+            return Err(Fail::Bad(Error::Weights(format!(
+                "GGUF version {version} is not supported (versions 2 and 3 are)"
+            ))));
+        }
+        let (n_tensors, n_kv) = (r.u64()?, r.u64()?);
+        for (what, n) in [("tensors", n_tensors), ("metadata entries", n_kv)] {
+            if n > MAX_ENTRIES {
+                return Err(Fail::Bad(invalid(format!(
+                    "{n} {what} (at most {MAX_ENTRIES})"
+                ))));
+            }
+        }
+        let mut metadata = BTreeMap::new();
+        for _ in 0..n_kv {
+            let key = r.string()?;
+            let ty = r.u32()?;
+            let v = r.value(ty, 0)?;
+            metadata.insert(key, v);
+        }
+        let mut tensors = Vec::new();
+        for _ in 0..n_tensors {
+            let name = r.string()?;
+            let n_dims = r.u32()?;
+            if !(1..=4).contains(&n_dims) {
+                return Err(Fail::Bad(invalid(format!(
+                    "tensor \"{name}\" has {n_dims} dimensions (1 to 4 are possible)"
+                ))));
+            }
+            let ne = (0..n_dims).map(|_| r.u64()).collect::<R<Vec<u64>>>()?;
+            let dtype = GgmlType::from_id(r.u32()?);
+            let offset = r.u64()?;
+            tensors.push((name, ne, dtype, offset));
+        }
+        let alignment = match metadata.get("general.alignment") {
+            None => 32,
+            Some(Value::Int(a)) if *a > 0 && *a <= 1 << 20 && (*a as u64).is_power_of_two() => {
+                *a as u64
+            }
+            Some(other) => {
+                return Err(Fail::Bad(invalid(format!(
+                    "general.alignment is {other:?} (a power of two is needed)"
+                ))))
+            }
+        };
+        let data_start = (r.at as u64).div_ceil(alignment) * alignment;
+        let mut out = Vec::new();
+        let mut file_len = data_start;
+        for (name, ne, dtype, offset) in tensors {
+            let n = ne
+                .iter()
+                .try_fold(1u64, |a, &d| a.checked_mul(d))
+                .ok_or_else(|| {
+                    Fail::Bad(invalid(format!(
+                        "tensor \"{name}\": shape {ne:?} overflows"
+                    )))
+                })?;
+            let size = match &dtype {
+                Ok(t) => {
+                    if ne[0] % t.block_len() as u64 != 0 {
+                        return Err(Fail::Bad(invalid(format!(
+                            "tensor \"{name}\" of type {} has rows of {} values, not whole blocks of {}",
+                            t.name(),
+                            ne[0],
+                            t.block_len()
+                        ))));
+                    }
+                    t.bytes_for(n).expect("whole blocks")
+                }
+                Err(_) => 0, // only an error if GPT-2 needs it
+            };
+            let start = data_start
+                .checked_add(offset)
+                .ok_or_else(|| Fail::Bad(invalid(format!("tensor \"{name}\": offset {offset}"))))?;
+            let end = start
+                .checked_add(size)
+                .ok_or_else(|| Fail::Bad(invalid(format!("tensor \"{name}\": size {size}"))))?;
+            file_len = file_len.max(end);
+            out.push(RawTensor {
+                name,
+                ne,
+                dtype,
+                start,
+                end,
+            });
+        }
+        Ok(Gguf {
+            version,
+            metadata,
+            tensors: out,
+            data_start,
+            file_len,
+        })
+    }
+
+    fn get(&self, key: &str) -> Result<&Value> {
+        self.metadata.get(key).ok_or_else(|| {
+            Error::Weights(format!("the GGUF file has no \"{key}\" in its metadata"))
+        })
+    }
+
+    fn int(&self, key: &str) -> Result<i128> {
+        match self.get(key)? {
+            Value::Int(v) => Ok(*v),
+            other => Err(Error::Weights(format!(
+                "the GGUF metadata \"{key}\" is {other:?}, not a whole number"
+            ))),
+        }
+    }
+
+    fn string(&self, key: &str) -> Result<&str> {
+        match self.get(key)? {
+            Value::Str(s) => Ok(s),
+            other => Err(Error::Weights(format!(
+                "the GGUF metadata \"{key}\" is {other:?}, not a string"
+            ))),
+        }
+    }
+
+    fn tensor(&self, name: &str) -> Option<&RawTensor> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+
+    /// transformers' `config.json` for the model, from the `gpt2.*` metadata and the embedding's
+    /// shape (checked by `Config::from_json` as any config is).
+    pub fn config_json(&self) -> Result<Vec<u8>> {
+        let arch = self.string("general.architecture")?;
+        if arch != "gpt2" {
+            return Err(Error::Weights(format!(
+                "the GGUF file's architecture is \"{arch}\"; only GPT-2 (\"gpt2\") is supported"
+            )));
+        }
+        let vocab = self
+            .tensor("token_embd.weight")
+            .ok_or_else(|| Error::Weights("missing tensor \"token_embd.weight\"".into()))?;
+        let Some(&vocab_size) = vocab.ne.get(1) else {
+            return Err(Error::Weights(format!(
+                "tensor \"token_embd.weight\" has shape {:?}, expected [n_embd, vocab]",
+                vocab.ne
+            )));
+        };
+        let eps = match self.get("gpt2.attention.layer_norm_epsilon")? {
+            Value::Float(f) => *f,
+            other => {
+                return Err(Error::Weights(format!(
+                    "gpt2.attention.layer_norm_epsilon is {other:?}, not a number"
+                )))
+            }
+        };
+        let eos = match self.metadata.get("tokenizer.ggml.eos_token_id") {
+            Some(Value::Int(v)) => Some(*v),
+            _ => None,
+        };
+        let mut json = serde_json::json!({
+            "model_type": "gpt2",
+            "n_layer": self.int("gpt2.block_count")?,
+            "n_head": self.int("gpt2.attention.head_count")?,
+            "n_embd": self.int("gpt2.embedding_length")?,
+            "n_positions": self.int("gpt2.context_length")?,
+            "n_inner": self.int("gpt2.feed_forward_length")?,
+            "vocab_size": vocab_size,
+            "layer_norm_epsilon": eps,
+        });
+        if let Some(eos) = eos {
+            json["eos_token_id"] = serde_json::json!(eos);
+        }
+        Ok(serde_json::to_vec(&json).expect("JSON"))
+    }
+
+    /// The tokenizer as a `tokenizer.json` (GPT-2's byte-level BPE), from `tokenizer.ggml.*`.
+    pub fn tokenizer_json(&self) -> Result<Vec<u8>> {
+        let model = self.string("tokenizer.ggml.model")?;
+        if model != "gpt2" {
+            return Err(Error::Tokenizer(format!(
+                "the GGUF file's tokenizer is \"{model}\"; only GPT-2's byte-level BPE (\"gpt2\") is supported"
+            )));
+        }
+        let strings = |key: &str| -> Result<Vec<&str>> {
+            match self.get(key)? {
+                Value::Array(items) => items
+                    .iter()
+                    .map(|v| match v {
+                        Value::Str(s) => Ok(s.as_str()),
+                        _ => Err(Error::Tokenizer(format!(
+                            "{key} holds a value that is not a string"
+                        ))),
+                    })
+                    .collect(),
+                _ => Err(Error::Tokenizer(format!("{key} is not an array"))),
+            }
+        };
+        let tokens = strings("tokenizer.ggml.tokens")?;
+        let merges = strings("tokenizer.ggml.merges")?;
+        let types: Vec<i128> = match self.metadata.get("tokenizer.ggml.token_type") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| if let Value::Int(t) = v { *t } else { 1 })
+                .collect(),
+            _ => Vec::new(),
+        };
+        // llama.cpp's token types: 3 control (special), 4 user-defined; both are added tokens.
+        let added = (tokens.iter().enumerate())
+            .filter_map(|(id, t)| match types.get(id) {
+                Some(3) => Some((id as u32, *t, true)),
+                Some(4) => Some((id as u32, *t, false)),
+                _ => None,
+            })
+            .collect::<Vec<_>>();
+        Ok(crate::tokenizer::byte_level_json(&tokens, &merges, &added))
+    }
+
+    /// The tensors GPT-2 needs, under transformers' names, checked against `config`.
+    pub fn header(&self, config: &Config) -> Result<Header> {
+        let head = self.tied_head();
+        let mut tensors = Vec::new();
+        for (name, shape) in expected_tensors(config) {
+            let stored = if name == "wte.weight" {
+                head.to_string()
+            } else {
+                llama_name(&name)
+            };
+            let t = self
+                .tensor(&stored)
+                .ok_or_else(|| Error::Weights(format!("missing tensor \"{stored}\"")))?;
+            let dtype: DiskDtype = t
+                .dtype
+                .clone()
+                .map_err(|e| Error::Weights(format!("tensor \"{stored}\" has type {e}")))?;
+            let conv1d = name.starts_with("h.") && name.ends_with(".weight") && shape[0] > 1;
+            let want: Vec<u64> = if conv1d {
+                vec![shape[0] as u64, shape[1] as u64]
+            } else if shape[0] == 1 {
+                vec![shape[1] as u64]
+            } else {
+                vec![shape[1] as u64, shape[0] as u64]
+            };
+            let ne =
+                t.ne.iter()
+                    .rev()
+                    .skip_while(|&&d| d == 1)
+                    .collect::<Vec<_>>();
+            let ne = ne.into_iter().rev().copied().collect::<Vec<u64>>();
+            if ne != want {
+                return Err(Error::Weights(format!(
+                    "tensor \"{stored}\" has shape {:?} (ggml's ne), expected {want:?} from the \
+                     metadata",
+                    t.ne
+                )));
+            }
+            tensors.push(TensorInfo {
+                name,
+                stored,
+                dtype,
+                shape,
+                transposed: conv1d,
+                start: t.start,
+                end: t.end,
+            });
+        }
+        for t in &self.tensors {
+            if let Some(i) = t
+                .name
+                .strip_prefix("blk.")
+                .and_then(|r| r.split('.').next())
+            {
+                if i.parse::<usize>().is_ok_and(|i| i >= config.n_layer) {
+                    return Err(Error::Weights(format!(
+                        "tensor \"{}\" belongs to a layer beyond gpt2.block_count = {}",
+                        t.name, config.n_layer
+                    )));
+                }
+            }
+        }
+        tensors.sort_by_key(|t| t.start);
+        if let Some(w) = tensors.windows(2).find(|w| w[1].start < w[0].end) {
+            return Err(invalid(format!(
+                "tensors \"{}\" and \"{}\" overlap",
+                w[0].stored, w[1].stored
+            )));
+        }
+        Ok(Header {
+            tensors,
+            file_len: self.file_len,
+        })
+    }
+
+    /// The tensor read as `wte` (see the module's note): `output.weight` where it is there with
+    /// a finer type than `token_embd.weight`.
+    fn tied_head(&self) -> &'static str {
+        let bits = |name: &str| {
+            let t = self.tensor(name)?;
+            let ty = t.dtype.as_ref().ok()?;
+            Some(ty.bits_per_value())
+        };
+        match (bits("token_embd.weight"), bits("output.weight")) {
+            (Some(e), Some(o)) if o > e => "output.weight",
+            (None, Some(_)) => "output.weight", // the embedding's type is unreadable
+            _ => "token_embd.weight",
+        }
+    }
+}
+
+/// llama.cpp's name for a transformers tensor name (unprefixed), e.g. `h.3.mlp.c_fc.weight` →
+/// `blk.3.ffn_up.weight`.
+pub fn llama_name(name: &str) -> String {
+    let fixed = [
+        ("wte.weight", "token_embd.weight"),
+        ("wpe.weight", "position_embd.weight"),
+        ("ln_f.weight", "output_norm.weight"),
+        ("ln_f.bias", "output_norm.bias"),
+    ];
+    if let Some((_, l)) = fixed.iter().find(|(h, _)| *h == name) {
+        return l.to_string();
+    }
+    let Some((i, rest)) = name.strip_prefix("h.").and_then(|r| r.split_once('.')) else {
+        return name.to_string();
+    };
+    let (part, kind) = rest.rsplit_once('.').unwrap_or((rest, ""));
+    let part = match part {
+        "ln_1" => "attn_norm",
+        "attn.c_attn" => "attn_qkv",
+        "attn.c_proj" => "attn_output",
+        "ln_2" => "ffn_norm",
+        "mlp.c_fc" => "ffn_up",
+        "mlp.c_proj" => "ffn_down",
+        other => other,
+    };
+    format!("blk.{i}.{part}.{kind}")
+}

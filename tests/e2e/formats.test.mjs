@@ -1,0 +1,225 @@
+// The model formats besides a safetensors folder, in the browser. GGUF files (llama.cpp's format:
+// the header holds the config and the tokenizer): by URL and as a File, through the API and the
+// page's URL box, the native CLI's greedy tokens on the same file; a truncated file, a file that is
+// not GGUF and a GGUF of another architecture are sentences (fixtures: tests/fixtures/gguf/*.gguf,
+// tools/make_gguf.py). A folder with vocab.json + merges.txt and no tokenizer.json.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { serveAndLaunch, ROOT, withPage, nativeGenerate, assertTokenEvents, MODEL_DIR, PROMPT as DEMO_PROMPT } from './harness.mjs';
+
+const T = { timeout: 120_000 };
+const env = serveAndLaunch();
+const FIXTURES = path.join(ROOT, 'tests/fixtures/gguf');
+const Q8 = 'tiny-random-Q8_0.gguf';
+// The tiny model knows 1999 ids: a prompt of words among them.
+const PROMPT = 'the and of to in';
+
+/** A blank page on the server's origin that also serves /__gguf/<name> (the fixtures, or `extra`). */
+async function withBlank(fn, extra = {}) {
+  const url = `${env.server.origin}/__gguf-test.html`;
+  await withPage(env.browser, 'about:blank', async (page, session) => {
+    await page.route(url, (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>GGUF test</title>' }));
+    await page.route(`${env.server.origin}/__gguf/**`, (route) => {
+      const name = decodeURIComponent(new URL(route.request().url()).pathname.split('/').pop());
+      const body = extra[name] ?? fs.readFileSync(path.join(FIXTURES, name));
+      return route.fulfill({ body, contentType: 'application/octet-stream' });
+    });
+    await page.goto(url);
+    await fn(page, session);
+  });
+}
+
+test('a .gguf URL and a GGUF File load alone and give the CLI\'s greedy tokens', T, async () => {
+  const native = nativeGenerate(PROMPT, 16, 'q8', path.join(FIXTURES, Q8));
+  await withBlank(async (page) => {
+    const got = await page.evaluate(async ({ prompt, url }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const run = async (model) => {
+        const progress = [];
+        const m = await Gpt2.load({ model, backend: 'cpu', dtype: 'q8', onProgress: (p) => progress.push(p) });
+        const events = [];
+        const result = await m.generate(prompt, { maxTokens: 16, temperature: 0, ignoreEos: true, onToken: (e) => events.push(e) });
+        const out = { result, events, config: m.config, files: [...new Set(progress.map((p) => p.file))], last: progress.at(-1) };
+        m.dispose();
+        return out;
+      };
+      const byUrl = await run(url);
+      const file = new File([await (await fetch(url)).arrayBuffer()], 'tiny.gguf');
+      const byFile = await run({ weights: file });
+      return { byUrl, byFile };
+    }, { prompt: PROMPT, url: `/__gguf/${Q8}` });
+    for (const [how, r] of Object.entries(got)) {
+      assert.deepEqual(r.result.tokens, native.tokens, `${how}: greedy tokens differ from the CLI's`);
+      assert.equal(r.result.text, native.text);
+      assertTokenEvents(r.events, r.result);
+      assert.equal(r.config.vocabSize, 1999);
+      assert.equal(r.config.nLayer, 2);
+    }
+    assert.deepEqual(got.byUrl.files, [Q8], 'one file is downloaded, named in the progress');
+    assert.equal(got.byUrl.last.loaded, fs.statSync(path.join(FIXTURES, Q8)).size);
+    assert.deepEqual(got.byFile.files, ['tiny.gguf']);
+  });
+});
+
+test('the page loads a .gguf URL from its URL box', T, async () => {
+  const native = nativeGenerate(PROMPT, 12, 'q8', path.join(FIXTURES, Q8));
+  await withPage(env.browser, 'about:blank', async (page) => {
+    await page.route(`${env.server.origin}/__gguf/**`, (route) =>
+      route.fulfill({ body: fs.readFileSync(path.join(FIXTURES, Q8)), contentType: 'application/octet-stream' }));
+    await page.goto(`${env.server.origin}/`);
+    await page.waitForFunction(() => ['ready', 'error'].includes(window.pageState), null, { timeout: 60_000 });
+    await page.check('#source-url');
+    await page.fill('#model-url', `/__gguf/${Q8}`);
+    await page.selectOption('#backend-choice', 'cpu');
+    await page.selectOption('#dtype-choice', 'q8');
+    await page.click('#load');
+    await page.waitForFunction(() => (window.pageState === 'ready' && window.gpt2Model?.config.vocabSize === 1999)
+      || !document.getElementById('error').hidden, null, { timeout: 60_000 });
+    assert.equal(await page.evaluate(() => document.getElementById('error').textContent), '');
+    await page.fill('#prompt', PROMPT);
+    await page.fill('#max-tokens', '12');
+    await page.fill('#temperature', '0');
+    await page.fill('#stop-seqs', '');
+    await page.click('#generate');
+    await page.waitForFunction(() => window.lastResult || !document.getElementById('error').hidden, null, { timeout: 60_000 });
+    const result = await page.evaluate(() => window.lastResult);
+    assert.ok(result, await page.evaluate(() => document.getElementById('error').textContent));
+    assert.deepEqual(result.tokens.slice(0, native.tokens.length), native.tokens);
+  });
+});
+
+test('a truncated GGUF, a file that is not GGUF and another architecture reject with a sentence', T, async () => {
+  const file = fs.readFileSync(path.join(FIXTURES, Q8));
+  const arch = Buffer.from(file);
+  const at = arch.indexOf('gpt2');
+  arch.write('gptj', at);
+  const extra = {
+    'cut-header.gguf': file.subarray(0, 5000),
+    'cut-data.gguf': file.subarray(0, file.length - 1000),
+    'not.gguf': Buffer.from('<!doctype html><p>not a model</p>'),
+    'gptj.gguf': arch,
+  };
+  await withBlank(async (page) => {
+    const errors = await page.evaluate(async (names) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const out = {};
+      for (const name of names) {
+        try {
+          (await Gpt2.load({ model: `/__gguf/${name}`, backend: 'cpu' })).dispose();
+          out[name] = 'loaded';
+        } catch (e) {
+          out[name] = e.message;
+        }
+      }
+      // The worker survives: a good file loads after them.
+      const m = await Gpt2.load({ model: '/__gguf/tiny-random-Q8_0.gguf', backend: 'cpu' });
+      out.after = (await m.generate('the', { maxTokens: 2 })).tokens.length;
+      m.dispose();
+      return out;
+    }, Object.keys(extra));
+    assert.match(errors['cut-header.gguf'], /ended after 5000 bytes, inside its GGUF header/);
+    assert.match(errors['cut-data.gguf'], /ended after .* in tensor .*truncated/);
+    assert.match(errors['not.gguf'], /not a valid GGUF file.*does not start with "GGUF"/);
+    assert.match(errors['gptj.gguf'], /architecture is "gptj"; only GPT-2/);
+    assert.equal(errors.after, 2);
+  }, extra);
+});
+
+test('a folder with vocab.json and merges.txt instead of tokenizer.json loads and gives the CLI\'s text', T, async () => {
+  const native = nativeGenerate(DEMO_PROMPT, 16);
+  const json = JSON.parse(fs.readFileSync(path.join(MODEL_DIR, 'tokenizer.json'), 'utf8'));
+  const merges = json.model.merges.map((m) => (typeof m === 'string' ? m : m.join(' ')));
+  const files = {
+    'config.json': fs.readFileSync(path.join(MODEL_DIR, 'config.json')),
+    'model.safetensors': fs.readFileSync(path.join(MODEL_DIR, 'model.safetensors')),
+    'vocab.json': Buffer.from(JSON.stringify(json.model.vocab)),
+    'merges.txt': Buffer.from(`#version: 0.2\n${merges.join('\n')}\n`),
+  };
+  await withBlank(async (page) => {
+    const requested = [];
+    await page.route(`${env.server.origin}/__old/**`, (route) => {
+      const [folder, name] = new URL(route.request().url()).pathname.split('/').slice(-2);
+      requested.push(`${folder}/${name}`);
+      // notok/ has the config and the weights but no tokenizer of either kind.
+      const has = files[name] && (folder === 'folder' || !['vocab.json', 'merges.txt'].includes(name));
+      return has ? route.fulfill({ body: files[name], contentType: 'application/octet-stream' })
+        : route.fulfill({ status: 404, body: 'not found' });
+    });
+    const got = await page.evaluate(async ({ prompt }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const m = await Gpt2.load({ model: '/__old/folder/', backend: 'cpu' });
+      const r = await m.generate(prompt, { maxTokens: 16, temperature: 0 });
+      m.dispose();
+      let missing;
+      try {
+        await Gpt2.load({ model: '/__old/notok/', backend: 'cpu' });
+      } catch (e) {
+        missing = e.message;
+      }
+      return { text: r.text, tokens: r.tokens, missing };
+    }, { prompt: DEMO_PROMPT });
+    assert.deepEqual(got.tokens, native.tokens);
+    assert.equal(got.text, native.text);
+    assert.ok(requested.includes('folder/vocab.json') && requested.includes('folder/merges.txt'), requested.join(', '));
+    assert.match(got.missing, /tokenizer\.json.*404.*\(nor vocab\.json and merges\.txt beside it\)/);
+  });
+});
+
+test('a Hub id resolves to <hubHost>/<id>/resolve/<revision>/, its GGUF by file; wrong options are sentences', T, async () => {
+  const native = nativeGenerate(DEMO_PROMPT, 12);
+  // A mirror laid out like the Hub, on another origin (127.0.0.2), answered by the test.
+  const hub = `http://127.0.0.2:${new URL(env.server.origin).port}`;
+  await withBlank(async (page, { context }) => {
+    const served = [];
+    await context.route(`${hub}/**`, (route) => {
+      const { pathname } = new URL(route.request().url());
+      served.push(decodeURIComponent(pathname));
+      const m = /^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(pathname);
+      const headers = { 'Access-Control-Allow-Origin': '*', 'Content-Type': 'application/octet-stream' };
+      const dirs = { 'course/shakespeare': MODEL_DIR, 'course/tiny-gguf': FIXTURES };
+      const file = m && dirs[m[1]] && path.join(dirs[m[1]], decodeURIComponent(m[3]));
+      if (!file || !fs.existsSync(file)) return route.fulfill({ status: 404, headers, body: 'not found' });
+      return route.fulfill({ headers, body: fs.readFileSync(file) });
+    });
+    const got = await page.evaluate(async ({ hub, prompt, q8 }) => {
+      const { Gpt2, isHubId } = await import('/gpt2.js');
+      const run = async (options, p) => {
+        const m = await Gpt2.load({ backend: 'cpu', hubHost: hub, ...options });
+        const r = await m.generate(p, { maxTokens: 12, temperature: 0, ignoreEos: true });
+        m.dispose();
+        return r.tokens;
+      };
+      const errors = {};
+      for (const [name, options] of Object.entries({
+        revisionOnAUrl: { model: '/models/gpt2-shakespeare/', revision: 'v1' },
+        notGguf: { model: 'course/tiny-gguf', file: 'model.safetensors', hubHost: hub },
+        badHost: { model: 'course/shakespeare', hubHost: 'ftp://mirror' },
+        missing: { model: 'course/nope', hubHost: hub },
+      })) {
+        try {
+          await Gpt2.load({ backend: 'cpu', ...options });
+          errors[name] = 'loaded';
+        } catch (e) {
+          errors[name] = e.message;
+        }
+      }
+      return {
+        folder: await run({ model: 'course/shakespeare', revision: 'main' }, prompt),
+        gguf: await run({ model: 'course/tiny-gguf', file: q8 }, 'the and of to in'),
+        ids: ['openai-community/gpt2', 'models/x/', './a/b', '/a/b', 'https://x/y', 'a/b.gguf'].map(isHubId),
+        errors,
+      };
+    }, { hub, prompt: DEMO_PROMPT, q8: Q8 });
+    assert.deepEqual(got.folder, native.tokens);
+    assert.deepEqual(got.gguf, nativeGenerate(PROMPT, 12, 'q8', path.join(FIXTURES, Q8)).tokens);
+    assert.deepEqual(got.ids, [true, false, false, false, false, false]);
+    assert.ok(served.includes('/course/shakespeare/resolve/main/config.json'), served.join(', '));
+    assert.ok(served.includes(`/course/tiny-gguf/resolve/main/${Q8}`), served.join(', '));
+    assert.match(got.errors.revisionOnAUrl, /revision applies to a Hugging Face model id/);
+    assert.match(got.errors.notGguf, /file must name a \.gguf file/);
+    assert.match(got.errors.badHost, /hubHost "ftp:\/\/mirror" is not an http\(s\) URL/);
+    assert.match(got.errors.missing, /course\/nope\/resolve\/main\/config\.json.*404/);
+  });
+});
