@@ -204,6 +204,8 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
     head = await ggufHead(id, mod, weights);
     ({ config, tokenizer } = head);
     plan = mod.checkMemory(config, dtype, platform?.bytes, platform?.what);
+    const read = head.opened.chunks.reduce((n, c) => n + c.length, 0);
+    reply(id, 'progress', { file: FILES.weights, loaded: read, total: head.opened.size, tensor: null, cached: head.opened.cached, plan });
   } else {
     const small = source.urls ? smallFetcher(id, source.urls, home, cache) : smallReader(id, source.files);
     // config.json first: a wrong folder fails fast, naming it, and a model that cannot fit this

@@ -41,7 +41,10 @@ test('a .gguf URL and a GGUF File load alone and give the CLI\'s greedy tokens',
         const m = await Gpt2.load({ model, backend: 'cpu', dtype: 'q8', onProgress: (p) => progress.push(p) });
         const events = [];
         const result = await m.generate(prompt, { maxTokens: 16, temperature: 0, ignoreEos: true, onToken: (e) => events.push(e) });
-        const out = { result, events, config: m.config, files: [...new Set(progress.map((p) => p.file))], last: progress.at(-1) };
+        const out = {
+          result, events, config: m.config, files: [...new Set(progress.map((p) => p.file))], last: progress.at(-1),
+          planned: progress.some((p) => p.plan?.peak > 0),
+        };
         m.dispose();
         return out;
       };
@@ -56,6 +59,7 @@ test('a .gguf URL and a GGUF File load alone and give the CLI\'s greedy tokens',
       assertTokenEvents(r.events, r.result);
       assert.equal(r.config.vocabSize, 1999);
       assert.equal(r.config.nLayer, 2);
+      assert.ok(r.planned, `${how}: no progress event carried the memory plan`);
     }
     assert.deepEqual(got.byUrl.files, [Q8], 'one file is downloaded, named in the progress');
     assert.equal(got.byUrl.last.loaded, fs.statSync(path.join(FIXTURES, Q8)).size);
