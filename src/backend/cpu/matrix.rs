@@ -54,7 +54,20 @@ impl Matrix {
                     rs,
                     cs,
                 ),
-                // GGUF's block types, dequantized value by value (never the whole tensor).
+                // GGUF's most common type without the general decoder's dispatch per value
+                // (the same product, so the same bits as `GgmlType::value`).
+                DiskDtype::Q8_0 => Q8Matrix::quantize_with(
+                    |i| {
+                        let b = &d[i / 32 * 34..];
+                        let scale = half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
+                        b[2 + i % 32] as i8 as f32 * scale
+                    },
+                    rows,
+                    cols,
+                    rs,
+                    cs,
+                ),
+                // The other block types, dequantized value by value (never the whole tensor).
                 _ => Q8Matrix::quantize_with(|i| t.stored_value(i), rows, cols, rs, cs),
             };
             return Ok(Matrix::Q8(q?));
