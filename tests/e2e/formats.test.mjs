@@ -51,8 +51,14 @@ test('a .gguf URL and a GGUF File load alone and give the CLI\'s greedy tokens',
       const byUrl = await run(url);
       const file = new File([await (await fetch(url)).arrayBuffer()], 'tiny.gguf');
       const byFile = await run({ weights: file });
-      return { byUrl, byFile };
+      const exact = (await run('/__gguf/tiny-random-F32.gguf')).result.tokens;
+      return { byUrl, byFile, exact };
     }, { prompt: PROMPT, url: `/__gguf/${Q8}` });
+    // An exact type: the same tokens as the same model's safetensors (the CLI on the folder).
+    const { exact } = got;
+    delete got.exact;
+    assert.deepEqual(exact, nativeGenerate(PROMPT, 16, 'q8', path.join(ROOT, 'tests/fixtures/tiny-random')).tokens,
+      'the F32 GGUF and the safetensors of one model differ');
     for (const [how, r] of Object.entries(got)) {
       assert.deepEqual(r.result.tokens, native.tokens, `${how}: greedy tokens differ from the CLI's`);
       assert.equal(r.result.text, native.text);
