@@ -162,11 +162,14 @@ impl GgmlType {
         (self.block_bytes() * 8) as f64 / self.block_len() as f64
     }
 
-    /// Bytes of `n` values, or `None` when `n` is not a whole number of blocks.
+    /// Bytes of `n` values, or `None` when `n` is not a whole number of blocks or the bytes do
+    /// not fit in 64 bits.
     pub fn bytes_for(self, n: u64) -> Option<u64> {
         let len = self.block_len() as u64;
-        n.is_multiple_of(len)
-            .then(|| n / len * self.block_bytes() as u64)
+        if !n.is_multiple_of(len) {
+            return None;
+        }
+        (n / len).checked_mul(self.block_bytes() as u64)
     }
 
     /// Value `i` of a tensor of this type whose bytes are `data` (row-major, blocks along rows).

@@ -286,7 +286,11 @@ impl Gguf {
                             t.block_len()
                         ))));
                     }
-                    t.bytes_for(n).expect("whole blocks")
+                    t.bytes_for(n).ok_or_else(|| {
+                        Fail::Bad(invalid(format!(
+                            "tensor \"{name}\": shape {ne:?} overflows"
+                        )))
+                    })?
                 }
                 Err(_) => 0, // only an error if GPT-2 needs it
             };
