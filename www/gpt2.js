@@ -427,7 +427,9 @@ export class Gpt2 {
       idle(conn);
       const demo = model === DEMO_MODEL && /config\.json.* 404/.test(e.message)
         ? ' (the demo model is not beside gpt2.js, as in the npm package: pass Gpt2.load({ model: URL }))' : '';
-      throw new Error(`could not load the model: ${e.message}${demo}`);
+      const id = isHubId(model)
+        ? ` ("${model}" was taken as a Hugging Face model id; a folder beside the page is written "${model}/")` : '';
+      throw new Error(`could not load the model: ${e.message}${demo}${id}`);
     } finally {
       if (onProgress) load.listeners.delete(onProgress);
     }

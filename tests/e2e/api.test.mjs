@@ -73,7 +73,7 @@ test('a folder URL without its slash loads with progress; load failures reject w
       const [config, tokenizer] = [await bytes('config.json'), await bytes('tokenizer.json')];
       return {
         name, progress,
-        missing: await failure({ model: 'models/nope' }),
+        missing: await failure({ model: './models/nope' }), // relative, without its slash (models/nope would be a Hub id)
         corrupt: await failure({ model: { config, weights: new Uint8Array(16), tokenizer } }),
         badConfig: await failure({ model: { config: new TextEncoder().encode('{"n_layer": '), weights: new Uint8Array(16), tokenizer } }),
         notBytes: await failure({ model: { config, weights: 'model.safetensors', tokenizer } }),

@@ -231,5 +231,6 @@ test('a Hub id resolves to <hubHost>/<id>/resolve/<revision>/, its GGUF by file;
     assert.match(got.errors.notGguf, /file must name a \.gguf file/);
     assert.match(got.errors.badHost, /hubHost "ftp:\/\/mirror" is not an http\(s\) URL/);
     assert.match(got.errors.missing, /course\/nope\/resolve\/main\/config\.json.*404/);
+    assert.match(got.errors.missing, /"course\/nope" was taken as a Hugging Face model id; a folder beside the page is written "course\/nope\/"/);
   });
 });
