@@ -152,7 +152,8 @@ test('model files chosen from this computer load and generate the same greedy te
 });
 
 test('a missing model given in the URL shows the error and leaves Generate disabled', T, async () => {
-  await withPage(env.browser, `${env.server.origin}/?model=models/nope`, async (page) => {
+  // With its '/': a folder of this site (models/nope alone would be a Hub id, asked about first).
+  await withPage(env.browser, `${env.server.origin}/?model=models/nope/`, async (page) => {
     await page.waitForFunction(() => window.pageState === 'error', null, { timeout: 30_000 });
     const msg = await page.locator('#error').innerText();
     assert.match(msg, /\/models\/nope\/config\.json.*404/s, msg);
@@ -169,6 +170,13 @@ test('a ?model= of another origin is not downloaded until the visitor presses Lo
     assert.ok(!(await page.locator('#load').isDisabled()));
     await page.waitForTimeout(500);
     assert.ok(!requests.some((u) => u.startsWith('http://127.0.0.2')), requests.join('\n'));
+  });
+  // A Hugging Face id is another origin too: the Hub's.
+  await withPage(env.browser, `${env.server.origin}/?model=openai-community/gpt2`, async (page, { requests }) => {
+    await page.waitForFunction(() => window.pageState === 'asking', null, { timeout: 30_000 });
+    assert.match(await page.locator('#model-info').innerText(), /from https:\/\/huggingface\.co\. Press Load model/);
+    await page.waitForTimeout(500);
+    assert.ok(!requests.some((u) => u.includes('huggingface.co')), requests.join('\n'));
   });
 });
 
