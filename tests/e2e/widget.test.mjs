@@ -107,7 +107,7 @@ test('Gpt2.load shares one model per folder URL and backend; dispose counts hand
       const again = (await c.generate(prompt, { maxTokens: 2 })).tokens.length;
       c.dispose();
       return { distinct, afterA, disposed, again };
-    }, { url: MODEL_URL, prompt: PROMPT });
+    }, { url: `./${MODEL_URL}`, prompt: PROMPT }); // './': without its '/', 'models/x' would be a Hub id
     assert.ok(got.distinct, 'two loads returned the same handle');
     assert.equal(got.afterA, 3);
     assert.match(got.disposed ?? '', /disposed/);
