@@ -1,0 +1,112 @@
+//! The bytes of a GGUF header read one field at a time: running out is `Fail::Short` (how many
+//! bytes are needed), a value that cannot be is `Fail::Bad`, with the limits that keep a crafted
+//! header from taking more memory than its own size would.
+
+use super::{invalid, MAX_ELEMENTS, MAX_HEADER};
+use crate::error::Error;
+
+/// A metadata value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Int(i128),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+    Array(Vec<Value>),
+}
+
+/// A reader over the header's bytes; running out is `Err(Short(n))`: `n` bytes are needed.
+pub(super) struct Reader<'a> {
+    pub bytes: &'a [u8],
+    pub at: usize,
+    /// Array elements read so far.
+    pub elements: u64,
+}
+
+pub(super) enum Fail {
+    Short(usize),
+    Bad(Error),
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Fail {
+        Fail::Bad(e)
+    }
+}
+
+pub(super) type R<T> = std::result::Result<T, Fail>;
+
+impl<'a> Reader<'a> {
+    pub(super) fn take(&mut self, n: u64) -> R<&'a [u8]> {
+        let end = (self.at as u64).saturating_add(n);
+        if end > MAX_HEADER as u64 {
+            return Err(Fail::Bad(invalid(format!(
+                "its header would be longer than {MAX_HEADER} bytes (a length of {n} at byte {})",
+                self.at
+            ))));
+        }
+        let end = end as usize;
+        if end > self.bytes.len() {
+            return Err(Fail::Short(end));
+        }
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    pub(super) fn u32(&mut self) -> R<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
+    }
+
+    pub(super) fn u64(&mut self) -> R<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+    }
+
+    pub(super) fn string(&mut self) -> R<String> {
+        let n = self.u64()?;
+        let at = self.at;
+        let b = self.take(n)?;
+        String::from_utf8(b.to_vec())
+            .map_err(|_| Fail::Bad(invalid(format!("the string at byte {at} is not UTF-8"))))
+    }
+
+    pub(super) fn value(&mut self, ty: u32, depth: usize) -> R<Value> {
+        Ok(match ty {
+            0 => Value::Int(self.take(1)?[0] as i128),
+            1 => Value::Int(self.take(1)?[0] as i8 as i128),
+            2 => Value::Int(u16::from_le_bytes(self.take(2)?.try_into().expect("2")) as i128),
+            3 => Value::Int(i16::from_le_bytes(self.take(2)?.try_into().expect("2")) as i128),
+            4 => Value::Int(u32::from_le_bytes(self.take(4)?.try_into().expect("4")) as i128),
+            5 => Value::Int(i32::from_le_bytes(self.take(4)?.try_into().expect("4")) as i128),
+            6 => Value::Float(f32::from_le_bytes(self.take(4)?.try_into().expect("4")) as f64),
+            7 => Value::Bool(self.take(1)?[0] != 0),
+            8 => Value::Str(self.string()?),
+            9 => {
+                if depth > 0 {
+                    return Err(Fail::Bad(invalid("an array of arrays in the metadata")));
+                }
+                let (ty, n) = (self.u32()?, self.u64()?);
+                self.elements = self.elements.saturating_add(n);
+                if self.elements > MAX_ELEMENTS {
+                    return Err(Fail::Bad(invalid(format!(
+                        "its metadata has arrays of more than {MAX_ELEMENTS} elements in all \
+                         (one of {n})"
+                    ))));
+                }
+                let mut items = Vec::new();
+                for _ in 0..n {
+                    items.push(self.value(ty, depth + 1)?);
+                }
+                Value::Array(items)
+            }
+            10 => Value::Int(u64::from_le_bytes(self.take(8)?.try_into().expect("8")) as i128),
+            11 => Value::Int(i64::from_le_bytes(self.take(8)?.try_into().expect("8")) as i128),
+            12 => Value::Float(f64::from_le_bytes(self.take(8)?.try_into().expect("8"))),
+            other => {
+                return Err(Fail::Bad(invalid(format!(
+                    "metadata value type {other} (known: 0..=12)"
+                ))))
+            }
+        })
+    }
+}
