@@ -17,6 +17,9 @@ pub enum Error {
     /// `model.safetensors` is truncated, corrupt, or a tensor is missing or has the wrong shape.
     #[error("model.safetensors: {0}")]
     Weights(String),
+    /// The same of a file with another name: a shard, or the shards' index.
+    #[error("{file}: {msg}")]
+    WeightsIn { file: String, msg: String },
     /// `tokenizer.json` could not be parsed, or encoding/decoding failed.
     #[error("tokenizer.json: {0}")]
     Tokenizer(String),

@@ -196,8 +196,8 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
   const ready = wasm(threadsFor(threads), builds, only);
   const home = source.urls ? homeOrigins(builds) : null;
   const cache = source.urls ? await openCache() : null;
-  const weights = source.urls ? urlWeights(source.urls.weights, home, cache) : fileWeights(source.files.weights);
-  let config, tokenizer, plan, head, mod, running, build;
+  let weights = source.urls ? urlWeights(source.urls.weights, home, cache) : fileWeights(source.files.weights);
+  let config, tokenizer, plan, head, mod, running, build, first;
   if (!(source.urls ?? source.files).config) {
     // A GGUF file alone: its header, read first, holds the config and the tokenizer.
     ({ mod, threads: running, build } = await ready);
@@ -215,6 +215,7 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
     plan = mod.checkMemory(config, dtype, platform?.bytes, platform?.what);
     reply(id, 'progress', { file: FILES.weights, loaded: 0, total: 0, tensor: null, cached: false, plan });
     tokenizer = await small.get('tokenizer').catch((e) => vocabAndMerges(e, mod, small, source));
+    if (source.urls) [weights, first] = await shardsIfNoFile(weights, small, home, cache);
     weights.stores = small.stores;
   }
   const files = { config, tokenizer };
@@ -222,7 +223,7 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
   let engine;
   let gpuUnavailable;
   try {
-    engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened);
+    engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened ?? first);
   } catch (e) {
     if (!/^WebGPU: /.test(e.message)) throw e;
     // Only the JS API knows the option's name; every WebGPU failure at load has the same way out.
@@ -244,22 +245,42 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
 }
 
 /**
- * Streams model.safetensors into a new engine: each chunk goes to the engine as it arrives, where
- * each tensor is converted (or uploaded) as soon as its bytes are in, so the file is never whole
- * in memory. Progress names the bytes and the tensor being read. A fall-back from the GPU to the
- * CPU later reads the file again through `weights.open` (reporting progress to the running job).
+ * Streams model.safetensors (or a GGUF file, or the shards an index names, one after another) into
+ * a new engine: each chunk goes to the engine as it arrives, where each tensor is converted (or
+ * uploaded) as soon as its bytes are in, so no file is ever whole in memory. Progress names the
+ * file, the bytes and the tensor being read. A fall-back from the GPU to the CPU later reads the
+ * files again through their `open` (reporting progress to the running job).
  */
 async function streamModel(id, mod, files, weights, backend, dtype, entry, first) {
   const loader = await mod.EngineLoader.start(files.config, files.tokenizer, backend, dtype);
-  let opened = first; // a GGUF file's reader, its header's chunks read already
+  let parts;
   try {
-    opened ??= await weights.open();
-    for (const chunk of opened.chunks ?? []) loader.push(chunk);
+    // The engine checks the index against the config and says in which order to read the shards.
+    parts = weights.index ? weights.use(loader.sharded(weights.index)) : [weights];
+    for (const [i, part] of parts.entries()) {
+      if (i > 0) loader.nextFile();
+      await streamFile(id, loader, part, i === 0 ? first : null);
+      first = null;
+    }
   } catch (e) {
-    opened?.reader.cancel().catch(() => {});
+    first?.reader.cancel().catch(() => {});
     loader.free();
+    await weights.failed();
     throw e;
   }
+  const reopen = async (i) => (i < parts.length ? readingAgain((await parts[i].open()).reader, parts[i].file, entry) : null);
+  try {
+    return await loader.finish(reopen);
+  } catch (e) {
+    await weights.failed();
+    throw e;
+  }
+}
+
+/** One weights file into `loader`, from its reader `opened` when it was opened already. */
+async function streamFile(id, loader, weights, opened) {
+  opened ??= await weights.open();
+  for (const chunk of opened.chunks ?? []) loader.push(chunk);
   const { reader, cached, size } = opened;
   let last = 0;
   const progress = () => reply(id, 'progress', {
@@ -284,18 +305,39 @@ async function streamModel(id, mod, files, weights, backend, dtype, entry, first
     }
   } catch (e) {
     reader.cancel().catch(() => {});
-    loader.free();
-    await weights.failed();
     throw e;
   }
   progress();
-  const reopen = async () => readingAgain((await weights.open()).reader, weights.file, entry);
+}
+
+/**
+ * A folder URL whose model.safetensors is not there (a 404) may hold its weights in shards, as
+ * big checkpoints on the Hub do: then the weights are those model.safetensors.index.json names.
+ * Returns the weights and the opened reader of model.safetensors, when it is there.
+ */
+async function shardsIfNoFile(weights, small, home, cache) {
+  let error;
   try {
-    return await loader.finish(reopen);
+    return [weights, await weights.open()];
   } catch (e) {
-    await weights.failed();
-    throw e;
+    if (!/\b404\b/.test(e.message)) throw e;
+    error = e;
   }
+  const index = await small.get('index').catch(() => null);
+  if (!index) throw new Error(`${error.message} (nor ${SHARDS_INDEX} beside it, for a model in shards)`);
+  const url = small.url('index');
+  let parts = [];
+  return [{
+    file: SHARDS_INDEX,
+    index,
+    /** The shards' weights, in the order the engine gives. */
+    use(names) {
+      parts = names.map((name) => urlWeights(new URL(name, url).href, home, cache, name));
+      return parts;
+    },
+    stored: () => Promise.all(parts.map((p) => p.stored())),
+    failed: () => Promise.all(parts.map((p) => p.failed())),
+  }, null];
 }
 
 /**
@@ -405,11 +447,11 @@ function readingAgain(reader, file, entry) {
  * when it is there). The first download is also written to the cache, from the same stream;
  * `failed()` takes it out again when the model did not load.
  */
-function urlWeights(url, home, cache) {
+function urlWeights(url, home, cache, file = FILES.weights) {
   const keep = cache && !home.has(new URL(url).origin) ? cache : null;
   let storing = null;
   return {
-    file: FILES.weights,
+    file,
     what: `could not download ${url}`,
     async open() {
       let res = keep ? (await keep.match(url).catch(() => undefined)) ?? null : null;
@@ -511,8 +553,11 @@ async function adapterName(engine) {
 /** The files a folder without tokenizer.json may have instead (vocabAndMerges). */
 const TOKENIZER_PAIR = { vocab: 'vocab.json', merges: 'merges.txt' };
 
+/** What a folder without model.safetensors may have instead: its shards' index (shardsIfNoFile). */
+const SHARDS_INDEX = 'model.safetensors.index.json';
+
 /** The most bytes config.json and tokenizer.json may have (GPT-2's: 1 kB and 1.4 MB). */
-const CAPS = { config: 1 << 20, tokenizer: 64 << 20 };
+const CAPS = { config: 1 << 20, tokenizer: 64 << 20, index: 16 << 20 };
 
 /** `size` bytes of `file`, refused above `cap` with a sentence. */
 function capped(file, cap) {
@@ -530,12 +575,16 @@ const mb = (n) => (n >= 1e6 ? `${(n / 1e6).toFixed(1)} MB` : `${Math.ceil(n / 1e
  */
 function smallFetcher(id, urls, home, cache) {
   const stores = [];
+  const where = (key) => {
+    const name = FILES[key] ?? TOKENIZER_PAIR[key] ?? (key === 'index' ? SHARDS_INDEX : undefined);
+    return [name, urls[key] ?? new URL(name, urls.tokenizer).href];
+  };
   return {
     stores,
+    url: (key) => where(key)[1],
     async get(key) {
       // vocab.json and merges.txt sit beside tokenizer.json (vocabAndMerges).
-      const name = FILES[key] ?? TOKENIZER_PAIR[key];
-      const url = urls[key] ?? new URL(name, urls.tokenizer).href;
+      const [name, url] = where(key);
       const f = await download(id, name, url, home.has(new URL(url).origin) ? null : cache, capped(name, CAPS[key] ?? CAPS.tokenizer));
       stores.push(f.store);
       return f.bytes;

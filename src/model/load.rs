@@ -11,7 +11,8 @@ use crate::budget::Footprint;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::tokenizer::Tokenizer;
-use crate::weights::stream::Stream;
+use crate::weights::shards::{Files, Index};
+use crate::weights::stream::Piece;
 
 /// The backend being built.
 enum Parts {
@@ -25,7 +26,7 @@ pub struct Loader {
     config: Config,
     tokenizer: Tokenizer,
     cpu_dtype: CpuDtype,
-    stream: Stream,
+    files: Files,
     parts: Parts,
     gpu_unavailable: Option<String>,
 }
@@ -83,7 +84,7 @@ impl Loader {
             }
         };
         Ok(Loader {
-            stream: Stream::new(&config),
+            files: Files::one(&config),
             config,
             tokenizer,
             cpu_dtype,
@@ -102,29 +103,45 @@ impl Loader {
         self.gpu_unavailable.as_deref()
     }
 
-    /// The next bytes of `model.safetensors`.
+    /// Reads the weights from the shards that `model.safetensors.index.json` (given) names,
+    /// one after another (`next_file` between them), instead of one file; returns their names.
+    /// Called before any bytes are pushed.
+    pub fn sharded(&mut self, index_json: &[u8]) -> Result<Vec<String>> {
+        if self.files.bytes() > 0 {
+            return Err(Error::Weights(
+                "the shards of a checkpoint were named after its weights began".into(),
+            ));
+        }
+        let index = Index::parse(index_json, &self.config)?;
+        let names = index.shards.iter().map(|(f, _)| f.clone()).collect();
+        self.files = Files::sharded(&self.config, index);
+        Ok(names)
+    }
+
+    /// The next bytes of the weights file being read.
     pub fn push(&mut self, chunk: &[u8]) -> Result<()> {
         let parts = &mut self.parts;
-        self.stream.push(chunk, &mut |name, t| match parts {
+        self.files.push(chunk, &mut |name, t| match parts {
             Parts::Cpu(p) => p.add(name, t),
             Parts::Gpu(p) => p.add(name, t),
         })
     }
 
+    /// Ends one shard (all its tensors came) and starts the next.
+    pub fn next_file(&mut self) -> Result<()> {
+        self.files.next_file()
+    }
+
     /// Bytes of the weights read so far; the file's length once its header has come; the tensor
     /// whose bytes come next.
     pub fn progress(&self) -> (u64, Option<u64>, Option<&str>) {
-        (
-            self.stream.bytes(),
-            self.stream.total(),
-            self.stream.current(),
-        )
+        (self.files.bytes(), self.files.total(), self.files.current())
     }
 
     /// The model, once the whole file has been pushed; an error names what is missing if the
     /// stream ended early. `reload` is how a fall-back from the GPU reads the weights again.
     pub async fn finish(self, reload: Option<Reload>) -> Result<Model> {
-        self.stream.finish()?;
+        self.files.finish()?;
         let backend = match self.parts {
             Parts::Cpu(p) => Backend::Cpu(p.finish()?),
             Parts::Gpu(p) => Backend::WebGpu(p.finish().await?),
@@ -136,7 +153,11 @@ impl Loader {
             backend,
             gpu_unavailable: self.gpu_unavailable,
             cpu_dtype: self.cpu_dtype,
-            reload: if on_gpu { reload } else { None },
+            reload: if on_gpu {
+                reload.map(|r| (r, self.files.index().cloned()))
+            } else {
+                None
+            },
             epoch: 0,
         })
     }
@@ -147,7 +168,7 @@ impl Model {
     /// loaded from (the file, or the browser's source), keeping `why` in `gpu_unavailable`.
     /// The new KV cache is empty.
     pub async fn fall_back_to_cpu(&mut self, why: String) -> Result<()> {
-        let Some(reload) = self.reload.take() else {
+        let Some((reload, index)) = self.reload.take() else {
             return Err(Error::Backend(format!(
                 "{why}, but there are no weights to rebuild the model on the CPU from"
             )));
@@ -155,19 +176,31 @@ impl Model {
         Footprint::streamed_cpu(&self.config, self.cpu_dtype)?
             .check(crate::platform::memory_limit())?;
         let mut parts = CpuParts::new(&self.config, self.cpu_dtype);
-        let mut stream = Stream::new(&self.config);
+        let mut files = match index {
+            Some(index) => Files::sharded(&self.config, index),
+            None => Files::one(&self.config),
+        };
         let mut sink = |name: &str, t: crate::weights::TensorRef<'_>| parts.add(name, t);
         match reload {
-            Reload::Bytes(bytes) => stream.push(&bytes, &mut sink)?,
+            Reload::Bytes(bytes) => files.push(&bytes, &mut sink)?,
             #[cfg(not(target_arch = "wasm32"))]
-            Reload::File(path) => stream.push(&super::map(&path)?, &mut sink)?,
-            Reload::Source(mut source) => {
-                while let Some(chunk) = source.next_chunk().await? {
-                    stream.push(&chunk, &mut sink)?;
+            Reload::Files(paths) => {
+                for (i, path) in paths.iter().enumerate() {
+                    if i > 0 {
+                        files.next_file()?;
+                    }
+                    files.push(&super::map(path)?, &mut sink)?;
                 }
             }
+            Reload::Source(mut source) => loop {
+                match source.next_chunk().await? {
+                    Piece::Bytes(chunk) => files.push(&chunk, &mut sink)?,
+                    Piece::NextFile => files.next_file()?,
+                    Piece::End => break,
+                }
+            },
         }
-        stream.finish()?;
+        files.finish()?;
         self.backend = Backend::Cpu(parts.finish()?);
         self.gpu_unavailable = Some(why);
         self.epoch += 1;

@@ -15,16 +15,17 @@ use crate::backend::{Backend, BackendChoice};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::tokenizer::Tokenizer;
+use crate::weights::shards::{Index, INDEX};
 use crate::weights::stream::Source;
 
 /// Where the weights can be had again for a fall-back to the CPU.
 pub enum Reload {
     /// The bytes of `model.safetensors`, kept while on the GPU (`Model::from_bytes`).
     Bytes(Vec<u8>),
-    /// The file, mapped again when needed (native).
+    /// The file, or the shards in order, mapped again when needed (native).
     #[cfg(not(target_arch = "wasm32"))]
-    File(std::path::PathBuf),
-    /// A source that reads the file again (the browser).
+    Files(Vec<std::path::PathBuf>),
+    /// A source that reads the file (or the shards) again (the browser).
     Source(Box<dyn Source>),
 }
 
@@ -38,8 +39,9 @@ pub struct Model {
     pub gpu_unavailable: Option<String>,
     /// The weight format of the CPU backend, now or after a fall-back (the GPU runs f32).
     pub cpu_dtype: CpuDtype,
-    /// Set while on the GPU: where a CPU backend would get its weights.
-    reload: Option<Reload>,
+    /// Set while on the GPU: where a CPU backend would get its weights, and the shards' index
+    /// when they are in several files.
+    reload: Option<(Reload, Option<crate::weights::shards::Index>)>,
     /// How many times the backend was replaced (a fall-back): every KV cache is empty after.
     pub epoch: usize,
 }
@@ -86,19 +88,44 @@ impl Model {
             // A GGUF file holds the config and the tokenizer in its header.
             let weights = map(&path)?;
             let g = crate::weights::gguf::Gguf::parse_complete(&weights)?;
-            (g.config_json()?, g.tokenizer_json()?, weights)
+            (
+                g.config_json()?,
+                g.tokenizer_json()?,
+                vec![(path.clone(), weights)],
+            )
         } else {
             // config.json first: a wrong folder is named by its first file. A safetensors file
             // named itself has its config.json and tokenizer.json beside it.
             let dir = path.parent().unwrap_or(std::path::Path::new("."));
             let c = read(&dir.join("config.json"))?;
-            (c, tokenizer_json(dir)?, map(&path)?)
+            let t = tokenizer_json(dir)?;
+            let weights = if path.file_name() == Some(INDEX.as_ref()) {
+                let config = Config::from_json(&c)?;
+                let index = Index::parse(&read(&path)?, &config)?;
+                let paths = index.shards.iter().map(|(f, _)| dir.join(f));
+                paths
+                    .map(|p| Ok((p.clone(), map(&p)?)))
+                    .collect::<Result<_>>()?
+            } else {
+                vec![(path.clone(), map(&path)?)]
+            };
+            (c, t, weights)
         };
+        let index = path.file_name() == Some(INDEX.as_ref());
+        let paths: Vec<_> = weights.iter().map(|(p, _)| p.clone()).collect();
         let build = |choice| {
             pollster::block_on(async {
                 let mut loader = Loader::with_gpu_f16(&c, &t, choice, cpu_dtype, gpu_f16).await?;
-                loader.push(&weights)?;
-                loader.finish(Some(Reload::File(path.clone()))).await
+                if index {
+                    loader.sharded(&read(&path)?)?;
+                }
+                for (i, (_, bytes)) in weights.iter().enumerate() {
+                    if i > 0 {
+                        loader.next_file()?;
+                    }
+                    loader.push(bytes)?;
+                }
+                loader.finish(Some(Reload::Files(paths.clone()))).await
             })
         };
         match build(choice) {
@@ -182,17 +209,21 @@ impl Model {
     }
 }
 
-/// The weights file of a model path: a file itself, else the folder's `model.safetensors`, else
-/// its one `.gguf` file (a folder with neither is read as a safetensors folder, whose missing
-/// config.json the error names).
+/// The weights of a model path: a file itself, else the first of the folder's
+/// `model.safetensors`, `model.safetensors.index.json` (shards) and one `.gguf` file; an error
+/// lists what was tried when none is there.
 #[cfg(not(target_arch = "wasm32"))]
 fn weights_file(path: &std::path::Path) -> Result<std::path::PathBuf> {
     if path.is_file() {
         return Ok(path.to_path_buf());
     }
-    let safetensors = path.join("model.safetensors");
-    if safetensors.exists() || !path.is_dir() || path.join("config.json").exists() {
-        return Ok(safetensors); // reading it names what is missing
+    if !path.is_dir() {
+        return Ok(path.join("model.safetensors")); // reading it names what is missing
+    }
+    for name in ["model.safetensors", INDEX] {
+        if path.join(name).exists() {
+            return Ok(path.join(name));
+        }
     }
     let mut ggufs: Vec<_> = std::fs::read_dir(path)
         .map_err(|source| Error::Io {
@@ -208,24 +239,33 @@ fn weights_file(path: &std::path::Path) -> Result<std::path::PathBuf> {
     ggufs.sort();
     match &ggufs[..] {
         [one] => Ok(one.clone()),
-        [] => Err(Error::Weights(format!(
-            "{} holds no model: looked for config.json, model.safetensors and tokenizer.json, \
-             and for a .gguf file",
-            path.display()
-        ))),
-        many => Err(Error::Weights(format!(
-            "{} holds {} .gguf files and no model.safetensors: name the file to load ({})",
-            path.display(),
-            many.len(),
-            many.iter()
-                .map(|p| p
-                    .file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
+        [] => Err(Error::WeightsIn {
+            file: path.display().to_string(),
+            msg: format!(
+                "holds no model: looked for model.safetensors, {INDEX} (shards) and a .gguf \
+                 file{}",
+                if path.join("config.json").exists() {
+                    ""
+                } else {
+                    " (and there is no config.json)"
+                }
+            ),
+        }),
+        many => Err(Error::WeightsIn {
+            file: path.display().to_string(),
+            msg: format!(
+                "holds {} .gguf files and no model.safetensors: name the file to load ({})",
+                many.len(),
+                many.iter()
+                    .map(|p| p
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }),
     }
 }
 

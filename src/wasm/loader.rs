@@ -3,6 +3,7 @@
 
 use super::{js_err, Engine};
 use crate::backend::{cpu::CpuDtype, BackendChoice};
+use crate::weights::stream::Piece;
 use wasm_bindgen::prelude::*;
 
 /// A model whose `model.safetensors` is arriving: the worker pushes each chunk of its download
@@ -35,6 +36,18 @@ impl EngineLoader {
         Ok(EngineLoader { loader })
     }
 
+    /// Reads the weights from the shards `model.safetensors.index.json` (its bytes) names, in
+    /// the order returned, `nextFile()` between them; before any `push`.
+    pub fn sharded(&mut self, index: &[u8]) -> Result<Vec<String>, JsError> {
+        self.loader.sharded(index).map_err(js_err)
+    }
+
+    /// Ends a shard (every tensor it should hold came) and starts the next.
+    #[wasm_bindgen(js_name = nextFile)]
+    pub fn next_file(&mut self) -> Result<(), JsError> {
+        self.loader.next_file().map_err(js_err)
+    }
+
     /// The next bytes of the weights file.
     pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsError> {
         self.loader.push(chunk).map_err(js_err)
@@ -64,14 +77,16 @@ impl EngineLoader {
         self.loader.on_gpu()
     }
 
-    /// The engine, once the whole file was pushed. `reopen()` must return a promise of a fresh
-    /// reader of the weights file (its `read()` as a ReadableStream reader's): a fall-back from
-    /// the GPU to the CPU reads the file again through it instead of keeping it.
+    /// The engine, once the whole file was pushed. `reopen(i)` must return a promise of a fresh
+    /// reader of weights file `i` (0, or the shards in order; its `read()` as a ReadableStream
+    /// reader's), or of null past the last: a fall-back from the GPU to the CPU reads the files
+    /// again through it instead of keeping them.
     pub async fn finish(self, reopen: Option<js_sys::Function>) -> Result<Engine, JsError> {
         let reload = reopen.map(|f| {
             crate::model::Reload::Source(Box::new(JsSource {
                 reopen: f,
                 reader: None,
+                file: 0,
             }))
         });
         let model = self.loader.finish(reload).await.map_err(js_err)?;
@@ -79,32 +94,22 @@ impl EngineLoader {
     }
 }
 
-/// The weights file read again through a JS reader (`EngineLoader::finish`'s `reopen`).
+/// The weights files read again through JS readers (`EngineLoader::finish`'s `reopen`).
 struct JsSource {
     reopen: js_sys::Function,
     reader: Option<JsValue>,
+    /// The file being read.
+    file: u32,
 }
 
 impl JsSource {
-    async fn next(&mut self) -> crate::Result<Option<Vec<u8>>> {
-        let fail = |what: &str, e: JsValue| {
-            let msg = e
-                .dyn_ref::<js_sys::Error>()
-                .map(|e| String::from(e.message()))
-                .unwrap_or_else(|| format!("{e:?}"));
-            crate::Error::Backend(format!("reading the weights again {what}: {msg}"))
-        };
+    async fn next(&mut self) -> crate::Result<Piece> {
         let reader = match self.reader.take() {
             Some(r) => r,
-            None => {
-                let p = self
-                    .reopen
-                    .call0(&JsValue::NULL)
-                    .map_err(|e| fail("failed", e))?;
-                wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&p))
-                    .await
-                    .map_err(|e| fail("failed", e))?
-            }
+            None => match self.open().await? {
+                Some(r) => r,
+                None => return Ok(Piece::End),
+            },
         };
         let read = js_sys::Reflect::get(&reader, &"read".into())
             .ok()
@@ -116,13 +121,44 @@ impl JsSource {
             .map_err(|e| fail("broke off", e))?;
         let done = js_sys::Reflect::get(&step, &"done".into()).map_err(|e| fail("broke off", e))?;
         if done.is_truthy() {
-            return Ok(None);
+            // The next file, when `reopen` gives one.
+            self.file += 1;
+            return Ok(match self.open().await? {
+                Some(r) => {
+                    self.reader = Some(r);
+                    Piece::NextFile
+                }
+                None => Piece::End,
+            });
         }
         let value =
             js_sys::Reflect::get(&step, &"value".into()).map_err(|e| fail("broke off", e))?;
         self.reader = Some(reader);
-        Ok(Some(js_sys::Uint8Array::new(&value).to_vec()))
+        Ok(Piece::Bytes(js_sys::Uint8Array::new(&value).to_vec()))
     }
+
+    /// A reader of file `self.file`, or `None` past the last (and the next reading starts over).
+    async fn open(&mut self) -> crate::Result<Option<JsValue>> {
+        let p = (self.reopen)
+            .call1(&JsValue::NULL, &self.file.into())
+            .map_err(|e| fail("failed", e))?;
+        let r = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&p))
+            .await
+            .map_err(|e| fail("failed", e))?;
+        if r.is_null() || r.is_undefined() {
+            self.file = 0;
+            return Ok(None);
+        }
+        Ok(Some(r))
+    }
+}
+
+fn fail(what: &str, e: JsValue) -> crate::Error {
+    let msg = e
+        .dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .unwrap_or_else(|| format!("{e:?}"));
+    crate::Error::Backend(format!("reading the weights again {what}: {msg}"))
 }
 
 impl crate::weights::stream::Source for JsSource {

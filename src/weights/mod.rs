@@ -12,6 +12,7 @@ use crate::error::Result;
 
 pub mod ggml;
 pub mod gguf;
+pub mod shards;
 pub mod stream;
 
 /// Element type of a tensor on disk: safetensors' F32, F16 and BF16, and GGUF's types.

@@ -13,6 +13,10 @@
 use super::{expected_tensors, DiskDtype, TensorRef};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use std::collections::BTreeSet;
+
+/// The prefix `save_pretrained` gives every name (openai-community/gpt2's files have none).
+pub const PREFIX: &str = "transformer.";
 
 /// The most header bytes accepted (the safetensors library's own limit).
 const MAX_HEADER: u64 = 100_000_000;
@@ -52,6 +56,16 @@ impl Header {
     /// The header of a file that starts with `bytes`, or `None` while `bytes` is too short to
     /// hold it. Every tensor `config` needs must be there with its shape, and no layer beyond it.
     pub fn parse(bytes: &[u8], config: &Config) -> Result<Option<Header>> {
+        Self::parse_only(bytes, config, None)
+    }
+
+    /// `parse` for one shard of a checkpoint: only the tensors `only` names (unprefixed) must be
+    /// there, and only they are handed out.
+    pub fn parse_only(
+        bytes: &[u8],
+        config: &Config,
+        only: Option<&BTreeSet<String>>,
+    ) -> Result<Option<Header>> {
         let Some(len) = bytes.get(..8) else {
             return Ok(None);
         };
@@ -74,19 +88,24 @@ impl Header {
             }
             stored.insert(name.as_str(), Entry::parse(name, v)?);
         }
-        let prefix = if stored.contains_key("wte.weight") {
+        // The first tensor wanted tells whether the names carry `transformer.`.
+        let first = only
+            .and_then(|o| o.first())
+            .map_or("wte.weight", |n| n.as_str());
+        let prefix = if stored.contains_key(first) {
             ""
-        } else if stored.contains_key("transformer.wte.weight") {
-            "transformer."
+        } else if stored.contains_key(format!("{PREFIX}{first}").as_str()) {
+            PREFIX
         } else {
-            return Err(Error::Weights(
-                "missing tensor \"wte.weight\" (also looked for \"transformer.wte.weight\")".into(),
-            ));
+            return Err(Error::Weights(format!(
+                "missing tensor \"{first}\" (also looked for \"{PREFIX}{first}\")"
+            )));
         };
         check_layers(stored.keys().copied(), prefix, config)?;
         let data_len = stored.values().map(|e| e.end).max().unwrap_or(0);
         let mut tensors = Vec::new();
-        for (name, shape) in expected_tensors(config) {
+        let wanted = expected_tensors(config).into_iter();
+        for (name, shape) in wanted.filter(|(n, _)| only.is_none_or(|o| o.contains(n))) {
             let full = format!("{prefix}{name}");
             let e = stored
                 .get(full.as_str())
@@ -197,7 +216,7 @@ impl Entry {
 }
 
 /// A tensor of a layer beyond `n_layer` means the config does not match the weights.
-fn check_layers<'a>(
+pub(super) fn check_layers<'a>(
     names: impl Iterator<Item = &'a str>,
     prefix: &str,
     config: &Config,
@@ -220,6 +239,8 @@ fn check_layers<'a>(
 /// Reads `model.safetensors` chunk by chunk; see the module's note.
 pub struct Stream {
     config: Config,
+    /// A shard's tensors (`Stream::only`), or every tensor GPT-2 needs.
+    only: Option<BTreeSet<String>>,
     header: Option<Header>,
     /// The header's bytes until it is complete, then the bytes of a tensor split across chunks.
     pending: Vec<u8>,
@@ -235,8 +256,15 @@ pub struct Stream {
 
 impl Stream {
     pub fn new(config: &Config) -> Self {
+        Self::only(config, None)
+    }
+
+    /// A stream of one shard of a checkpoint (`shards`): it must hold the tensors `only` names
+    /// (unprefixed), and hands out just those; `None` is every tensor GPT-2 needs.
+    pub fn only(config: &Config, only: Option<BTreeSet<String>>) -> Self {
         Stream {
             config: config.clone(),
+            only,
             header: None,
             pending: Vec::new(),
             pos: 0,
@@ -271,6 +299,13 @@ impl Stream {
         while !chunk.is_empty() || self.zero_sized_next() {
             let Some(header) = &self.header else {
                 use super::gguf::{is_gguf, Gguf, Parsed};
+                if self.only.is_some() && (is_gguf(chunk) || is_gguf(&self.pending)) {
+                    return Err(Error::Weights(
+                        "a shard named by model.safetensors.index.json is a GGUF file, not \
+                         safetensors"
+                            .into(),
+                    ));
+                }
                 if self.pending.is_empty() && is_gguf(chunk) {
                     match Gguf::parse(chunk)? {
                         // The whole header in this chunk (a mapped file): no copy.
@@ -409,7 +444,7 @@ impl Stream {
         let take = (want - self.pending.len()).min(chunk.len());
         self.pending.extend_from_slice(&chunk[..take]);
         self.pos += take as u64;
-        if let Some(h) = Header::parse(&self.pending, &self.config)? {
+        if let Some(h) = Header::parse_only(&self.pending, &self.config, self.only.as_ref())? {
             self.header = Some(h);
             self.pending = Vec::new();
         }
@@ -442,14 +477,20 @@ impl Stream {
     }
 }
 
-/// Where a model's weights file can be read again from its start, chunk by chunk (the browser's
+/// Where a model's weights can be read again from the start, chunk by chunk (the browser's
 /// Cache API, the files the user chose, or the URL): what a fall-back from the GPU to the CPU
 /// rebuilds the model from, instead of keeping the file.
 pub trait Source {
-    /// The next chunk of the file, starting over at its beginning after `None` (the end).
+    /// The next piece of the weights, starting over at the beginning after `Piece::End`.
     fn next_chunk(&mut self) -> NextChunk<'_>;
 }
 
-/// What `Source::next_chunk` returns: a chunk, or `None` at the end of the file.
-pub type NextChunk<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Option<Vec<u8>>>> + 'a>>;
+/// What a `Source` gives: bytes of the file being read, the start of the next shard, or the end.
+pub enum Piece {
+    Bytes(Vec<u8>),
+    NextFile,
+    End,
+}
+
+/// What `Source::next_chunk` returns.
+pub type NextChunk<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Piece>> + 'a>>;

@@ -177,6 +177,81 @@ test('a folder with vocab.json and merges.txt instead of tokenizer.json loads an
   });
 });
 
+/** A safetensors file cut into `n` shards by tensor, with the index save_pretrained would write. */
+function shards(bytes, n) {
+  const len = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + len).toString('utf8'));
+  const data = bytes.subarray(8 + len);
+  const names = Object.keys(header).filter((k) => k !== '__metadata__').sort();
+  const per = Math.ceil(names.length / n);
+  const files = {};
+  const map = {};
+  for (let i = 0; i < n; i++) {
+    const file = `model-${String(i + 1).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`;
+    const head = {};
+    const body = [];
+    let at = 0;
+    for (const name of names.slice(i * per, (i + 1) * per)) {
+      const [a, b] = header[name].data_offsets;
+      head[`transformer.${name}`] = { dtype: header[name].dtype, shape: header[name].shape, data_offsets: [at, at + b - a] };
+      body.push(data.subarray(a, b));
+      at += b - a;
+      map[`transformer.${name}`] = file;
+    }
+    const json = Buffer.from(JSON.stringify(head));
+    const size = Buffer.alloc(8);
+    size.writeBigUInt64LE(BigInt(json.length));
+    files[file] = Buffer.concat([size, json, ...body]);
+  }
+  files['model.safetensors.index.json'] = Buffer.from(JSON.stringify({ metadata: { total_size: data.length }, weight_map: map }));
+  return files;
+}
+
+test('a folder in shards (model.safetensors.index.json) streams them in turn and gives the CLI\'s text', T, async () => {
+  const native = nativeGenerate(DEMO_PROMPT, 16);
+  const files = {
+    ...shards(fs.readFileSync(path.join(MODEL_DIR, 'model.safetensors')), 3),
+    'config.json': fs.readFileSync(path.join(MODEL_DIR, 'config.json')),
+    'tokenizer.json': fs.readFileSync(path.join(MODEL_DIR, 'tokenizer.json')),
+  };
+  await withBlank(async (page) => {
+    await page.route(`${env.server.origin}/__shards/**`, (route) => {
+      const [folder, name] = new URL(route.request().url()).pathname.split('/').slice(-2);
+      // cut/ lacks its last shard; none/ has no weights at all.
+      const has = files[name] && !(folder === 'cut' && name.startsWith('model-00003'))
+        && !(folder === 'none' && name.startsWith('model'));
+      return has ? route.fulfill({ body: files[name], contentType: 'application/octet-stream' })
+        : route.fulfill({ status: 404, body: 'not found' });
+    });
+    const got = await page.evaluate(async ({ prompt }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const progress = [];
+      const m = await Gpt2.load({ model: '/__shards/whole/', backend: 'cpu', onProgress: (p) => progress.push(p.file) });
+      const r = await m.generate(prompt, { maxTokens: 16, temperature: 0 });
+      m.dispose();
+      let cut;
+      try {
+        await Gpt2.load({ model: '/__shards/cut/', backend: 'cpu' });
+      } catch (e) {
+        cut = e.message;
+      }
+      let none;
+      try {
+        await Gpt2.load({ model: '/__shards/none/', backend: 'cpu' });
+      } catch (e) {
+        none = e.message;
+      }
+      return { text: r.text, tokens: r.tokens, files: [...new Set(progress)], cut, none };
+    }, { prompt: DEMO_PROMPT });
+    assert.deepEqual(got.tokens, native.tokens);
+    assert.equal(got.text, native.text);
+    const names = Object.keys(files).filter((f) => f.startsWith('model-')).sort();
+    assert.deepEqual(got.files.filter((f) => f.startsWith('model-')), names, 'every shard streamed, in order');
+    assert.match(got.cut, /model-00003-of-00003\.safetensors.*404/);
+    assert.match(got.none, /model\.safetensors.*404.*\(nor model\.safetensors\.index\.json beside it, for a model in shards\)/);
+  });
+});
+
 test('a Hub id resolves to <hubHost>/<id>/resolve/<revision>/, its GGUF by file; wrong options are sentences', T, async () => {
   const native = nativeGenerate(DEMO_PROMPT, 12);
   // A mirror laid out like the Hub, on another origin (127.0.0.2), answered by the test.
