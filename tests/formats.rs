@@ -80,7 +80,7 @@ fn a_folder_without_a_model_says_what_was_looked_for() {
         .unwrap()
         .to_string();
     assert!(
-        err.contains("holds no model: looked for model.safetensors, model.safetensors.index.json (shards) and a .gguf file"),
+        err.contains("holds no model: looked for model.safetensors, model.safetensors.index.json (shards), pytorch_model.bin and a .gguf file"),
         "{err}"
     );
     // Two GGUF files and no safetensors: name the one to load.

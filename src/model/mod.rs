@@ -210,7 +210,8 @@ impl Model {
 }
 
 /// The weights of a model path: a file itself, else the first of the folder's
-/// `model.safetensors`, `model.safetensors.index.json` (shards) and one `.gguf` file; an error
+/// `model.safetensors`, `model.safetensors.index.json` (shards), `pytorch_model.bin` and one
+/// `.gguf` file; an error
 /// lists what was tried when none is there.
 #[cfg(not(target_arch = "wasm32"))]
 fn weights_file(path: &std::path::Path) -> Result<std::path::PathBuf> {
@@ -220,7 +221,7 @@ fn weights_file(path: &std::path::Path) -> Result<std::path::PathBuf> {
     if !path.is_dir() {
         return Ok(path.join("model.safetensors")); // reading it names what is missing
     }
-    for name in ["model.safetensors", INDEX] {
+    for name in ["model.safetensors", INDEX, "pytorch_model.bin"] {
         if path.join(name).exists() {
             return Ok(path.join(name));
         }
@@ -242,8 +243,8 @@ fn weights_file(path: &std::path::Path) -> Result<std::path::PathBuf> {
         [] => Err(Error::WeightsIn {
             file: path.display().to_string(),
             msg: format!(
-                "holds no model: looked for model.safetensors, {INDEX} (shards) and a .gguf \
-                 file{}",
+                "holds no model: looked for model.safetensors, {INDEX} (shards), \
+                 pytorch_model.bin and a .gguf file{}",
                 if path.join("config.json").exists() {
                     ""
                 } else {

@@ -1,5 +1,5 @@
-//! GPT-2 weights from a `model.safetensors` or a GGUF file (`gguf`: llama.cpp's names, mapped to
-//! these), resolved by Hugging Face name and checked against the config before any backend sees
+//! GPT-2 weights from a `model.safetensors` (or its shards: `shards`), a GGUF file (`gguf`:
+//! llama.cpp's names, mapped to these) or a `pytorch_model.bin` (`torch`), resolved by Hugging Face name and checked against the config before any backend sees
 //! them.
 //!
 //! Names follow transformers' `modeling_gpt2.py`, with or without the `transformer.` prefix
@@ -14,6 +14,7 @@ pub mod ggml;
 pub mod gguf;
 pub mod shards;
 pub mod stream;
+pub mod torch;
 
 /// Element type of a tensor on disk: safetensors' F32, F16 and BF16, and GGUF's types.
 pub type DiskDtype = ggml::GgmlType;

@@ -241,6 +241,8 @@ pub struct Stream {
     config: Config,
     /// A shard's tensors (`Stream::only`), or every tensor GPT-2 needs.
     only: Option<BTreeSet<String>>,
+    /// A `pytorch_model.bin` (a zip archive) is read by its own reader.
+    zip: Option<Box<super::torch::Zip>>,
     header: Option<Header>,
     /// The header's bytes until it is complete, then the bytes of a tensor split across chunks.
     pending: Vec<u8>,
@@ -265,6 +267,7 @@ impl Stream {
         Stream {
             config: config.clone(),
             only,
+            zip: None,
             header: None,
             pending: Vec::new(),
             pos: 0,
@@ -275,16 +278,22 @@ impl Stream {
 
     /// Bytes read so far.
     pub fn bytes(&self) -> u64 {
-        self.pos
+        match &self.zip {
+            Some(z) => z.bytes(),
+            None => self.pos,
+        }
     }
 
-    /// The file's length, once the header has come.
+    /// The file's length, once the header has come (a zip archive does not say).
     pub fn total(&self) -> Option<u64> {
         self.header.as_ref().map(|h| h.file_len)
     }
 
     /// The tensor whose bytes come next, once the header has come.
     pub fn current(&self) -> Option<&str> {
+        if let Some(z) = &self.zip {
+            return z.current();
+        }
         let h = self.header.as_ref()?;
         h.tensors.get(self.next).map(|t| t.name.as_str())
     }
@@ -296,6 +305,28 @@ impl Stream {
         mut chunk: &[u8],
         sink: &mut dyn FnMut(&str, TensorRef) -> Result<()>,
     ) -> Result<()> {
+        if self.header.is_none() && self.zip.is_none() {
+            let start = if self.pending.is_empty() {
+                chunk
+            } else {
+                &self.pending
+            };
+            if super::torch::is_zip(start) {
+                if self.only.is_some() {
+                    return Err(Error::Weights(
+                        "a shard named by model.safetensors.index.json is a zip archive \
+                         (pytorch_model.bin), not safetensors"
+                            .into(),
+                    ));
+                }
+                let mut zip = Box::new(super::torch::Zip::new(&self.config));
+                zip.push(&std::mem::take(&mut self.pending), sink)?;
+                self.zip = Some(zip);
+            }
+        }
+        if let Some(zip) = &mut self.zip {
+            return zip.push(chunk, sink);
+        }
         while !chunk.is_empty() || self.zero_sized_next() {
             let Some(header) = &self.header else {
                 use super::gguf::{is_gguf, Gguf, Parsed};
@@ -328,6 +359,9 @@ impl Stream {
                     break;
                 }
                 chunk = self.take_header(chunk)?;
+                if super::torch::is_zip(&self.pending) {
+                    return self.push(chunk, sink); // a zip archive, told by its first 4 bytes
+                }
                 continue;
             };
             let Some(t) = header.tensors.get(self.next) else {
@@ -430,6 +464,7 @@ impl Stream {
         let want = match self.pending.get(..8) {
             None if self.pending.len() < 4 => 4,
             None if super::gguf::is_gguf(&self.pending) => return Ok(chunk),
+            None if super::torch::is_zip(&self.pending) => return Ok(chunk),
             None => 8,
             Some(len) => {
                 let n = u64::from_le_bytes(len.try_into().expect("8 bytes"));
@@ -444,6 +479,9 @@ impl Stream {
         let take = (want - self.pending.len()).min(chunk.len());
         self.pending.extend_from_slice(&chunk[..take]);
         self.pos += take as u64;
+        if super::torch::is_legacy(&self.pending) {
+            return Err(super::torch::legacy_error());
+        }
         if let Some(h) = Header::parse_only(&self.pending, &self.config, self.only.as_ref())? {
             self.header = Some(h);
             self.pending = Vec::new();
@@ -453,6 +491,9 @@ impl Stream {
 
     /// Checks that every tensor came: a stream that ended early is an error naming where.
     pub fn finish(&self) -> Result<()> {
+        if let Some(zip) = &self.zip {
+            return zip.finish();
+        }
         let Some(h) = &self.header else {
             if super::gguf::is_gguf(&self.pending) {
                 return Err(Error::Weights(format!(
