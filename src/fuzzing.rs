@@ -13,8 +13,10 @@ const MAX_PEAK: u64 = 64 << 20;
 /// A small byte-level BPE tokenizer.json for the model target (the same as its seed).
 pub const TOKENIZER_JSON: &[u8] = include_bytes!("../tools/fuzz/seeds/load_tokenizer/tiny.json");
 
-/// Input: the config's length as two little-endian bytes, config.json, then model.safetensors.
-/// Builds the model on the CPU with both weight formats and runs one forward pass.
+/// Input: the config's length as two little-endian bytes, config.json, then the weights file
+/// (model.safetensors, or a pytorch_model.bin: the stream tells them apart). Streams the file in
+/// 7-byte chunks with every tensor widened to f32, then builds the model on the CPU with both
+/// weight formats and runs one forward pass.
 pub fn load_model(data: &[u8]) {
     let Some((head, rest)) = data.split_first_chunk::<2>() else {
         return;
@@ -26,6 +28,18 @@ pub fn load_model(data: &[u8]) {
     let Ok(parsed) = Config::from_json(config) else {
         return;
     };
+    match Footprint::cpu(&parsed, CpuDtype::F32, weights.len() as u64) {
+        Ok(f) if f.peak() <= MAX_PEAK => {}
+        _ => return,
+    }
+    let mut stream = crate::weights::stream::Stream::new(&parsed);
+    let mut widen = |_: &str, t: crate::weights::TensorRef| t.try_to_f32().map(drop);
+    if weights
+        .chunks(7)
+        .all(|c| stream.push(c, &mut widen).is_ok())
+    {
+        let _ = stream.finish();
+    }
     for dtype in [CpuDtype::F32, CpuDtype::Q8] {
         match Footprint::cpu(&parsed, dtype, weights.len() as u64) {
             Ok(f) if f.peak() <= MAX_PEAK => {}

@@ -211,3 +211,22 @@ fn broken_files_are_sentences() {
         "{err}"
     );
 }
+
+#[test]
+fn the_fuzzers_bin_seed_is_a_model() {
+    // tools/fuzz/seeds/load_model/tiny-bin: a seed that fails to load would fuzz only the error
+    // paths.
+    let seed = std::fs::read(root().join("tools/fuzz/seeds/load_model/tiny-bin")).unwrap();
+    let n = u16::from_le_bytes([seed[0], seed[1]]) as usize;
+    let (config, weights) = (&seed[2..2 + n], &seed[2 + n..]);
+    let built = Model::from_bytes(
+        config,
+        weights.to_vec(),
+        gpt2_web::fuzzing::TOKENIZER_JSON,
+        BackendChoice::Cpu,
+        CpuDtype::F32,
+    );
+    let mut model = pollster::block_on(built).unwrap();
+    assert!(logits(&mut model, &[0, 1]).iter().all(|x| x.is_finite()));
+    gpt2_web::fuzzing::load_model(&seed);
+}

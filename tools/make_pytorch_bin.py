@@ -14,7 +14,8 @@
       A small state dict in the format before torch 1.6 (a bare pickle), which gpt2-web refuses
       with a sentence.
 
-Regenerate the committed fixtures (tests/fixtures/torch/) with
+Regenerate the committed fixtures (tests/fixtures/torch/, and the load_model fuzzer's seed
+tools/fuzz/seeds/load_model/tiny-bin: its tiny safetensors seed as torch.save writes it) with
   python3 tools/make_pytorch_bin.py --fixtures
 Needs: torch, numpy, safetensors (torch only here: the tests read the committed files).
 """
@@ -70,6 +71,19 @@ def main():
         torch.save(state_dict(tiny, 'f16', True), os.path.join(out, 'tiny-random-f16-transposed.bin'))
         torch.save({'transformer.wte.weight': torch.zeros(2, 2)}, os.path.join(out, 'legacy.bin'),
                    _use_new_zipfile_serialization=False)
+        # The fuzzer's seed: 2 bytes of config length, config.json, then the weights.
+        seed = os.path.join(ROOT, 'tools/fuzz/seeds/load_model')
+        raw = open(os.path.join(seed, 'tiny'), 'rb').read()
+        n = int.from_bytes(raw[:2], 'little')
+        from safetensors.numpy import load as load_bytes
+        tensors = load_bytes(raw[2 + n:])
+        sd = collections.OrderedDict((k, torch.from_numpy(v.copy())) for k, v in sorted(tensors.items()))
+        sd['lm_head.weight'] = sd['wte.weight']
+        import io
+        buf = io.BytesIO()
+        torch.save(sd, buf)
+        open(os.path.join(seed, 'tiny-bin'), 'wb').write(raw[:2 + n] + buf.getvalue())
+        print(f'{os.path.join(seed, "tiny-bin")}: {2 + n + len(buf.getvalue())} bytes')
         for f in sorted(os.listdir(out)):
             print(f'{os.path.join(out, f)}: {os.path.getsize(os.path.join(out, f))} bytes')
         return

@@ -215,7 +215,7 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
     plan = mod.checkMemory(config, dtype, platform?.bytes, platform?.what);
     reply(id, 'progress', { file: FILES.weights, loaded: 0, total: 0, tensor: null, cached: false, plan });
     tokenizer = await small.get('tokenizer').catch((e) => vocabAndMerges(e, mod, small, source));
-    if (source.urls) [weights, first] = await shardsIfNoFile(weights, small, home, cache);
+    if (source.urls) [weights, first] = await otherLayouts(weights, small, home, cache);
     weights.stores = small.stores;
   }
   const files = { config, tokenizer };
@@ -311,11 +311,12 @@ async function streamFile(id, loader, weights, opened) {
 }
 
 /**
- * A folder URL whose model.safetensors is not there (a 404) may hold its weights in shards, as
- * big checkpoints on the Hub do: then the weights are those model.safetensors.index.json names.
- * Returns the weights and the opened reader of model.safetensors, when it is there.
+ * A folder URL whose model.safetensors is not there (a 404) may hold its weights otherwise, tried
+ * in this order: in shards, as big checkpoints on the Hub do (model.safetensors.index.json names
+ * them), or as pytorch_model.bin (torch.save's archive, read without running anything). Returns
+ * the weights and the reader of the file found, opened (null for shards: they open in turn).
  */
-async function shardsIfNoFile(weights, small, home, cache) {
+async function otherLayouts(weights, small, home, cache) {
   let error;
   try {
     return [weights, await weights.open()];
@@ -323,21 +324,29 @@ async function shardsIfNoFile(weights, small, home, cache) {
     if (!/\b404\b/.test(e.message)) throw e;
     error = e;
   }
-  const index = await small.get('index').catch(() => null);
-  if (!index) throw new Error(`${error.message} (nor ${SHARDS_INDEX} beside it, for a model in shards)`);
-  const url = small.url('index');
-  let parts = [];
-  return [{
-    file: SHARDS_INDEX,
-    index,
-    /** The shards' weights, in the order the engine gives. */
-    use(names) {
-      parts = names.map((name) => urlWeights(new URL(name, url).href, home, cache, name));
-      return parts;
-    },
-    stored: () => Promise.all(parts.map((p) => p.stored())),
-    failed: () => Promise.all(parts.map((p) => p.failed())),
-  }, null];
+  const index = await small.get('index').catch((e) => (/\b404\b/.test(e.message) ? null : Promise.reject(e)));
+  if (index) {
+    const url = small.url('index');
+    let parts = [];
+    return [{
+      file: SHARDS_INDEX,
+      index,
+      /** The shards' weights, in the order the engine gives. */
+      use(names) {
+        parts = names.map((name) => urlWeights(new URL(name, url).href, home, cache, name));
+        return parts;
+      },
+      stored: () => Promise.all(parts.map((p) => p.stored())),
+      failed: () => Promise.all(parts.map((p) => p.failed())),
+    }, null];
+  }
+  const bin = urlWeights(small.url('bin'), home, cache, TORCH_BIN);
+  try {
+    return [bin, await bin.open()];
+  } catch (e) {
+    if (!/\b404\b/.test(e.message)) throw e;
+  }
+  throw new Error(`${error.message} (nor ${SHARDS_INDEX} or ${TORCH_BIN} beside it)`);
 }
 
 /**
@@ -553,8 +562,9 @@ async function adapterName(engine) {
 /** The files a folder without tokenizer.json may have instead (vocabAndMerges). */
 const TOKENIZER_PAIR = { vocab: 'vocab.json', merges: 'merges.txt' };
 
-/** What a folder without model.safetensors may have instead: its shards' index (shardsIfNoFile). */
+/** What a folder without model.safetensors may have instead, in this order (otherLayouts). */
 const SHARDS_INDEX = 'model.safetensors.index.json';
+const TORCH_BIN = 'pytorch_model.bin';
 
 /** The most bytes config.json and tokenizer.json may have (GPT-2's: 1 kB and 1.4 MB). */
 const CAPS = { config: 1 << 20, tokenizer: 64 << 20, index: 16 << 20 };
@@ -576,7 +586,7 @@ const mb = (n) => (n >= 1e6 ? `${(n / 1e6).toFixed(1)} MB` : `${Math.ceil(n / 1e
 function smallFetcher(id, urls, home, cache) {
   const stores = [];
   const where = (key) => {
-    const name = FILES[key] ?? TOKENIZER_PAIR[key] ?? (key === 'index' ? SHARDS_INDEX : undefined);
+    const name = FILES[key] ?? TOKENIZER_PAIR[key] ?? { index: SHARDS_INDEX, bin: TORCH_BIN }[key];
     return [name, urls[key] ?? new URL(name, urls.tokenizer).href];
   };
   return {

@@ -248,7 +248,45 @@ test('a folder in shards (model.safetensors.index.json) streams them in turn and
     const names = Object.keys(files).filter((f) => f.startsWith('model-')).sort();
     assert.deepEqual(got.files.filter((f) => f.startsWith('model-')), names, 'every shard streamed, in order');
     assert.match(got.cut, /model-00003-of-00003\.safetensors.*404/);
-    assert.match(got.none, /model\.safetensors.*404.*\(nor model\.safetensors\.index\.json beside it, for a model in shards\)/);
+    assert.match(got.none, /model\.safetensors.*404.*\(nor model\.safetensors\.index\.json or pytorch_model\.bin beside it\)/);
+  });
+});
+
+test('a folder with pytorch_model.bin (written by torch.save) loads and gives the CLI\'s tokens; a cut one is a sentence', T, async () => {
+  const tiny = path.join(ROOT, 'tests/fixtures/tiny-random');
+  const native = nativeGenerate(PROMPT, 16, 'q8', tiny);
+  const bin = fs.readFileSync(path.join(ROOT, 'tests/fixtures/torch/tiny-random-f32.bin'));
+  const files = {
+    'config.json': fs.readFileSync(path.join(tiny, 'config.json')),
+    'tokenizer.json': fs.readFileSync(path.join(tiny, 'tokenizer.json')),
+  };
+  await withBlank(async (page) => {
+    const requested = [];
+    await page.route(`${env.server.origin}/__bin/**`, (route) => {
+      const [folder, name] = new URL(route.request().url()).pathname.split('/').slice(-2);
+      requested.push(`${folder}/${name}`);
+      const body = name === 'pytorch_model.bin' ? (folder === 'cut' ? bin.subarray(0, bin.length >> 1) : bin) : files[name];
+      return body ? route.fulfill({ body, contentType: 'application/octet-stream' }) : route.fulfill({ status: 404, body: 'not found' });
+    });
+    const got = await page.evaluate(async ({ prompt }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const m = await Gpt2.load({ model: '/__bin/whole/', backend: 'cpu', dtype: 'q8' });
+      const r = await m.generate(prompt, { maxTokens: 16, temperature: 0, ignoreEos: true });
+      m.dispose();
+      let cut;
+      try {
+        await Gpt2.load({ model: '/__bin/cut/', backend: 'cpu' });
+      } catch (e) {
+        cut = e.message;
+      }
+      return { tokens: r.tokens, text: r.text, cut };
+    }, { prompt: PROMPT });
+    assert.deepEqual(got.tokens, native.tokens);
+    assert.equal(got.text, native.text);
+    const order = requested.filter((r) => r.startsWith('whole/') && !r.endsWith('.json'));
+    assert.deepEqual(order, ['whole/model.safetensors', 'whole/pytorch_model.bin'], 'tried in order');
+    assert.ok(requested.includes('whole/model.safetensors.index.json'));
+    assert.match(got.cut, /pytorch_model\.bin: it ended after .* bytes, before the bytes of .* tensors/);
   });
 });
 
