@@ -17,7 +17,8 @@
 #                             prints the executions and any crash input
 #   ./build.sh bench [--peer] the speed benchmark: native, then headless Chromium, Firefox and
 #                             WebKit (1 and 2 threads, q8 and f32; GPT2_BENCH_ENGINES=chromium
-#                             narrows it); --peer adds transformers.js on the same weights;
+#                             narrows it); --peer adds transformers.js (ONNX) and wllama (GGUF)
+#                             on the same weights;
 #                             --no-vnni runs the browser part with V8's AVX-VNNI off (the CPUs
 #                             without it, e.g. AMD Zen 4)
 #   ./build.sh bench --sizes  every GPT-2 size (124M to 1.5B, random weights of the real shapes):
@@ -200,13 +201,22 @@ bench() {
   [ -n "$bytes" ] && rest=(--weights-mb "$bytes" ${rest[@]+"${rest[@]}"})
   local peer_args=()
   if [ "$peer" = 1 ]; then
-    say "peer: transformers.js on the same weights (ONNX)"
+    say "peer: transformers.js on the same weights (ONNX), and wllama (GGUF)"
     bash tools/peer/setup.sh
     local venv=${GPT2_PEER_VENV:-$HOME/.cache/gpt2-web/peer-venv}
     if [ ! -f "$model-onnx/onnx/model_quantized.onnx" ]; then
       "$venv/bin/python" tools/peer/export_onnx.py --model "$model" --out "$model-onnx"
     fi
-    peer_args=(--peer --onnx "$model-onnx")
+    # wllama (llama.cpp) on the same weights as GGUF: Q8_0 against our q8, F32 against our f32.
+    local t
+    for t in Q8_0 F32; do
+      if [ ! -f "$model-gguf/model-$t.gguf" ]; then
+        python3 -c 'import gguf' 2>/dev/null || python3 -m pip install --quiet gguf
+        mkdir -p "$model-gguf"
+        python3 tools/make_gguf.py --model "$model" --type "$t" --no-output --out "$model-gguf/model-$t.gguf"
+      fi
+    done
+    peer_args=(--peer --onnx "$model-onnx" --gguf "$model-gguf")
   fi
   say "browser: headless Chromium, Firefox and WebKit"
   node tools/bench_web.mjs --model "$model" --engines "${GPT2_BENCH_ENGINES:-chromium,firefox,webkit}" \

@@ -1,9 +1,10 @@
 // The side-by-side browser benchmark behind `./build.sh bench`: our engine through its public JS
 // API (gpt2.js) in headless Chromium, Firefox and WebKit, for each weight format and thread count,
-// and with --peer transformers.js (onnxruntime-web) on the same weights exported to ONNX, in the
-// same browser, with the same prompt — one table with ratios.
+// and with --peer transformers.js (onnxruntime-web) on the same weights exported to ONNX and
+// wllama (llama.cpp) on the same weights as GGUF (--gguf DIR: model-Q8_0.gguf against our q8,
+// model-F32.gguf against our f32), in the same browser, with the same prompt — one table with ratios.
 //
-//   node tools/bench_web.mjs --model DIR [--onnx DIR] [--peer] [--runs 5] [--tokens 128]
+//   node tools/bench_web.mjs --model DIR [--onnx DIR] [--gguf DIR] [--peer] [--runs 5] [--tokens 128]
 //                            [--threads 1,2] [--engines chromium,firefox,webkit] [--json FILE]
 //                            [--no-vnni] [--bound-ms MS] [--weights-mb MB]
 //
@@ -33,6 +34,7 @@ const opt = (name, dflt) => {
 };
 const MODEL = path.resolve(opt('--model', ''));
 const ONNX = opt('--onnx', null);
+const GGUF = opt('--gguf', null);
 const PEER = args.includes('--peer');
 const RUNS = Number(opt('--runs', '5'));
 const TOKENS = Number(opt('--tokens', '128'));
@@ -64,10 +66,16 @@ if (!fs.existsSync(path.join(MODEL, 'model.safetensors'))) {
   console.error(`bench: no model.safetensors in "${MODEL}" (give --model DIR)`);
   process.exit(2);
 }
-if (PEER && !(ONNX && fs.existsSync(path.join(ONNX, 'onnx/model.onnx')))) {
-  console.error(`bench: --peer needs --onnx DIR with onnx/model.onnx (tools/peer/export_onnx.py makes it)`);
+if (PEER && !GGUF && !(ONNX && fs.existsSync(path.join(ONNX, 'onnx/model.onnx')))) {
+  console.error(`bench: --peer needs --onnx DIR with onnx/model.onnx (tools/peer/export_onnx.py makes it), or --gguf DIR`);
   process.exit(2);
 }
+
+if (PEER && GGUF && !fs.existsSync(path.join(GGUF, 'model-Q8_0.gguf'))) {
+  console.error(`bench: --gguf DIR needs DIR/model-Q8_0.gguf (and model-F32.gguf; tools/make_gguf.py makes them)`);
+  process.exit(2);
+}
+const WLLAMA = PEER && GGUF ? JSON.parse(fs.readFileSync(path.join(ROOT, 'tools/peer/node_modules/@wllama/wllama/package.json'), 'utf8')).version : null;
 
 // A 64-token passage (checked against the tokenizer below).
 const PROMPT = PASSAGE;
@@ -83,7 +91,8 @@ fs.symlinkSync(MODEL, path.join(root, 'models/bench'));
 if (PEER) {
   fs.symlinkSync(path.join(ROOT, 'tools/peer'), path.join(root, 'peer'));
   fs.mkdirSync(path.join(root, 'peer-models'));
-  fs.symlinkSync(path.resolve(ONNX), path.join(root, 'peer-models/bench'));
+  if (ONNX) fs.symlinkSync(path.resolve(ONNX), path.join(root, 'peer-models/bench'));
+  if (GGUF) fs.symlinkSync(path.resolve(GGUF), path.join(root, 'peer-models/gguf'));
 }
 fs.writeFileSync(path.join(root, 'bench.html'), '<!doctype html><meta charset="utf-8"><title>bench</title>\n');
 
@@ -136,6 +145,15 @@ async function peerLoad({ dtype, threads, prompt, tokens }) {
     loadMs: peer.loadMs, promptTokens: peer.promptTokens, threads: peer.threads, versions: peer.versions,
     first: { ttftMs: first.ttftMs, tpotMs: first.tpotMs },
   };
+}
+
+/** Runs in the page: loads wllama through tools/peer/wllama.js on the GGUF of `dtype`, and warms it up. */
+async function wllamaLoad({ dtype, threads, prompt, tokens }) {
+  const url = `/peer-models/gguf/model-${dtype === 'q8_0' ? 'Q8_0' : 'F32'}.gguf`;
+  const peer = await (await import('/peer/wllama.js')).wllamaLoad({ url, threads, prompt, maxNewTokens: tokens });
+  const first = (await peer.once()).run; // the first generation after load
+  window.bench = { one: () => peer.once() };
+  return { loadMs: peer.loadMs, promptTokens: first.promptTokens, threads: peer.threads, first: { ttftMs: first.ttftMs, tpotMs: first.tpotMs } };
 }
 
 /**
@@ -226,7 +244,8 @@ async function benchEngine(engine) {
   for (const threads of THREADS) {
     for (const dtype of ['q8', 'f32']) configs.push({ engine: 'gpt2-web', dtype, threads });
     if (threads === 1 && own !== 'pkg') configs.push({ engine: 'gpt2-web', dtype: 'q8', threads, build: 'pkg' });
-    if (PEER) for (const dtype of ['q8', 'fp32']) configs.push({ engine: 'transformers.js', dtype, threads });
+    if (PEER && ONNX) for (const dtype of ['q8', 'fp32']) configs.push({ engine: 'transformers.js', dtype, threads });
+    if (PEER && GGUF) for (const dtype of ['q8_0', 'f32']) configs.push({ engine: 'wllama', dtype, threads });
   }
   const shared = await sharedMemory(engine);
   for (const threads of THREADS) {
@@ -256,7 +275,7 @@ async function benchEngine(engine) {
           });
         }
         await o.page.goto(`${threads > 1 ? isolated.origin : plain.origin}/bench.html`);
-        const load = c.engine === 'gpt2-web' ? oursLoad : peerLoad;
+        const load = { 'gpt2-web': oursLoad, 'transformers.js': peerLoad, wllama: wllamaLoad }[c.engine];
         try {
           o.load = await inPage(o, load, { dtype: c.dtype, threads, prompt: PROMPT, tokens: TOKENS, build: c.build });
         } catch (e) {
@@ -338,9 +357,9 @@ async function ownBuild(engine) {
   }
 }
 
-// The table: every row against transformers.js' best figure in the same browser and thread count.
-const best = (r, key) => {
-  const peers = rows.filter((p) => p.engine === 'transformers.js' && !p.failed && p.browser === r.browser && p.threads === r.threads);
+// The table: every row against each peer's best figure in the same browser and thread count.
+const best = (r, key, peer = 'transformers.js') => {
+  const peers = rows.filter((p) => p.engine === peer && !p.failed && p.browser === r.browser && p.threads === r.threads);
   return peers.length ? Math.min(...peers.map((p) => p[key])) : null;
 };
 const fmt = (v, d = 1) => (v === null || v === undefined ? '—' : v.toFixed(d));
@@ -350,16 +369,25 @@ const lines = [
   `median of ${RUNS} runs after the first; headless ${versions.join(', ')}; ${cpuName()}` +
   (NO_VNNI ? '; V8 with AVX-VNNI off (--no-enable-avx-vnni)' : ''),
   '',
-  '| browser | engine | weights | build | threads | load s | first TTFT ms | TTFT ms | ms/token | TTFT ÷ t.js best | ms/token ÷ t.js best |',
-  '|---|---|---|---|---|---|---|---|---|---|---|',
+  '| browser | engine | weights | build | threads | load s | first TTFT ms | TTFT ms | ms/token | TTFT ÷ t.js best | ms/token ÷ t.js best | TTFT ÷ wllama best | ms/token ÷ wllama best |',
+  '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
 ];
 for (const r of rows) {
   if (r.failed) {
-    lines.push(`| ${r.browser} | ${r.engine} | ${r.dtype} | — | ${r.threads} | does not run: ${r.failed.replace(/\|/g, '/').slice(0, 120)} |||||| `);
+    lines.push(`| ${r.browser} | ${r.engine} | ${r.dtype} | — | ${r.threads} | does not run: ${r.failed.replace(/\|/g, '/').slice(0, 120)} |||||||| `);
     continue;
   }
   lines.push(`| ${r.browser} | ${r.engine} | ${r.dtype} | ${r.build ? `\`${r.build}\`` : '—'} | ${r.threadsUsed} | ${fmt(r.loadMs / 1000, 2)} | ` +
-    `${fmt(r.first?.ttftMs, 0)} | ${fmt(r.ttftMs, 0)} | ${fmt(r.tpotMs, 1)} | ${ratio(r.ttftMs, best(r, 'ttftMs'))} | ${ratio(r.tpotMs, best(r, 'tpotMs'))} |`);
+    `${fmt(r.first?.ttftMs, 0)} | ${fmt(r.ttftMs, 0)} | ${fmt(r.tpotMs, 1)} | ${ratio(r.ttftMs, best(r, 'ttftMs'))} | ${ratio(r.tpotMs, best(r, 'tpotMs'))} | ` +
+    `${ratio(r.ttftMs, best(r, 'ttftMs', 'wllama'))} | ${ratio(r.tpotMs, best(r, 'tpotMs', 'wllama'))} |`);
+}
+if (WLLAMA) {
+  lines.push('', `wllama ${WLLAMA}: llama.cpp's CPU backend in its one wasm build (SIMD128, wasm threads, JSPI and ` +
+    'memory64), n_ctx 512, n_batch 512, no GPU layers; the model is the same random weights written by ' +
+    'tools/make_gguf.py (Q8_0 matrices with F32 vectors, or all F32). llama.cpp reuses a repeated prompt\'s KV ' +
+    'cache, so each run starts with another one-token first word (every run evaluated all 64 prompt tokens: ' +
+    'llama.cpp\'s own cache_n was 0). Its threads: ' +
+    [...new Set(rows.filter((r) => r.engine === 'wllama' && !r.failed).map((r) => `${r.browser} ${r.threads} → ${r.threadsUsed}`))].join(', ') + '.');
 }
 for (const n of notes) lines.push('', n);
 // The first generation after load against the later ones: the warm-up at load is meant to make

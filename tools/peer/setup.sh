@@ -3,7 +3,8 @@
 #  - a Python venv for tools/peer/export_onnx.py at ${GPT2_PEER_VENV:-$HOME/.cache/gpt2-web/peer-venv}
 #    (--system-site-packages, to reuse the installed torch 2.x) with optimum-onnx 0.1.0, which needs
 #    transformers < 4.58, plus onnx and onnxruntime;
-#  - tools/peer/node_modules from package-lock.json (@huggingface/transformers, pinned exactly).
+#  - tools/peer/node_modules from package-lock.json (@huggingface/transformers and @wllama/wllama,
+#    pinned exactly; wllama's wasm ships inside its package).
 #    Install scripts are skipped: only the browser bundle and onnxruntime-web's wasm files are used,
 #    and onnxruntime-node's script would try to download binaries.
 # `./build.sh bench --peer` runs it, then tools/peer/export_onnx.py and tools/bench_web.mjs --peer.
@@ -32,5 +33,5 @@ else
   echo "peer node_modules: npm ci"
   npm ci --ignore-scripts --no-audit --no-fund
 fi
-echo "peer: transformers.js $(node -p 'require("./node_modules/@huggingface/transformers/package.json").version'), onnxruntime-web $(node -p 'require("./node_modules/onnxruntime-web/package.json").version')"
+echo "peer: transformers.js $(node -p 'require("./node_modules/@huggingface/transformers/package.json").version'), onnxruntime-web $(node -p 'require("./node_modules/onnxruntime-web/package.json").version'), wllama $(node -p 'require("./node_modules/@wllama/wllama/package.json").version')"
 echo "python: $VENV/bin/python"
