@@ -9,7 +9,7 @@ mod gpu_common;
 use common::{fixture, root, DEMO, TINY};
 use gpt2_web::backend::cpu::CpuDtype;
 use gpt2_web::model::{Loader, Reload};
-use gpt2_web::weights::stream::{NextChunk, Source};
+use gpt2_web::weights::stream::{NextChunk, Piece, Source};
 use gpt2_web::{Backend, BackendChoice, Model};
 use pollster::block_on;
 
@@ -130,11 +130,11 @@ impl Source for Chunks {
             }
             if self.at >= self.bytes.len() {
                 self.at = 0;
-                return Ok(None);
+                return Ok(Piece::End);
             }
             let n = 10_000.min(self.bytes.len() - self.at);
             self.at += n;
-            Ok(Some(self.bytes[self.at - n..self.at].to_vec()))
+            Ok(Piece::Bytes(self.bytes[self.at - n..self.at].to_vec()))
         })
     }
 }

@@ -11,6 +11,9 @@ use crate::error::{Error, Result};
 /// The most items the memo and the stack may hold (a GPT-2 XL state dict needs ~10 000).
 const MAX_ITEMS: usize = 1 << 22;
 
+/// A state dict's tensors by name, in the pickle's order.
+pub type StateDict = Vec<(String, TensorView)>;
+
 /// A tensor as the pickle describes it: a view of a storage.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorView {
@@ -52,7 +55,7 @@ fn bad(why: impl std::fmt::Display) -> Error {
 
 /// The state dict of `data.pkl`'s bytes: its tensors by name (other entries are left out), and
 /// how many bytes the pickle took (it ends at STOP). `Ok(None)` while `bytes` ends before STOP.
-pub fn state_dict(bytes: &[u8]) -> Result<Option<(Vec<(String, TensorView)>, usize)>> {
+pub fn state_dict(bytes: &[u8]) -> Result<Option<(StateDict, usize)>> {
     let mut r = Reader {
         bytes,
         at: 0,
@@ -349,7 +352,7 @@ impl Reader<'_> {
 }
 
 fn pairs(items: Vec<Value>) -> Result<Vec<(Value, Value)>> {
-    if items.len() % 2 != 0 {
+    if !items.len().is_multiple_of(2) {
         return Err(bad("a dict of an odd number of items"));
     }
     let mut it = items.into_iter();
