@@ -15,6 +15,7 @@ use crate::backend::{Backend, BackendChoice};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::tokenizer::Tokenizer;
+#[cfg(not(target_arch = "wasm32"))]
 use crate::weights::shards::{Index, INDEX};
 use crate::weights::stream::Source;
 

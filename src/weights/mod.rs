@@ -2,8 +2,9 @@
 //! llama.cpp's names, mapped to these) or a `pytorch_model.bin` (`torch`), resolved by Hugging Face name and checked against the config before any backend sees
 //! them.
 //!
-//! Names follow transformers' `modeling_gpt2.py`, with or without the `transformer.` prefix
-//! (openai-community/gpt2 has none, `save_pretrained` adds it). Linear layers are transformers'
+//! Names follow transformers' `modeling_gpt2.py` (the list of them, with shapes and roles, is
+//! `table`), with or without the `transformer.` prefix (openai-community/gpt2 has none,
+//! `save_pretrained` adds it). Linear layers are transformers'
 //! `Conv1D`, stored (in, out), so `y = x @ W + b` needs no transpose. `lm_head` is tied to `wte`;
 //! the `attn.bias` / `attn.masked_bias` causal-mask buffers are ignored.
 
@@ -14,6 +15,7 @@ pub mod ggml;
 pub mod gguf;
 pub mod shards;
 pub mod stream;
+pub mod table;
 pub mod torch;
 
 /// Element type of a tensor on disk: safetensors' F32, F16 and BF16, and GGUF's types.
@@ -75,76 +77,16 @@ impl TensorRef<'_> {
     }
 }
 
-/// LayerNorm parameters: weight and bias, each (C,).
-#[derive(Clone, Copy, Debug)]
-pub struct LayerNorm<'a> {
-    pub weight: TensorRef<'a>,
-    pub bias: TensorRef<'a>,
-}
-
-/// A Conv1D layer: weight (in, out), bias (out,).
-#[derive(Clone, Copy, Debug)]
-pub struct Linear<'a> {
-    pub weight: TensorRef<'a>,
-    pub bias: TensorRef<'a>,
-}
-
-/// One transformer block `h.{i}`.
-#[derive(Clone, Copy, Debug)]
-pub struct Block<'a> {
-    pub ln_1: LayerNorm<'a>,
-    /// (C, 3C): q, k, v side by side.
-    pub c_attn: Linear<'a>,
-    /// (C, C)
-    pub attn_c_proj: Linear<'a>,
-    pub ln_2: LayerNorm<'a>,
-    /// (C, H)
-    pub c_fc: Linear<'a>,
-    /// (H, C)
-    pub mlp_c_proj: Linear<'a>,
-}
-
-/// All GPT-2 tensors, named as in the checkpoint.
+/// All GPT-2 tensors of a checkpoint held in memory, in the table's order (`table::tensors`),
+/// checked against the config.
 #[derive(Debug)]
 pub struct Gpt2Weights<'a> {
-    /// (V, C) token embedding, also the output head.
-    pub wte: TensorRef<'a>,
-    /// (n_positions, C) position embedding.
-    pub wpe: TensorRef<'a>,
-    pub h: Vec<Block<'a>>,
-    pub ln_f: LayerNorm<'a>,
-}
-
-/// Every tensor GPT-2 needs, unprefixed, with the shape config.json implies ((1, n) for the 1-D
-/// biases and LayerNorm parameters).
-pub fn expected_tensors(config: &Config) -> Vec<(String, [usize; 2])> {
-    let (c, h, v) = (config.n_embd, config.n_inner, config.vocab_size);
-    let mut out = vec![
-        ("wte.weight".to_string(), [v, c]),
-        ("wpe.weight".to_string(), [config.n_positions, c]),
-        ("ln_f.weight".to_string(), [1, c]),
-        ("ln_f.bias".to_string(), [1, c]),
-    ];
-    for i in 0..config.n_layer {
-        for (part, n_in, n_out) in [
-            ("attn.c_attn", c, 3 * c),
-            ("attn.c_proj", c, c),
-            ("mlp.c_fc", c, h),
-            ("mlp.c_proj", h, c),
-        ] {
-            out.push((format!("h.{i}.{part}.weight"), [n_in, n_out]));
-            out.push((format!("h.{i}.{part}.bias"), [1, n_out]));
-        }
-        for ln in ["ln_1", "ln_2"] {
-            out.push((format!("h.{i}.{ln}.weight"), [1, c]));
-            out.push((format!("h.{i}.{ln}.bias"), [1, c]));
-        }
-    }
-    out
+    tensors: Vec<(String, TensorRef<'a>)>,
 }
 
 impl<'a> Gpt2Weights<'a> {
-    /// Parses safetensors bytes and checks every tensor GPT-2 needs against `config`.
+    /// Parses a weights file's bytes (any format the stream reads) and checks every tensor GPT-2
+    /// needs against `config`.
     pub fn load(bytes: &'a [u8], config: &Config) -> Result<Self> {
         // One chunk holds every tensor, so the stream hands out views of `bytes`: keep where.
         let base = bytes.as_ptr() as usize;
@@ -159,67 +101,24 @@ impl<'a> Gpt2Weights<'a> {
             Ok(())
         })?;
         stream.finish()?;
-        let mut get = |name: &str| -> TensorRef<'a> {
-            let (dtype, shape, transposed, start, len) =
-                at.remove(name).expect("the stream checked it");
-            TensorRef {
-                dtype,
-                shape,
-                transposed,
-                data: &bytes[start..start + len],
-            }
-        };
-        let ln = |get: &mut dyn FnMut(&str) -> TensorRef<'a>, name: &str| LayerNorm {
-            weight: get(&format!("{name}.weight")),
-            bias: get(&format!("{name}.bias")),
-        };
-        let linear = |get: &mut dyn FnMut(&str) -> TensorRef<'a>, name: &str| Linear {
-            weight: get(&format!("{name}.weight")),
-            bias: get(&format!("{name}.bias")),
-        };
-        let h = (0..config.n_layer)
-            .map(|i| Block {
-                ln_1: ln(&mut get, &format!("h.{i}.ln_1")),
-                c_attn: linear(&mut get, &format!("h.{i}.attn.c_attn")),
-                attn_c_proj: linear(&mut get, &format!("h.{i}.attn.c_proj")),
-                ln_2: ln(&mut get, &format!("h.{i}.ln_2")),
-                c_fc: linear(&mut get, &format!("h.{i}.mlp.c_fc")),
-                mlp_c_proj: linear(&mut get, &format!("h.{i}.mlp.c_proj")),
+        let tensors = (table::tensors(config).into_iter())
+            .map(|spec| {
+                let (dtype, shape, transposed, start, len) =
+                    at.remove(&spec.name).expect("the stream checked it");
+                let t = TensorRef {
+                    dtype,
+                    shape,
+                    transposed,
+                    data: &bytes[start..start + len],
+                };
+                (spec.name, t)
             })
             .collect();
-        Ok(Gpt2Weights {
-            wte: get("wte.weight"),
-            wpe: get("wpe.weight"),
-            h,
-            ln_f: ln(&mut get, "ln_f"),
-        })
+        Ok(Gpt2Weights { tensors })
     }
 
     /// Every tensor with its unprefixed name, as `stream::Stream` hands them out.
     pub fn tensors(&self) -> Vec<(String, TensorRef<'a>)> {
-        let mut out = vec![
-            ("wte.weight".to_string(), self.wte),
-            ("wpe.weight".to_string(), self.wpe),
-            ("ln_f.weight".to_string(), self.ln_f.weight),
-            ("ln_f.bias".to_string(), self.ln_f.bias),
-        ];
-        for (i, b) in self.h.iter().enumerate() {
-            let parts = [
-                ("ln_1.weight", b.ln_1.weight),
-                ("ln_1.bias", b.ln_1.bias),
-                ("attn.c_attn.weight", b.c_attn.weight),
-                ("attn.c_attn.bias", b.c_attn.bias),
-                ("attn.c_proj.weight", b.attn_c_proj.weight),
-                ("attn.c_proj.bias", b.attn_c_proj.bias),
-                ("ln_2.weight", b.ln_2.weight),
-                ("ln_2.bias", b.ln_2.bias),
-                ("mlp.c_fc.weight", b.c_fc.weight),
-                ("mlp.c_fc.bias", b.c_fc.bias),
-                ("mlp.c_proj.weight", b.mlp_c_proj.weight),
-                ("mlp.c_proj.bias", b.mlp_c_proj.bias),
-            ];
-            out.extend(parts.map(|(n, t)| (format!("h.{i}.{n}"), t)));
-        }
-        out
+        self.tensors.clone()
     }
 }

@@ -6,7 +6,7 @@
 //! single file too.
 
 use super::stream::{check_layers, Stream, PREFIX};
-use super::{expected_tensors, TensorRef};
+use super::{table, TensorRef};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,9 +39,9 @@ impl Index {
             .get("weight_map")
             .and_then(|m| m.as_object())
             .ok_or_else(|| bad("no \"weight_map\" object"))?;
-        let prefix = if map.contains_key("wte.weight") {
+        let prefix = if map.contains_key(table::WTE) {
             ""
-        } else if map.contains_key(&format!("{PREFIX}wte.weight")) {
+        } else if map.contains_key(&format!("{PREFIX}{}", table::WTE)) {
             PREFIX
         } else {
             return Err(bad(format!(
@@ -53,7 +53,7 @@ impl Index {
             e => e,
         })?;
         let mut shards: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
-        for (name, _) in expected_tensors(config) {
+        for table::Spec { name, .. } in table::tensors(config) {
             let full = format!("{prefix}{name}");
             let file = map
                 .get(&full)

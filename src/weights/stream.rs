@@ -10,7 +10,7 @@
 //! N, N bytes of JSON `{name: {dtype, shape, data_offsets: [start, end]}, "__metadata__": …}`,
 //! then the data, offsets relative to its start.
 
-use super::{expected_tensors, DiskDtype, TensorRef};
+use super::{table, DiskDtype, TensorRef};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use std::collections::BTreeSet;
@@ -91,7 +91,7 @@ impl Header {
         // The first tensor wanted tells whether the names carry `transformer.`.
         let first = only
             .and_then(|o| o.first())
-            .map_or("wte.weight", |n| n.as_str());
+            .map_or(table::WTE, |n| n.as_str());
         let prefix = if stored.contains_key(first) {
             ""
         } else if stored.contains_key(format!("{PREFIX}{first}").as_str()) {
@@ -104,8 +104,10 @@ impl Header {
         check_layers(stored.keys().copied(), prefix, config)?;
         let data_len = stored.values().map(|e| e.end).max().unwrap_or(0);
         let mut tensors = Vec::new();
-        let wanted = expected_tensors(config).into_iter();
-        for (name, shape) in wanted.filter(|(n, _)| only.is_none_or(|o| o.contains(n))) {
+        let wanted = table::tensors(config).into_iter();
+        for table::Spec { name, shape, .. } in
+            wanted.filter(|s| only.is_none_or(|o| o.contains(&s.name)))
+        {
             let full = format!("{prefix}{name}");
             let e = stored
                 .get(full.as_str())

@@ -7,6 +7,7 @@ use super::matrix::{Block, LayerNorm, Linear, Matrix};
 use super::{CpuBackend, CpuDtype};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::weights::table::{self, Pair, Role};
 use crate::weights::TensorRef;
 use std::collections::HashMap;
 
@@ -19,6 +20,7 @@ enum Part {
 pub struct CpuParts {
     config: Config,
     dtype: CpuDtype,
+    roles: HashMap<String, Role>,
     parts: HashMap<String, Part>,
 }
 
@@ -27,6 +29,7 @@ impl CpuParts {
         CpuParts {
             config: config.clone(),
             dtype,
+            roles: table::roles(config),
             parts: HashMap::new(),
         }
     }
@@ -34,12 +37,11 @@ impl CpuParts {
     /// Converts one tensor (checked by `weights`): a linear layer's weight and `wte` to a
     /// matrix in the runtime format, everything else to f32.
     pub fn add(&mut self, name: &str, t: TensorRef) -> Result<()> {
-        let part = if name == "wte.weight" {
-            Part::Matrix(Matrix::new(&t, self.dtype, false)?)
-        } else if name.starts_with("h.") && name.ends_with(".weight") && t.shape[0] > 1 {
-            Part::Matrix(Matrix::new(&t, self.dtype, true)?) // Conv1D (in, out)
-        } else {
-            Part::Values(t.try_to_f32()?)
+        let part = match self.roles.get(name) {
+            Some(Role::Embedding) => Part::Matrix(Matrix::new(&t, self.dtype, false)?),
+            Some(Role::Matrix) => Part::Matrix(Matrix::new(&t, self.dtype, true)?), // (in, out)
+            Some(Role::Positions | Role::Vector) => Part::Values(t.try_to_f32()?),
+            None => return Err(Error::Weights(format!("tensor \"{name}\" is not GPT-2's"))),
         };
         self.parts.insert(name.to_string(), part);
         Ok(())
@@ -49,19 +51,20 @@ impl CpuParts {
     pub fn finish(mut self) -> Result<CpuBackend> {
         let blocks = (0..self.config.n_layer)
             .map(|i| {
+                let n = table::block(i);
                 Ok(Block {
-                    ln_1: self.layer_norm(&format!("h.{i}.ln_1"))?,
-                    c_attn: self.linear(&format!("h.{i}.attn.c_attn"))?,
-                    attn_c_proj: self.linear(&format!("h.{i}.attn.c_proj"))?,
-                    ln_2: self.layer_norm(&format!("h.{i}.ln_2"))?,
-                    c_fc: self.linear(&format!("h.{i}.mlp.c_fc"))?,
-                    mlp_c_proj: self.linear(&format!("h.{i}.mlp.c_proj"))?,
+                    ln_1: self.layer_norm(&n.ln_1)?,
+                    c_attn: self.linear(&n.c_attn)?,
+                    attn_c_proj: self.linear(&n.attn_c_proj)?,
+                    ln_2: self.layer_norm(&n.ln_2)?,
+                    c_fc: self.linear(&n.c_fc)?,
+                    mlp_c_proj: self.linear(&n.mlp_c_proj)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let wte = self.matrix("wte.weight")?;
-        let wpe = self.values("wpe.weight")?;
-        let ln_f = self.layer_norm("ln_f")?;
+        let wte = self.matrix(table::WTE)?;
+        let wpe = self.values(table::WPE)?;
+        let ln_f = self.layer_norm(&table::ln_f())?;
         CpuBackend::assemble(&self.config, self.dtype, wte, wpe, blocks, ln_f)
     }
 
@@ -85,17 +88,17 @@ impl CpuParts {
         }
     }
 
-    fn layer_norm(&mut self, name: &str) -> Result<LayerNorm> {
+    fn layer_norm(&mut self, p: &Pair) -> Result<LayerNorm> {
         Ok(LayerNorm {
-            weight: self.values(&format!("{name}.weight"))?,
-            bias: self.values(&format!("{name}.bias"))?,
+            weight: self.values(&p.weight)?,
+            bias: self.values(&p.bias)?,
         })
     }
 
-    fn linear(&mut self, name: &str) -> Result<Linear> {
+    fn linear(&mut self, p: &Pair) -> Result<Linear> {
         Ok(Linear {
-            weight: self.matrix(&format!("{name}.weight"))?,
-            bias: self.values(&format!("{name}.bias"))?,
+            weight: self.matrix(&p.weight)?,
+            bias: self.values(&p.bias)?,
         })
     }
 }

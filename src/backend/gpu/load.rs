@@ -8,6 +8,7 @@ use super::kernels::{self as k, Epilogue, Kernel, Kernels};
 use super::{Block, GpuBackend, Linear, WteChunk};
 use crate::config::{Activation, Config, MAX_VERIFY};
 use crate::error::{Error, Result};
+use crate::weights::table::{self, Pair, Role};
 use crate::weights::{Gpt2Weights, TensorRef};
 use std::collections::HashMap;
 
@@ -31,6 +32,7 @@ pub struct GpuParts {
     ctx: Context,
     kernels: Kernels,
     plan: Plan,
+    roles: HashMap<String, Role>,
     /// Uploaded tensors by unprefixed name; wte as its chunks (rows, buffer).
     uploaded: HashMap<String, wgpu::Buffer>,
     wte: Vec<(usize, wgpu::Buffer)>,
@@ -65,6 +67,7 @@ impl GpuParts {
             plan,
             uploaded: HashMap::new(),
             wte: Vec::new(),
+            roles: table::roles(config),
             scopes,
         })
     }
@@ -74,12 +77,16 @@ impl GpuParts {
         self.ctx.check()?;
         let values = t.try_to_f32()?;
         // Weight matrices (wte and the blocks' Conv1D weights) in f16 when asked; the rest f32.
-        let matrix = name == "wte.weight" || (name.starts_with("h.") && t.shape[0] > 1);
+        let role = self.roles.get(name).copied();
+        let Some(role) = role else {
+            return Err(Error::Weights(format!("tensor \"{name}\" is not GPT-2's")));
+        };
+        let matrix = matches!(role, Role::Embedding | Role::Matrix);
         let upload = |label: &str, v: &[f32]| match matrix && self.ctx.f16 {
             true => self.ctx.upload(label, &to_f16(v)),
             false => self.ctx.upload(label, v),
         };
-        if name == "wte.weight" {
+        if role == Role::Embedding {
             let (c, v) = (self.config.n_embd, self.config.vocab_size);
             for start in (0..v).step_by(self.plan.wte_rows) {
                 let rows = self.plan.wte_rows.min(v - start);
@@ -167,12 +174,13 @@ impl Builder<'_> {
     fn build(self, mut up: Uploaded, wte: Vec<(usize, wgpu::Buffer)>) -> Result<GpuBackend> {
         let a = self.activations();
         let s = self.shared();
-        let wpe = up.take("wpe.weight")?; // (n_ctx, C)
+        let wpe = up.take(table::WPE)?; // (n_ctx, C)
         let wte = self.wte_chunks(wte, &a, &wpe);
         let blocks = (0..self.config.n_layer)
             .map(|i| self.block(i, &mut up, &a, &s))
             .collect::<Result<Vec<_>>>()?;
-        let ln_f_weights = [up.take("ln_f.weight")?, up.take("ln_f.bias")?];
+        let ln_f = table::ln_f();
+        let ln_f_weights = [up.take(&ln_f.weight)?, up.take(&ln_f.bias)?];
         let (ln_f, ln_f_bufs) = self.layer_norm("ln_f", ln_f_weights.clone(), &s.ln_last, &a);
         let (ln_f_all, ln_f_all_bufs) = self.layer_norm("ln_f", ln_f_weights, &s.ln_rows, &a);
         let Activations {
@@ -294,7 +302,7 @@ impl Builder<'_> {
     #[allow(clippy::too_many_arguments)]
     fn linear(
         &self,
-        name: &str,
+        names: &Pair,
         up: &mut Uploaded,
         n_out: usize,
         dims: &wgpu::Buffer,
@@ -303,8 +311,9 @@ impl Builder<'_> {
         a: &Activations,
         ln: Option<&[wgpu::Buffer; 2]>,
     ) -> Result<Linear> {
-        let weight = up.take(&format!("{name}.weight"))?;
-        let bias = up.take(&format!("{name}.bias"))?;
+        let weight = up.take(&names.weight)?;
+        let bias = up.take(&names.bias)?;
+        let name = names.weight.as_str();
         let bufs = [&a.step, dims, x_in, &weight, &bias, out];
         // With the LayerNorm before it: decode's fused kernel reads the residual stream.
         let fused = ln.map(|[ln_w, ln_b]| {
@@ -345,20 +354,15 @@ impl Builder<'_> {
             scale: cfg.attention_scale(i),
         };
         let att_dims = ctx.uniform("attention dims", &att_dims);
-        let mut ln = |name: &str| -> Result<[wgpu::Buffer; 2]> {
-            let p = format!("h.{i}.{name}");
-            Ok([
-                up.take(&format!("{p}.weight"))?,
-                up.take(&format!("{p}.bias"))?,
-            ])
+        let n = table::block(i);
+        let mut ln = |p: &Pair| -> Result<[wgpu::Buffer; 2]> {
+            Ok([up.take(&p.weight)?, up.take(&p.bias)?])
         };
-        let (ln_1, ln_1_bufs) = self.layer_norm("ln_1", ln("ln_1")?, &s.ln_rows, a);
-        let (ln_2, ln_2_bufs) = self.layer_norm("ln_2", ln("ln_2")?, &s.ln_rows, a);
-        let name = |part: &str| format!("h.{i}.{part}");
+        let (ln_1, ln_1_bufs) = self.layer_norm("ln_1", ln(&n.ln_1)?, &s.ln_rows, a);
+        let (ln_2, ln_2_bufs) = self.layer_norm("ln_2", ln(&n.ln_2)?, &s.ln_rows, a);
         let kv_write = [&a.step, &s.kv_dims, &a.qkv, &k_cache, &v_cache];
         let attention = [&a.step, &att_dims, &a.qkv, &k_cache, &v_cache, &a.att];
-        let c_attn = &name("attn.c_attn");
-        let attn_c_proj = &name("attn.c_proj");
+        let (c_attn, attn_c_proj) = (&n.c_attn, &n.attn_c_proj);
         Ok(Block {
             ln_1,
             c_attn: self.linear(
@@ -375,26 +379,8 @@ impl Builder<'_> {
             attention: self.bind(Kernel::Attention, "attention", &attention),
             attn_c_proj: self.linear(attn_c_proj, up, c, &s.attn_c_proj, &a.att, &a.x, a, None)?,
             ln_2,
-            c_fc: self.linear(
-                &name("mlp.c_fc"),
-                up,
-                h,
-                &s.c_fc,
-                &a.xn,
-                &a.fc,
-                a,
-                Some(&ln_2_bufs),
-            )?,
-            mlp_c_proj: self.linear(
-                &name("mlp.c_proj"),
-                up,
-                c,
-                &s.mlp_c_proj,
-                &a.fc,
-                &a.x,
-                a,
-                None,
-            )?,
+            c_fc: self.linear(&n.c_fc, up, h, &s.c_fc, &a.xn, &a.fc, a, Some(&ln_2_bufs))?,
+            mlp_c_proj: self.linear(&n.mlp_c_proj, up, c, &s.mlp_c_proj, &a.fc, &a.x, a, None)?,
             kv: [k_cache.clone(), v_cache.clone()],
             _buffers: [k_cache, v_cache, att_dims]
                 .into_iter()

@@ -17,7 +17,8 @@
 
 use super::ggml::GgmlType;
 use super::stream::{Header, TensorInfo};
-use super::{expected_tensors, DiskDtype};
+use super::table::{self, Role};
+use super::DiskDtype;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
@@ -254,11 +255,12 @@ impl Gguf {
             )));
         }
         let vocab = self
-            .tensor("token_embd.weight")
-            .ok_or_else(|| Error::Weights("missing tensor \"token_embd.weight\"".into()))?;
+            .tensor(table::WTE_GGUF)
+            .ok_or_else(|| Error::Weights(format!("missing tensor \"{}\"", table::WTE_GGUF)))?;
         let Some(&vocab_size) = vocab.ne.get(1) else {
             return Err(Error::Weights(format!(
-                "tensor \"token_embd.weight\" has shape {:?}, expected [n_embd, vocab]",
+                "tensor \"{}\" has shape {:?}, expected [n_embd, vocab]",
+                table::WTE_GGUF,
                 vocab.ne
             )));
         };
@@ -336,11 +338,11 @@ impl Gguf {
     pub fn header(&self, config: &Config) -> Result<Header> {
         let head = self.tied_head();
         let mut tensors = Vec::new();
-        for (name, shape) in expected_tensors(config) {
-            let stored = if name == "wte.weight" {
-                head.to_string()
-            } else {
-                llama_name(&name)
+        for spec in table::tensors(config) {
+            let (name, shape) = (spec.name, spec.shape);
+            let stored = match spec.role {
+                Role::Embedding => head.to_string(),
+                _ => spec.gguf,
             };
             let t = self
                 .tensor(&stored)
@@ -349,7 +351,7 @@ impl Gguf {
                 .dtype
                 .clone()
                 .map_err(|e| Error::Weights(format!("tensor \"{stored}\" has type {e}")))?;
-            let conv1d = name.starts_with("h.") && name.ends_with(".weight") && shape[0] > 1;
+            let conv1d = spec.role == Role::Matrix;
             let want: Vec<u64> = if conv1d {
                 vec![shape[0] as u64, shape[1] as u64]
             } else if shape[0] == 1 {
@@ -415,38 +417,10 @@ impl Gguf {
             let ty = t.dtype.as_ref().ok()?;
             Some(ty.bits_per_value())
         };
-        match (bits("token_embd.weight"), bits("output.weight")) {
-            (Some(e), Some(o)) if o > e => "output.weight",
-            (None, Some(_)) => "output.weight", // the embedding's type is unreadable
-            _ => "token_embd.weight",
+        match (bits(table::WTE_GGUF), bits(table::HEAD_GGUF)) {
+            (Some(e), Some(o)) if o > e => table::HEAD_GGUF,
+            (None, Some(_)) => table::HEAD_GGUF, // the embedding's type is unreadable
+            _ => table::WTE_GGUF,
         }
     }
-}
-
-/// llama.cpp's name for a transformers tensor name (unprefixed), e.g. `h.3.mlp.c_fc.weight` →
-/// `blk.3.ffn_up.weight`.
-pub fn llama_name(name: &str) -> String {
-    let fixed = [
-        ("wte.weight", "token_embd.weight"),
-        ("wpe.weight", "position_embd.weight"),
-        ("ln_f.weight", "output_norm.weight"),
-        ("ln_f.bias", "output_norm.bias"),
-    ];
-    if let Some((_, l)) = fixed.iter().find(|(h, _)| *h == name) {
-        return l.to_string();
-    }
-    let Some((i, rest)) = name.strip_prefix("h.").and_then(|r| r.split_once('.')) else {
-        return name.to_string();
-    };
-    let (part, kind) = rest.rsplit_once('.').unwrap_or((rest, ""));
-    let part = match part {
-        "ln_1" => "attn_norm",
-        "attn.c_attn" => "attn_qkv",
-        "attn.c_proj" => "attn_output",
-        "ln_2" => "ffn_norm",
-        "mlp.c_fc" => "ffn_up",
-        "mlp.c_proj" => "ffn_down",
-        other => other,
-    };
-    format!("blk.{i}.{part}.{kind}")
 }

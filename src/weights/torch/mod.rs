@@ -14,7 +14,7 @@
 pub mod pickle;
 
 use super::stream::{check_layers, PREFIX};
-use super::{expected_tensors, DiskDtype, TensorRef};
+use super::{table, DiskDtype, TensorRef};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
@@ -314,9 +314,9 @@ impl Zip {
         }
         let by_name: HashMap<&str, &pickle::TensorView> =
             tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        let prefix = if by_name.contains_key("wte.weight") {
+        let prefix = if by_name.contains_key(table::WTE) {
             ""
-        } else if by_name.contains_key(format!("{PREFIX}wte.weight").as_str()) {
+        } else if by_name.contains_key(format!("{PREFIX}{}", table::WTE).as_str()) {
             PREFIX
         } else {
             return Err(Error::Weights(format!(
@@ -326,7 +326,7 @@ impl Zip {
         check_layers(by_name.keys().copied(), prefix, &self.config)?;
         let mut wants: HashMap<String, Vec<Want>> = HashMap::new();
         let mut n = 0;
-        for (name, shape) in expected_tensors(&self.config) {
+        for table::Spec { name, shape, .. } in table::tensors(&self.config) {
             let full = format!("{prefix}{name}");
             let t = by_name
                 .get(full.as_str())
