@@ -3,6 +3,7 @@
 //! and streamed in small chunks, and every broken index or shard a sentence.
 
 mod common;
+mod gpu_common;
 use common::*;
 use gpt2_web::{BackendChoice, CpuDtype, Model};
 use std::collections::BTreeMap;
@@ -219,5 +220,33 @@ fn broken_indexes_and_shards_are_sentences() {
         err.contains("model-00002-of-00002.safetensors: No such file"),
         "{err}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_lost_gpu_reads_the_shards_again() {
+    if gpu_common::gpu().is_none() {
+        return;
+    }
+    let dir = sharded_folder("gpu", 3);
+    let mut gpu = Model::load_dir(&dir, BackendChoice::WebGpu, CpuDtype::F32).unwrap();
+    assert_eq!(gpu.backend.name(), "webgpu");
+    let case = &fixture("tiny-random").cases[0];
+    let params = gpt2_web::GenerateParams {
+        max_tokens: case.greedy_ids.len(),
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let mut g = gpt2_web::Generation::from_ids(&gpu, case.ids.clone(), params).unwrap();
+    for _ in 0..3 {
+        pollster::block_on(g.step(&mut gpu)).unwrap();
+    }
+    match &gpu.backend {
+        gpt2_web::Backend::WebGpu(b) => b.lose_device(),
+        gpt2_web::Backend::Cpu(_) => unreachable!(),
+    }
+    let r = g.run(&mut gpu, &mut |_| {}, &|| false).unwrap();
+    assert_eq!(gpu.backend.name(), "cpu", "rebuilt on the CPU from the three shards");
+    assert_eq!(r.tokens, case.greedy_ids);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -193,10 +193,11 @@ function shards(bytes, n) {
     let at = 0;
     for (const name of names.slice(i * per, (i + 1) * per)) {
       const [a, b] = header[name].data_offsets;
-      head[`transformer.${name}`] = { dtype: header[name].dtype, shape: header[name].shape, data_offsets: [at, at + b - a] };
+      const stored = name.startsWith('transformer.') ? name : `transformer.${name}`;
+      head[stored] = { dtype: header[name].dtype, shape: header[name].shape, data_offsets: [at, at + b - a] };
       body.push(data.subarray(a, b));
       at += b - a;
-      map[`transformer.${name}`] = file;
+      map[stored] = file;
     }
     const json = Buffer.from(JSON.stringify(head));
     const size = Buffer.alloc(8);
