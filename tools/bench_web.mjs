@@ -406,7 +406,7 @@ if (portable.length > 1) {
   lines.push('', `The portable build (\`pkg\`, q8, 1 thread) in each engine, against ${base.browser}: ` +
     portable.map((r) => `${r.browser} TTFT ${(r.ttftMs / base.ttftMs).toFixed(2)}×, ms/token ${(r.tpotMs / base.tpotMs).toFixed(2)}×`).join('; '));
 }
-if (PEER) {
+if (PEER && ONNX) {
   lines.push('', 'Targets (ours ÷ transformers.js best in the same browser and thread count):');
   const target = (what, v, max) => `${what} ${v.toFixed(2)}× (target ≤ ${max.toFixed(2)}) ${v <= max ? 'met' : 'NOT met'}`;
   for (const browser of ENGINE_NAMES) {

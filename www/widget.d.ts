@@ -5,7 +5,11 @@ import type { Gpt2, GenerateResult, TokenEvent } from './gpt2.js';
 export declare const ATTRIBUTES: Record<string, boolean>;
 
 export declare class Gpt2Generator extends HTMLElement {
-  /** The model this element uses; rejects when it did not load (a gpt2-error event said why). */
+  /**
+   * The model this element uses; rejects when it did not load (a gpt2-error event said why).
+   * Reading it starts the download whatever the load attribute ("visible" by default: when the
+   * element comes near the viewport; "interaction": on the first focus or click; "eager").
+   */
   readonly model: Promise<Gpt2>;
   /** Generates from the prompt box: the result, or null when it failed (see the gpt2-error event). */
   generate(): Promise<GenerateResult | null>;

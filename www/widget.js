@@ -19,6 +19,9 @@
 //   watch         "watch the loop": each step's 10 most likely candidates and the one picked
 //   top-logprobs  like watch, with that many candidates (1–100)
 //   autorun       generate once as soon as the model has loaded
+//   load          when the model is downloaded: visible (default: when the widget comes near the
+//                 viewport, so a widget far below the fold costs nothing until it is scrolled to),
+//                 interaction (on the first focus, click or Generate in the widget), or eager (at once)
 // Events (bubbling, composed; prefixed so that none is mistaken for the window's own `error`):
 // gpt2-token (detail: the token event), gpt2-done (detail: the result), gpt2-error (detail:
 // { message }, a sentence; also when the model or the engine cannot load). Methods: generate() →
@@ -129,8 +132,11 @@ const shown = (s) => JSON.stringify(s);
 export const ATTRIBUTES = {
   model: false, backend: false, prompt: false, 'max-tokens': false, temperature: false, 'top-k': false,
   'top-p': false, 'min-p': false, seed: false, stop: false, readout: true, watch: true, 'top-logprobs': false,
-  draft: false, preset: false, autorun: true,
+  draft: false, preset: false, autorun: true, load: false,
 };
+
+/** How far outside the viewport a `load="visible"` widget starts its download. */
+const NEAR = '400px';
 
 export class Gpt2Generator extends HTMLElement {
   static observedAttributes = Object.keys(ATTRIBUTES).filter((a) => a !== 'autorun');
@@ -142,6 +148,8 @@ export class Gpt2Generator extends HTMLElement {
   #controller = null;
   #loop = null;
   #autoran = false;
+  #wanted = false; // the model was asked for (by load's condition, Generate, or the model property)
+  #waiting = null; // undoes the watch for load's condition
 
   constructor() {
     super();
@@ -202,10 +210,53 @@ export class Gpt2Generator extends HTMLElement {
       this.#ui.prompt.dataset.set = '1';
     }
     this.#render();
-    this.#ensureModel();
+    if (this.#wanted) this.#ensureModel();
+    else this.#waitForLoad();
+  }
+
+  /**
+   * Starts the model's download when the load attribute says: at once, when the widget comes
+   * near the viewport, or on the first focus or click inside it. Until then Generate is usable:
+   * pressing it loads the model and then generates.
+   */
+  #waitForLoad() {
+    this.#waiting?.();
+    this.#waiting = null;
+    const mode = this.#loadMode();
+    const go = () => {
+      this.#waiting?.();
+      this.#waiting = null;
+      if (this.isConnected) this.#ensureModel();
+    };
+    if (mode === 'eager' || (mode === 'visible' && typeof IntersectionObserver !== 'function')) return go();
+    const ui = this.#ui;
+    ui.status.textContent = mode === 'visible' ? '' : 'The model loads when you use this.';
+    ui.generate.disabled = false;
+    if (mode === 'visible') {
+      const seen = new IntersectionObserver((entries) => {
+        if (entries.some((e) => e.isIntersecting)) go();
+      }, { rootMargin: NEAR });
+      seen.observe(this);
+      this.#waiting = () => seen.disconnect();
+    } else {
+      const events = ['focusin', 'pointerdown'];
+      for (const e of events) this.addEventListener(e, go, { once: true });
+      this.#waiting = () => events.forEach((e) => this.removeEventListener(e, go));
+    }
+  }
+
+  /** The load attribute: eager, visible (the default) or interaction. */
+  #loadMode() {
+    const raw = (this.getAttribute('load') ?? '').trim();
+    if (raw === '') return 'visible';
+    if (['eager', 'visible', 'interaction'].includes(raw)) return raw;
+    this.#fail(`the load attribute must be eager, visible or interaction, not "${raw}"`);
+    return 'visible';
   }
 
   disconnectedCallback() {
+    this.#waiting?.();
+    this.#waiting = null;
     this.stop();
     // Released a moment later, so moving the element in the DOM does not reload the model.
     queueMicrotask(() => {
@@ -216,7 +267,8 @@ export class Gpt2Generator extends HTMLElement {
   attributeChangedCallback(name, old, value) {
     if (old === value || !this.isConnected) return;
     if (name === 'prompt') this.#ui.prompt.value = value ?? '';
-    if (name === 'model' || name === 'backend') this.#ensureModel();
+    if ((name === 'model' || name === 'backend') && this.#wanted) this.#ensureModel();
+    if (name === 'load' && !this.#wanted) this.#waitForLoad();
     this.#render();
   }
 
@@ -308,6 +360,9 @@ export class Gpt2Generator extends HTMLElement {
 
   /** Loads (or joins the page's load of) the model the attributes name; runs autorun once. */
   #ensureModel() {
+    this.#wanted = true;
+    this.#waiting?.();
+    this.#waiting = null;
     const url = this.getAttribute('model') || undefined; // undefined: gpt2.js's demo model
     const backend = this.getAttribute('backend') || 'auto';
     const key = `${backend} ${url}`;
@@ -341,7 +396,7 @@ export class Gpt2Generator extends HTMLElement {
       ui.progress.hidden = true;
       const c = model.config;
       ui.status.textContent = `Ready: ${(c.nParams / 1e6).toFixed(1)} M parameters on ${model.backend}.`;
-      this.#busy(false);
+      this.#busy(Boolean(this.#controller)); // a Generate that started the load runs next
       if (this.hasAttribute('autorun') && !this.#autoran) {
         this.#autoran = true;
         this.generate();

@@ -214,3 +214,52 @@ test('the lesson page: four widgets, one download, each generates; screenshot', 
     await page.screenshot({ path: screenshotPath('embed-example.png'), fullPage: true });
   });
 });
+
+test('load="visible" (the default) downloads nothing for widgets below the fold until one is scrolled to; "interaction" waits for a focus or Generate; all share one download', T, async () => {
+  await withPage(env.browser, 'about:blank', async (page, { requests }) => {
+    const html = `<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,">
+      <script type="module" src="widget.js"></script></head><body>
+      <gpt2-generator id="top" model="${MODEL_URL}" load="interaction" prompt="${PROMPT}" max-tokens="4" temperature="0"></gpt2-generator>
+      <div style="height: 6000px">text above the fold</div>
+      ${[1, 2, 3, 4, 5].map((i) => `<gpt2-generator id="w${i}" model="${MODEL_URL}" prompt="${PROMPT}" max-tokens="4" temperature="0"></gpt2-generator>`).join('\n')}
+      </body></html>`;
+    await page.route(`${env.server.origin}/load-test.html`, (route) => route.fulfill({ contentType: 'text/html', body: html }));
+    await page.goto(`${env.server.origin}/load-test.html`);
+    await page.waitForFunction(() => customElements.get('gpt2-generator'));
+    await page.waitForTimeout(1500); // time for anything that would load to start
+    const modelFiles = () => requests.filter((u) => /\/(config\.json|model\.safetensors|tokenizer\.json)$/.test(u));
+    assert.deepEqual(modelFiles(), [], 'nothing of the model is fetched before a widget is used or seen');
+    const generate = await page.evaluate(() => {
+      const b = document.getElementById('top').shadowRoot.querySelector('[data-generate]');
+      return { disabled: b.disabled, status: document.getElementById('top').shadowRoot.querySelector('[data-status]').textContent };
+    });
+    assert.equal(generate.disabled, false, 'Generate is usable before the model loads (it loads it)');
+    assert.match(generate.status, /loads when you use this/);
+
+    // Scrolling to the widgets below the fold loads the model once, for all of them.
+    await page.evaluate(() => document.getElementById('w3').scrollIntoView());
+    await page.waitForFunction(() => document.getElementById('w3').shadowRoot.querySelector('[data-status]').textContent.startsWith('Ready'), null, { timeout: 60_000 });
+    await page.waitForFunction(() => [1, 2, 3, 4, 5].every((i) => document.getElementById(`w${i}`).shadowRoot.querySelector('[data-status]').textContent.startsWith('Ready')), null, { timeout: 60_000 });
+    assert.equal(requests.filter((u) => u.endsWith('/model.safetensors')).length, 1, 'one download for the five widgets');
+    const top = await page.evaluate(() => document.getElementById('top').shadowRoot.querySelector('[data-status]').textContent);
+    assert.match(top, /loads when you use this/, 'the interaction widget did not load on its own');
+
+    // Generate on the interaction widget loads (joining the page's model) and generates.
+    const r = await runWidget(page, '#top');
+    assert.ok(r.result, JSON.stringify(r.events.error));
+    assert.equal(r.result.tokens.length, 4);
+    assert.equal(requests.filter((u) => u.endsWith('/model.safetensors')).length, 1);
+  });
+});
+
+test('load="interaction" starts on the first focus; a bad load value is a sentence', T, async () => {
+  await withPage(env.browser, 'about:blank', async (page, { requests }) => {
+    await widgetPage(page, [{ id: 'a', model: MODEL_URL, load: 'interaction' }, { id: 'b', model: MODEL_URL, load: 'later' }]);
+    await page.waitForTimeout(1000);
+    assert.equal(requests.filter((u) => u.endsWith('/model.safetensors')).length, 1, 'b loads (the default) while a waits');
+    const bad = await page.evaluate(() => document.getElementById('b').shadowRoot.querySelector('[data-error]').textContent);
+    assert.match(bad, /load attribute must be eager, visible or interaction, not "later"/);
+    await page.focus('#a >>> textarea');
+    await page.waitForFunction(() => document.getElementById('a').shadowRoot.querySelector('[data-status]').textContent.startsWith('Ready'), null, { timeout: 60_000 });
+  });
+});
