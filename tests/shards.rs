@@ -246,7 +246,11 @@ fn a_lost_gpu_reads_the_shards_again() {
         gpt2_web::Backend::Cpu(_) => unreachable!(),
     }
     let r = g.run(&mut gpu, &mut |_| {}, &|| false).unwrap();
-    assert_eq!(gpu.backend.name(), "cpu", "rebuilt on the CPU from the three shards");
+    assert_eq!(
+        gpu.backend.name(),
+        "cpu",
+        "rebuilt on the CPU from the three shards"
+    );
     assert_eq!(r.tokens, case.greedy_ids);
     let _ = std::fs::remove_dir_all(&dir);
 }

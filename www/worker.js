@@ -223,7 +223,16 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
   let engine;
   let gpuUnavailable;
   try {
-    engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened ?? first);
+    try {
+      engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened ?? first);
+    } catch (e) {
+      // A damaged copy in the Cache API: dropped, and the file downloaded again, once.
+      if (!e.damagedCache || !weights.drop) throw e;
+      console.warn(`gpt2-web: ${e.message}; downloading it again`);
+      await weights.drop();
+      if (head) head = await ggufHead(id, mod, weights); // a GGUF file's header is read first
+      engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened);
+    }
   } catch (e) {
     if (!/^WebGPU: /.test(e.message)) throw e;
     // Only the JS API knows the option's name; every WebGPU failure at load has the same way out.
@@ -293,6 +302,7 @@ async function streamFile(id, loader, weights, opened) {
       try {
         step = await reader.read();
       } catch (e) {
+        if (e.damagedCache) throw e;
         throw new Error(`${weights.what}: the transfer failed after it began (${e.message})`);
       }
       if (step.done) break;
@@ -305,6 +315,8 @@ async function streamFile(id, loader, weights, opened) {
     }
   } catch (e) {
     reader.cancel().catch(() => {});
+    // Bytes from the cache that the engine refused: the copy is damaged, not the file.
+    if (cached && !/^WebGPU: /.test(e.message)) e.damagedCache = true;
     throw e;
   }
   progress();
@@ -338,6 +350,7 @@ async function otherLayouts(weights, small, home, cache) {
       },
       stored: () => Promise.all(parts.map((p) => p.stored())),
       failed: () => Promise.all(parts.map((p) => p.failed())),
+      drop: () => Promise.all(parts.map((p) => p.drop())),
     }, null];
   }
   const bin = urlWeights(small.url('bin'), home, cache, TORCH_BIN);
@@ -453,38 +466,111 @@ function readingAgain(reader, file, entry) {
 
 /**
  * The weights at `url`: `open()` gives a reader of the file from its start (from the Cache API
- * when it is there). The first download is also written to the cache, from the same stream;
- * `failed()` takes it out again when the model did not load.
+ * when it is there). The first download is also written to the cache, from the same stream, with
+ * its size and checksum beside it once the model has loaded (`stored()`); a cached copy is checked
+ * against them as it is read, and one that does not match (or has none) fails the read with
+ * `damagedCache`, so that `load` drops it (`drop()`) and downloads the file again. `failed()` takes
+ * a copy out again when the model did not load.
  */
 function urlWeights(url, home, cache, file = FILES.weights) {
   const keep = cache && !home.has(new URL(url).origin) ? cache : null;
+  const checkUrl = `${url}${url.includes('?') ? '&' : '?'}gpt2-web-check`;
   let storing = null;
+  let sum = null;
   return {
     file,
     what: `could not download ${url}`,
     async open() {
       let res = keep ? (await keep.match(url).catch(() => undefined)) ?? null : null;
       const cached = res !== null;
+      let expect = null;
+      if (cached) expect = await keep.match(checkUrl).then((r) => r?.text(), () => null) ?? null;
       if (!res) res = await fetchOk(url);
       let body = res.body;
+      let summing = null;
       if (keep && !cached && !storing) {
         const [mine, theirs] = body.tee();
         body = mine;
         const type = res.headers.get('Content-Type') || 'application/octet-stream';
         storing = keep.put(url, new Response(theirs, { headers: { 'Content-Type': type } }))
           .catch((e) => console.warn(`not cached: ${url}: ${e.message}`));
+        summing = sum = checksum();
+      } else if (cached) {
+        summing = checksum();
       }
-      return { reader: body.getReader(), cached, size: Number(res.headers.get('Content-Length')) || 0 };
+      const reader = body.getReader();
+      const size = Number(res.headers.get('Content-Length')) || 0;
+      if (!summing) return { reader, cached, size };
+      return {
+        cached, size,
+        reader: {
+          read: async () => {
+            const step = await reader.read();
+            if (!step.done) summing.add(step.value);
+            else if (cached && summing.value() !== expect) {
+              throw Object.assign(new Error(`the copy of ${file} in the browser's cache is damaged ` +
+                `(${summing.value()} where ${expect ?? 'nothing'} was recorded)`), { damagedCache: true });
+            }
+            return step;
+          },
+          cancel: (why) => reader.cancel(why),
+        },
+      };
     },
-    /** Resolves once the copy in the Cache API is written (the model loaded). */
+    /** Resolves once the copy in the Cache API is written, with its check (the model loaded). */
     async stored() {
+      if (!storing) return;
       await storing;
+      if (sum) await keep.put(checkUrl, new Response(sum.value())).catch(() => {});
     },
     async failed() {
       if (!storing) return;
       await storing;
       storing = null;
       await keep.delete(url).catch(() => {});
+    },
+    /** Takes a damaged cached copy out, so that the next `open()` downloads the file. */
+    async drop() {
+      storing = null;
+      await Promise.all([url, checkUrl].map((u) => keep?.delete(u).catch(() => {})));
+    },
+  };
+}
+
+/**
+ * A running check of a stream of chunks: its size and a 32-bit hash of its little-endian words
+ * (FNV-style, mixed per word; a tail of under 4 bytes is carried to the next chunk), cheap enough
+ * to run on every cached read (~1 ms per 3 MB in V8).
+ */
+function checksum() {
+  let h = 0x811c9dc5 | 0;
+  let size = 0;
+  const carry = new Uint8Array(4);
+  let held = 0;
+  const mix = (w) => {
+    h = Math.imul(h ^ w, 0x01000193);
+    h ^= h >>> 15;
+  };
+  return {
+    add(bytes) {
+      size += bytes.length;
+      let i = 0;
+      while (held > 0 && i < bytes.length) {
+        carry[held++] = bytes[i++];
+        if (held === 4) {
+          mix(carry[0] | (carry[1] << 8) | (carry[2] << 16) | (carry[3] << 24));
+          held = 0;
+        }
+      }
+      const n = (bytes.length - i) >> 2;
+      const view = new DataView(bytes.buffer, bytes.byteOffset + i, n * 4);
+      for (let k = 0; k < n; k++) mix(view.getInt32(4 * k, true));
+      for (i += 4 * n; i < bytes.length; i++) carry[held++] = bytes[i];
+    },
+    value() {
+      let t = h;
+      for (let k = 0; k < held; k++) t = Math.imul(t ^ carry[k], 0x01000193);
+      return `${size}:${(t >>> 0).toString(16)}`;
     },
   };
 }

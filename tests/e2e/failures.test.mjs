@@ -172,3 +172,45 @@ test('tokenize waiting behind a step, then dispose: tokenize rejects with a sent
     assert.match(got.running, /done|disposed/);
   });
 });
+
+test('a damaged copy in the Cache API is found by its size and checksum, dropped and downloaded again', T, async () => {
+  const native = nativeGenerate(PROMPT, 8);
+  await withBlank(async (page, { context }) => {
+    const weights = modelFile('model.safetensors');
+    const { origin, served } = await otherOrigin(context, {
+      '/c/config.json': modelFile('config.json'), '/c/model.safetensors': weights, '/c/tokenizer.json': modelFile('tokenizer.json'),
+    });
+    const url = `${origin}/c/model.safetensors`;
+    const run = (damage) => page.evaluate(async ({ folder, prompt, url, damage }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const cache = await caches.open('gpt2-web-models-v1');
+      if (damage) {
+        const good = new Uint8Array(await (await cache.match(url)).arrayBuffer());
+        // One flipped byte deep inside a tensor (the engine would take it), or a copy cut short.
+        const bad = damage === 'flip' ? good.slice() : good.slice(0, good.length - 4096);
+        if (damage === 'flip') bad[good.length >> 1] ^= 0x40;
+        await cache.put(url, new Response(bad));
+      }
+      const model = await Gpt2.load({ model: folder, backend: 'cpu' });
+      const r = await model.generate(prompt, { maxTokens: 8, temperature: 0 });
+      model.dispose();
+      const kept = new Uint8Array(await (await cache.match(url)).arrayBuffer());
+      return { tokens: r.tokens, text: r.text, kept: kept.length, keys: (await cache.keys()).map((k) => k.url) };
+    }, { folder: `${origin}/c/`, prompt: PROMPT, url, damage });
+    const downloads = () => served.filter((p) => p === '/c/model.safetensors').length;
+
+    const first = await run(null);
+    assert.equal(first.text, native.text);
+    assert.equal(downloads(), 1);
+    assert.ok(first.keys.some((k) => k.includes('gpt2-web-check')), `no check was stored: ${first.keys.join(', ')}`);
+    const again = await run(null);
+    assert.equal(downloads(), 1, 'a good cached copy is used, not downloaded again');
+    assert.equal(again.text, native.text);
+    for (const damage of ['flip', 'cut']) {
+      const got = await run(damage);
+      assert.equal(got.text, native.text, `${damage}: the damaged copy was used`);
+      assert.equal(got.kept, weights.length, `${damage}: the cache holds the good file again`);
+    }
+    assert.equal(downloads(), 3, 'each damaged copy was downloaded again, once');
+  });
+});
