@@ -214,8 +214,20 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
     // Throws the sentence when it cannot fit (in this build, or where the platform stops a tab sooner).
     plan = mod.checkMemory(config, dtype, platform?.bytes, platform?.what);
     reply(id, 'progress', { file: FILES.weights, loaded: 0, total: 0, tensor: null, cached: false, plan });
-    tokenizer = await small.get('tokenizer').catch((e) => vocabAndMerges(e, mod, small, source));
-    if (source.urls) [weights, first] = await otherLayouts(weights, small, home, cache);
+    // The weights are requested while tokenizer.json downloads: their first bytes come one round
+    // trip sooner.
+    const opening = source.urls ? otherLayouts(weights, small, home, cache) : null;
+    try {
+      tokenizer = await small.get('tokenizer').catch((e) => vocabAndMerges(e, mod, small, source));
+    } catch (e) {
+      // Nothing of a model that did not load stays in the Cache API.
+      opening?.then(([w, opened]) => {
+        opened?.reader.cancel().catch(() => {});
+        return w.failed();
+      }).catch(() => {});
+      throw e;
+    }
+    if (opening) [weights, first] = await opening;
     weights.stores = small.stores;
   }
   const files = { config, tokenizer };
