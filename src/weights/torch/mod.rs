@@ -109,6 +109,10 @@ pub struct Zip {
     left: usize,
     /// The storage being read, for progress.
     current: Option<String>,
+    /// `data.pkl` of unknown length is parsed again once `pending` holds this many bytes.
+    retry: usize,
+    /// Bytes gathered past the pickle's end, to be read again as what follows it.
+    replay: Vec<u8>,
 }
 
 impl Zip {
@@ -122,6 +126,8 @@ impl Zip {
             storage_bytes: HashMap::new(),
             left: 1,
             current: None,
+            retry: 0,
+            replay: Vec::new(),
         }
     }
 
@@ -172,6 +178,12 @@ impl Zip {
                 State::Data { size: None, .. } => self.record(chunk)?,
             };
             self.pos += (before - chunk.len()) as u64;
+            if !self.replay.is_empty() {
+                // Counted once already, as they were gathered.
+                let again = std::mem::take(&mut self.replay);
+                self.pos -= again.len() as u64;
+                self.push_named(&again, sink)?;
+            }
         }
         Ok(())
     }
@@ -235,6 +247,9 @@ impl Zip {
             }
             if let Some(size) = size {
                 // A known size (not torch's own writer): the pickle is that long.
+                if size > MAX_PICKLE as u64 {
+                    return Err(bad(format!("data.pkl is over {} MB", MAX_PICKLE >> 20)));
+                }
                 self.state = State::Data {
                     key: Some(String::new()),
                     size: Some(size),
@@ -287,7 +302,16 @@ impl Zip {
         // one chunk is not copied whole.
         let take = chunk.len().min((had.max(1 << 16)).min(MAX_PICKLE - had));
         self.pending.extend_from_slice(&chunk[..take]);
-        match pickle::state_dict(&self.pending)? {
+        // Parsed again only once it has grown by half (a pickle arriving in small chunks is not
+        // parsed once per chunk).
+        if self.pending.len() < self.retry && self.pending.len() < MAX_PICKLE {
+            return Ok(&chunk[take..]);
+        }
+        let parsed = pickle::state_dict(&self.pending)?;
+        if parsed.is_none() {
+            self.retry = self.pending.len() + (self.pending.len() / 2).max(1024);
+        }
+        match parsed {
             None if self.pending.len() >= MAX_PICKLE => {
                 Err(bad(format!("data.pkl is over {} MB", MAX_PICKLE >> 20)))
             }
@@ -295,13 +319,19 @@ impl Zip {
             Some((tensors, n)) => {
                 let size = n as u64;
                 self.plan(tensors)?;
-                self.pending.clear();
                 self.state = if descriptor {
                     State::Descriptor { size }
                 } else {
                     State::Header
                 };
-                Ok(&chunk[n - had..])
+                if n >= had {
+                    self.pending.clear();
+                    return Ok(&chunk[n - had..]);
+                }
+                // It ended in bytes gathered before this chunk: those after it are read again.
+                self.replay = self.pending.split_off(n);
+                self.pending.clear();
+                Ok(&chunk[take..])
             }
         }
     }
@@ -485,7 +515,8 @@ impl Zip {
         let take = chunk.len().min(MAX_RECORD - had);
         self.pending.extend_from_slice(&chunk[..take]);
         let p = &self.pending;
-        let found = (0..p.len().saturating_sub(15)).find_map(|i| {
+        // Only where a descriptor could end in the new bytes (it is at most 24 bytes long).
+        let found = (had.saturating_sub(24)..p.len().saturating_sub(15)).find_map(|i| {
             let at = |j: usize, n: usize| -> Option<u64> {
                 let s = p.get(i + j..i + j + n)?;
                 Some(s.iter().rev().fold(0u64, |v, &b| (v << 8) | b as u64))
