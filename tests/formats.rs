@@ -5,13 +5,6 @@ mod common;
 use common::*;
 use gpt2_web::{BackendChoice, CpuDtype, Model, Tokenizer};
 
-fn tempdir(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpt2-web-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn vocab_json_and_merges_txt_stand_in_for_tokenizer_json() {
     let tiny = root().join(TINY);

@@ -8,13 +8,6 @@ use common::*;
 use gpt2_web::{BackendChoice, CpuDtype, Model};
 use std::collections::BTreeMap;
 
-fn tempdir(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpt2-web-shards-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Splits a safetensors file into `n` files by tensor (in the order of their names, with the
 /// `transformer.` prefix `save_pretrained` writes), plus the index; returns the folder's files.
 fn split(bytes: &[u8], n: usize) -> (Vec<(String, Vec<u8>)>, serde_json::Value) {
@@ -57,7 +50,7 @@ fn split(bytes: &[u8], n: usize) -> (Vec<(String, Vec<u8>)>, serde_json::Value) 
 
 fn sharded_folder(tag: &str, n: usize) -> std::path::PathBuf {
     let tiny = root().join(TINY);
-    let dir = tempdir(tag);
+    let dir = tempdir(&format!("shards-{tag}"));
     for f in ["config.json", "tokenizer.json"] {
         std::fs::copy(tiny.join(f), dir.join(f)).unwrap();
     }
@@ -71,12 +64,6 @@ fn sharded_folder(tag: &str, n: usize) -> std::path::PathBuf {
     )
     .unwrap();
     dir
-}
-
-fn logits(model: &mut Model, ids: &[u32]) -> Vec<f32> {
-    pollster::block_on(model.backend.forward(ids, 0))
-        .unwrap()
-        .to_vec()
 }
 
 #[test]

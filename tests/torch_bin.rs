@@ -7,13 +7,6 @@ mod common;
 use common::*;
 use gpt2_web::{BackendChoice, Config, CpuDtype, Model};
 
-fn tempdir(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpt2-web-bin-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn bin(name: &str) -> Vec<u8> {
     std::fs::read(fixtures().join("torch").join(name)).unwrap()
 }
@@ -21,18 +14,12 @@ fn bin(name: &str) -> Vec<u8> {
 /// A folder with the tiny model's config.json and tokenizer.json and `weights` as
 /// pytorch_model.bin.
 fn folder(tag: &str, weights: &[u8]) -> std::path::PathBuf {
-    let dir = tempdir(tag);
+    let dir = tempdir(&format!("bin-{tag}"));
     for f in ["config.json", "tokenizer.json"] {
         std::fs::copy(root().join(TINY).join(f), dir.join(f)).unwrap();
     }
     std::fs::write(dir.join("pytorch_model.bin"), weights).unwrap();
     dir
-}
-
-fn logits(model: &mut Model, ids: &[u32]) -> Vec<f32> {
-    pollster::block_on(model.backend.forward(ids, 0))
-        .unwrap()
-        .to_vec()
 }
 
 #[test]

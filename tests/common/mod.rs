@@ -172,3 +172,18 @@ pub fn beam_run(model: &mut Model, ids: &[u32], run: &Run, kv_cache: bool) -> Ge
     );
     r
 }
+
+/// A fresh, empty folder under the system's temporary one, named by `tag` and this process.
+pub fn tempdir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpt2-web-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The next-token logits of `ids` from an empty KV cache.
+pub fn logits(model: &mut Model, ids: &[u32]) -> Vec<f32> {
+    pollster::block_on(model.backend.forward(ids, 0))
+        .unwrap()
+        .to_vec()
+}

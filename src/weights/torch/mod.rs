@@ -11,7 +11,11 @@
 //! The older format (before torch 1.6: a bare pickle, tensors after it) is refused with a
 //! sentence: re-save it with a current torch, or as safetensors.
 
+mod layout;
 pub mod pickle;
+mod zip;
+
+use layout::Want;
 
 use super::stream::{check_layers, PREFIX};
 use super::{table, DiskDtype, TensorRef};
@@ -19,26 +23,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 
-/// Whether `bytes` start like a zip archive (a `torch.save` file).
-pub fn is_zip(bytes: &[u8]) -> bool {
-    bytes.starts_with(b"PK\x03\x04")
-}
-
-/// Whether `bytes` start like the legacy (pre-1.6) `torch.save` format: a pickle of its magic
-/// number, 0x1950a86a20f9469cfc6c.
-pub fn is_legacy(bytes: &[u8]) -> bool {
-    bytes.starts_with(b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46")
-}
-
-/// What a legacy file is told.
-pub fn legacy_error() -> Error {
-    named(Error::Weights(
-        "it is in torch's format from before version 1.6 (a bare pickle), which gpt2-web does \
-         not read: save it again with a current torch (torch.save(torch.load(f), f)) or as \
-         safetensors"
-            .into(),
-    ))
-}
+pub use zip::{is_legacy, is_zip, legacy_error};
 
 /// The most bytes `data.pkl` may have (GPT-2 XL's is under 1 MB) and a small record.
 const MAX_PICKLE: usize = 64 << 20;
@@ -61,18 +46,6 @@ fn named(e: Error) -> Error {
         },
         e => e,
     }
-}
-
-/// A tensor GPT-2 needs, placed in its storage.
-#[derive(Clone, Debug)]
-struct Want {
-    name: String,
-    dtype: DiskDtype,
-    shape: [usize; 2],
-    transposed: bool,
-    /// Byte range within the storage.
-    start: usize,
-    end: usize,
 }
 
 /// Where the reader is in the archive.
@@ -230,7 +203,7 @@ impl Zip {
             )));
         }
         if size == 0xFFFF_FFFF {
-            size = zip64_size(&p[30 + n..30 + n + m])
+            size = zip::zip64_size(&p[30 + n..30 + n + m])
                 .ok_or_else(|| bad(format!("entry \"{name}\" has no zip64 size")))?;
         }
         let descriptor = flags & 8 != 0;
@@ -337,39 +310,11 @@ impl Zip {
     }
 
     /// The state dict's tensors checked against the config and placed in their storages.
-    fn plan(&mut self, tensors: Vec<(String, pickle::TensorView)>) -> Result<()> {
-        for (_, t) in &tensors {
-            let bytes = storage_dtype(&t.storage_type).and_then(|(_, es)| t.numel.checked_mul(es));
-            self.storage_bytes.insert(t.key.clone(), bytes);
-        }
-        let by_name: HashMap<&str, &pickle::TensorView> =
-            tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        let prefix = if by_name.contains_key(table::WTE) {
-            ""
-        } else if by_name.contains_key(format!("{PREFIX}{}", table::WTE).as_str()) {
-            PREFIX
-        } else {
-            return Err(Error::Weights(format!(
-                "missing tensor \"wte.weight\" (also looked for \"{PREFIX}wte.weight\")"
-            )));
-        };
-        check_layers(by_name.keys().copied(), prefix, &self.config)?;
-        let mut wants: HashMap<String, Vec<Want>> = HashMap::new();
-        let mut n = 0;
-        for table::Spec { name, shape, .. } in table::tensors(&self.config) {
-            let full = format!("{prefix}{name}");
-            let t = by_name
-                .get(full.as_str())
-                .ok_or_else(|| Error::Weights(format!("missing tensor \"{full}\"")))?;
-            let want = place(&full, name, shape, t)?;
-            wants.entry(t.key.clone()).or_default().push(want);
-            n += 1;
-        }
-        for w in wants.values_mut() {
-            w.sort_by_key(|w| w.start);
-        }
-        self.wants = Some(wants);
-        self.left = n;
+    fn plan(&mut self, tensors: pickle::StateDict) -> Result<()> {
+        let l = layout::Layout::of(&tensors, &self.config)?;
+        self.storage_bytes = l.storage_bytes;
+        self.wants = Some(l.wants);
+        self.left = l.count;
         Ok(())
     }
 
@@ -514,24 +459,7 @@ impl Zip {
         let had = self.pending.len();
         let take = chunk.len().min(MAX_RECORD - had);
         self.pending.extend_from_slice(&chunk[..take]);
-        let p = &self.pending;
-        // Only where a descriptor could end in the new bytes (it is at most 24 bytes long).
-        let found = (had.saturating_sub(24)..p.len().saturating_sub(15)).find_map(|i| {
-            let at = |j: usize, n: usize| -> Option<u64> {
-                let s = p.get(i + j..i + j + n)?;
-                Some(s.iter().rev().fold(0u64, |v, &b| (v << 8) | b as u64))
-            };
-            if &p[i..i + 4] != b"PK\x07\x08" {
-                return None;
-            }
-            if at(8, 4) == Some(i as u64) {
-                Some(i + 16)
-            } else if at(8, 8) == Some(i as u64) {
-                Some(i + 24)
-            } else {
-                None
-            }
-        });
+        let found = zip::record_end(&self.pending, had);
         match found {
             Some(end) if end > had => {
                 self.pending.clear();
@@ -585,95 +513,4 @@ impl Zip {
         }
         Ok(())
     }
-}
-
-/// The size a zip64 extra field gives (its compressed size, after the uncompressed one).
-fn zip64_size(extra: &[u8]) -> Option<u64> {
-    let mut at = 0;
-    while at + 4 <= extra.len() {
-        let id = u16::from_le_bytes([extra[at], extra[at + 1]]);
-        let n = u16::from_le_bytes([extra[at + 2], extra[at + 3]]) as usize;
-        let body = extra.get(at + 4..at + 4 + n)?;
-        if id == 1 {
-            let v = body.get(8..16).or_else(|| body.get(..8))?;
-            return Some(u64::from_le_bytes(v.try_into().ok()?));
-        }
-        at += 4 + n;
-    }
-    None
-}
-
-/// The disk type and element size of a torch storage type.
-fn storage_dtype(ty: &str) -> Option<(Option<DiskDtype>, u64)> {
-    Some(match ty {
-        "FloatStorage" => (Some(DiskDtype::F32), 4),
-        "HalfStorage" => (Some(DiskDtype::F16), 2),
-        "BFloat16Storage" => (Some(DiskDtype::BF16), 2),
-        "DoubleStorage" | "LongStorage" => (None, 8),
-        "IntStorage" => (None, 4),
-        "ShortStorage" => (None, 2),
-        "CharStorage" | "ByteStorage" | "BoolStorage" => (None, 1),
-        _ => return None,
-    })
-}
-
-/// Where tensor `full` lies in its storage, checked against the shape config.json implies: a
-/// contiguous view, or a matrix stored transposed (a `.t()` saved as it was).
-fn place(full: &str, name: String, shape: [usize; 2], t: &pickle::TensorView) -> Result<Want> {
-    let (dtype, es) = match storage_dtype(&t.storage_type) {
-        Some((Some(d), es)) => (d, es),
-        _ => {
-            return Err(Error::Weights(format!(
-                "tensor \"{full}\" is a {}; supported are float32, float16 and bfloat16",
-                t.storage_type
-            )))
-        }
-    };
-    let want: Vec<u64> = if shape[0] == 1 {
-        vec![shape[1] as u64]
-    } else {
-        vec![shape[0] as u64, shape[1] as u64]
-    };
-    let ok_shape = t.shape == want || (shape[0] == 1 && t.shape == [1, shape[1] as u64]);
-    if !ok_shape {
-        return Err(Error::Weights(format!(
-            "tensor \"{full}\" has shape {:?}, expected {want:?} from config.json",
-            t.shape
-        )));
-    }
-    let [a, b] = [shape[0] as u64, shape[1] as u64];
-    let transposed = if t.shape.len() == 1 {
-        t.stride != [1]
-    } else if t.shape.len() == 2 && (t.stride == [b, 1] || a == 1) {
-        false
-    } else if t.shape.len() == 2 && t.stride == [1, a] {
-        true
-    } else {
-        return Err(Error::Weights(format!(
-            "tensor \"{full}\" is a strided view (stride {:?}); save contiguous tensors",
-            t.stride
-        )));
-    };
-    if t.shape.len() == 1 && transposed {
-        return Err(Error::Weights(format!(
-            "tensor \"{full}\" is a strided view (stride {:?}); save contiguous tensors",
-            t.stride
-        )));
-    }
-    let n = a * b;
-    let range = (t.offset.checked_mul(es))
-        .zip((t.offset.checked_add(n)).and_then(|e| e.checked_mul(es)))
-        .filter(|&(_, end)| t.numel.checked_mul(es).is_some_and(|s| end <= s));
-    let Some((start, end)) = range else {
-        return Err(bad(format!("tensor \"{full}\" lies beyond its storage")));
-    };
-    let conv = |x: u64| usize::try_from(x).map_err(|_| bad("a tensor larger than memory"));
-    Ok(Want {
-        name,
-        dtype,
-        shape,
-        transposed,
-        start: conv(start)?,
-        end: conv(end)?,
-    })
 }
