@@ -21,6 +21,9 @@
 #                             on the same weights;
 #                             --no-vnni runs the browser part with V8's AVX-VNNI off (the CPUs
 #                             without it, e.g. AMD Zen 4)
+#   ./build.sh bench --cold   cold start: open → ready → first token, first and return visit, over
+#                             loopback and throttled networks, for the page, a course page with the
+#                             widget, transformers.js and wllama (tools/bench_cold.mjs)
 #   ./build.sh bench --sizes  every GPT-2 size (124M to 1.5B, random weights of the real shapes):
 #                             memory predicted vs measured, load time and TPOT, browser and native
 set -euo pipefail
@@ -163,13 +166,24 @@ run_tests() {
 # ./build.sh bench [--peer] [bench_web.mjs options]: the native lab, then the browser benchmark on
 # a GPT-2-124M-shaped checkpoint with seeded random weights (made once, not committed).
 bench() {
-  local peer=0 sizes=0 rest=()
+  local peer=0 sizes=0 cold=0 rest=()
   for a in "$@"; do
-    if [ "$a" = --peer ]; then peer=1; elif [ "$a" = --sizes ]; then sizes=1; else rest+=("$a"); fi
+    if [ "$a" = --peer ]; then peer=1; elif [ "$a" = --sizes ]; then sizes=1; elif [ "$a" = --cold ]; then cold=1
+    else rest+=("$a"); fi
   done
   apt_install chromium firefox-esr webkit2gtk-driver xvfb
   need_node_modules
   build
+  if [ "$cold" = 1 ]; then
+    # The peers load the demo model too: transformers.js as ONNX (exported once), wllama the same GGUF.
+    bash tools/peer/setup.sh
+    local venv=${GPT2_PEER_VENV:-$HOME/.cache/gpt2-web/peer-venv} onnx=$HOME/.cache/gpt2-web/bench/gpt2-shakespeare-onnx
+    if [ ! -f "$onnx/onnx/model_quantized.onnx" ]; then
+      "$venv/bin/python" tools/peer/export_onnx.py --model www/models/gpt2-shakespeare --out "$onnx"
+    fi
+    node tools/bench_cold.mjs --onnx "$onnx" ${rest[@]+"${rest[@]}"}
+    return
+  fi
   if [ "$sizes" = 1 ]; then
     # Every GPT-2 size (random weights of the real shapes, ~11 GB under ~/.cache/gpt2-web/bench):
     # predicted and measured memory, load time and TPOT, in the browser and natively.
@@ -266,5 +280,5 @@ case "$cmd" in
     build
     (cd tests/e2e && GPT2_SOAK=${1:-1000} node --test soak.test.mjs) ;;
   bench) bench "$@" ;;
-  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | package | soak [N] | fuzz [SECONDS] | bench [--peer | --sizes]]" >&2; exit 2 ;;
+  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | package | soak [N] | fuzz [SECONDS] | bench [--peer | --cold | --sizes]]" >&2; exit 2 ;;
 esac

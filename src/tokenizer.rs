@@ -52,6 +52,81 @@ impl Tokenizer {
         Ok(Tokenizer { inner, token_bytes })
     }
 
+    /// GPT-2's byte-level BPE from its token strings by id, its merges (`"a b"`) and its added
+    /// tokens (id, text, special): the tokenizer `byte_level_json` describes, built directly, with
+    /// no JSON written or parsed (a GGUF file's `tokenizer.ggml.*`, read on every return visit).
+    pub fn from_lists(
+        tokens: &[&str],
+        merges: &[&str],
+        added: &[(u32, &str, bool)],
+    ) -> Result<Self> {
+        use tokenizers::models::bpe::BPE;
+        use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+        if tokens.len() > crate::config::MAX_DIM {
+            return Err(Error::Tokenizer(format!(
+                "{} tokens, more than any GPT-2 vocabulary (at most {} ids)",
+                tokens.len(),
+                crate::config::MAX_DIM
+            )));
+        }
+        let mut vocab = tokenizers::models::bpe::Vocab::with_capacity(tokens.len());
+        for (id, t) in tokens.iter().enumerate() {
+            vocab.insert(t.to_string(), id as u32);
+        }
+        if vocab.len() != tokens.len() {
+            return Err(Error::Tokenizer(
+                "the vocabulary holds a token twice (under two ids)".into(),
+            ));
+        }
+        let longest = tokens.iter().map(|t| t.len()).max().unwrap_or(0);
+        let mut pairs = Vec::with_capacity(merges.len());
+        for m in merges {
+            let Some((a, b)) = m.split_once(' ') else {
+                return Err(Error::Tokenizer(format!("merge \"{m}\" is not two tokens")));
+            };
+            // As screen_merges: the crate indexes unchecked past the longest token.
+            if a.len() + b.len() > longest {
+                return Err(Error::Tokenizer(format!(
+                    "merge \"{m}\" makes a token longer than any in the vocabulary"
+                )));
+            }
+            pairs.push((a.to_string(), b.to_string()));
+        }
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, pairs)
+            .build()
+            .map_err(|e| Error::Tokenizer(format!("cannot build: {e}")))?;
+        let mut inner = tokenizers::Tokenizer::new(bpe);
+        inner
+            .with_pre_tokenizer(Some(ByteLevel::new(false, true, true)))
+            .with_post_processor(Some(ByteLevel::new(true, false, true)))
+            .with_decoder(Some(ByteLevel::new(true, true, true)));
+        for &(_, content, special) in added {
+            let t = tokenizers::AddedToken::from(content.to_string(), special).normalized(true);
+            let added = if special {
+                inner.add_special_tokens([t])
+            } else {
+                inner.add_tokens([t])
+            };
+            added.map_err(|e| Error::Tokenizer(format!("added token {content:?}: {e}")))?;
+        }
+        let byte_of = unicode_to_byte();
+        let mut token_bytes: Vec<Vec<u8>> = (tokens.iter())
+            .map(|t| {
+                t.chars()
+                    .map(&byte_of)
+                    .collect::<Option<Vec<u8>>>()
+                    .unwrap_or_else(|| t.as_bytes().to_vec())
+            })
+            .collect();
+        for &(id, content, _) in added {
+            if let Some(b) = token_bytes.get_mut(id as usize) {
+                *b = content.as_bytes().to_vec();
+            }
+        }
+        Ok(Tokenizer { inner, token_bytes })
+    }
+
     /// Token ids of `text`; special tokens such as `<|endoftext|>` written in the text are recognised.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let enc = self

@@ -67,10 +67,24 @@ fn a_gguf_file_is_a_whole_model_config_and_tokenizer_included() {
     let want = Config::from_json(&bytes(&format!("{TINY}/config.json"))).unwrap();
     assert_eq!(config, want);
 
-    // The tokenizer from tokenizer.ggml.* gives tokenizer.json's ids on the tokenizer corpus.
-    let from_gguf = gpt2_web::Tokenizer::from_bytes(&g.tokenizer_json().unwrap()).unwrap();
+    // The tokenizer from tokenizer.ggml.* gives tokenizer.json's ids on the tokenizer corpus, both
+    // built from the lists directly (what a load does) and through the tokenizer.json they make.
     let from_json =
         gpt2_web::Tokenizer::from_bytes(&bytes(&format!("{TINY}/tokenizer.json"))).unwrap();
+    let written = gpt2_web::Tokenizer::from_bytes(&g.tokenizer_json().unwrap()).unwrap();
+    let from_gguf = g.tokenizer().unwrap();
+    for id in 0..from_json.vocab_size() as u32 {
+        assert_eq!(
+            from_gguf.token_bytes(id),
+            from_json.token_bytes(id),
+            "token {id}'s bytes"
+        );
+        assert_eq!(
+            written.token_bytes(id),
+            from_json.token_bytes(id),
+            "token {id}'s bytes"
+        );
+    }
     let cases: Vec<serde_json::Value> =
         serde_json::from_slice(&bytes("tests/fixtures/tokenizer_cases.json")).unwrap();
     assert!(cases.len() > 40);
@@ -78,6 +92,7 @@ fn a_gguf_file_is_a_whole_model_config_and_tokenizer_included() {
         let text = case["text"].as_str().unwrap();
         let ids = from_gguf.encode(text).unwrap();
         assert_eq!(ids, from_json.encode(text).unwrap(), "ids of {text:?}");
+        assert_eq!(ids, written.encode(text).unwrap(), "ids of {text:?}");
         let want: Vec<u32> = (case["ids"].as_array().unwrap().iter())
             .map(|v| v.as_u64().unwrap() as u32)
             .collect();

@@ -26,6 +26,7 @@ import path from 'node:path';
 import { ROOT, startServer } from '../tests/e2e/harness.mjs';
 import { launchEngine, ALL_ENGINES } from '../tests/e2e/engines.mjs';
 import { PASSAGE } from './bench_prompt.mjs';
+import { cpuName } from './cpu.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -465,15 +466,3 @@ if (profiled.length) {
 }
 console.log(lines.join('\n'));
 if (JSON_OUT) fs.writeFileSync(JSON_OUT, JSON.stringify(rows.map(({ ids, ...r }) => r), null, 2));
-
-/** The CPU's model and the flags that decide the 8-bit kernels' speed. */
-function cpuName() {
-  let flags = [];
-  try {
-    const info = fs.readFileSync('/proc/cpuinfo', 'utf8');
-    const have = new Set((info.match(/^flags\s*:(.*)$/m)?.[1] ?? '').trim().split(/\s+/));
-    flags = [['avx2', 'AVX2'], ['avx_vnni', 'AVX-VNNI'], ['avx512_vnni', 'AVX-512 VNNI']]
-      .filter(([f]) => have.has(f)).map(([, name]) => name);
-  } catch { /* not Linux: the model name only */ }
-  return `${os.cpus().length} × ${os.cpus()[0].model.trim()}${flags.length ? ` (${flags.join(', ')})` : ''}`;
-}

@@ -1,16 +1,19 @@
 // Writes dist/gpt2-demo.html: the demo page (www/index.html) as ONE file that works when opened
 // from disk (file://) with no server and no network, e.g. from a USB stick. Node, no dependencies.
 //
-//   node tools/bundle.mjs [--model www/models/gpt2-shakespeare] [--out dist/gpt2-demo.html]
+//   node tools/bundle.mjs [--model www/models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf]
+//                         [--out dist/gpt2-demo.html]
+//   (--model: a .gguf file, which holds its tokenizer, or a folder: config.json, model.safetensors
+//   and tokenizer.json)
 //   (./build.sh bundle builds www/pkg first, then runs this.)
 //
 // What goes in, and how it runs from file:// (where Chromium refuses module workers from blob:
 // URLs, and a worker may not fetch or import blob: URLs):
-//   - the model's config.json, model.safetensors and tokenizer.json, and the wasm, as base64 in
+//   - the model (one GGUF file, or a folder's three files) and the wasm, as base64 in
 //     <script type="application/octet-stream"> elements of at most 1 MiB each (WebKit's HTML parser
 //     is superlinear in one element's text: 43 MB in one element took 105 s to parse, in 1 MiB
 //     pieces 1.2 s); a small script decodes the model into Files, which gpt2.js's
-//     Gpt2.load({ model: { config, weights, tokenizer } }) accepts;
+//     Gpt2.load({ model: { weights } }) (or { config, weights, tokenizer }) accepts;
 //   - worker.js, unchanged, as a CLASSIC worker from a blob: URL; gpt2.js tells it to import the
 //     wasm-bindgen glue (www/pkg/gpt2_web.js) and the wasm from data: URLs;
 //   - app.js as a module from a data: URL, its imports (gpt2.js, loop-view.js, ...) rewritten to
@@ -27,7 +30,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const WWW = path.join(ROOT, 'www');
 
 function args() {
-  const out = { model: path.join(WWW, 'models/gpt2-shakespeare'), out: path.join(ROOT, 'dist/gpt2-demo.html') };
+  const out = { model: path.join(WWW, 'models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf'), out: path.join(ROOT, 'dist/gpt2-demo.html') };
   const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; i++) {
     const key = argv[i].replace(/^--/, '');
@@ -112,7 +115,7 @@ const BOOTSTRAP = `
     worker: URL.createObjectURL(new Blob([bytes('gpt2-worker')], { type: 'text/javascript' })),
     pkg: 'data:text/javascript;base64,' + base64('gpt2-pkg'),
     wasm: 'data:application/wasm;base64,' + base64('gpt2-wasm'),
-    model: {
+    model: pieces('gpt2-config').length === 0 ? { weights: file('gpt2-weights', MODEL_NAME) } : {
       config: file('gpt2-config', 'config.json'),
       weights: file('gpt2-weights', MODEL_NAME),
       tokenizer: file('gpt2-tokenizer', 'tokenizer.json'),
@@ -123,9 +126,14 @@ const BOOTSTRAP = `
 
 function main() {
   const opts = args();
-  const modelName = path.basename(opts.model);
-  const model = Object.fromEntries(['config.json', 'model.safetensors', 'tokenizer.json']
-    .map((f) => [f, read(path.join(opts.model, f))]));
+  const gguf = opts.model.endsWith('.gguf');
+  const modelName = path.basename(opts.model, '.gguf');
+  // A GGUF file alone (its header holds the config and the tokenizer), or a folder's three files.
+  const model = gguf ? { weights: read(opts.model) } : {
+    config: read(path.join(opts.model, 'config.json')),
+    weights: read(path.join(opts.model, 'model.safetensors')),
+    tokenizer: read(path.join(opts.model, 'tokenizer.json')),
+  };
   const wasm = read(path.join(WWW, 'pkg/gpt2_web_bg.wasm'));
   const pkg = read(path.join(WWW, 'pkg/gpt2_web.js'));
 
@@ -149,9 +157,9 @@ function main() {
     data('gpt2-wasm', wasm),
     data('gpt2-pkg', pkg),
     data('gpt2-worker', Buffer.from(workerSource(), 'utf8')),
-    data('gpt2-config', model['config.json']),
-    data('gpt2-tokenizer', model['tokenizer.json']),
-    data('gpt2-weights', model['model.safetensors']),
+    gguf ? '' : data('gpt2-config', model.config),
+    gguf ? '' : data('gpt2-tokenizer', model.tokenizer),
+    data('gpt2-weights', model.weights),
     `<script>${BOOTSTRAP.replace('MODEL_NAME', JSON.stringify(`${modelName} (in this file)`))}</script>\n`,
     `<script type="module" src="${app}"></script>\n`,
   ].join('');
@@ -161,7 +169,7 @@ function main() {
   fs.writeFileSync(opts.out, html);
   const size = fs.statSync(opts.out).size;
   const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
-  console.log(`${path.relative(ROOT, opts.out)}: ${mb(size)} (model ${mb(model['model.safetensors'].length)}, ` +
+  console.log(`${path.relative(ROOT, opts.out)}: ${mb(size)} (model ${mb(model.weights.length)}, ` +
     `wasm ${mb(wasm.length)}, base64); open it from disk in a browser, no server needed`);
 }
 

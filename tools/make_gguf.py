@@ -14,6 +14,12 @@
       reference ones), Q4_K, Q5_K, Q6_K (this script's: the gguf package has none; min/max
       scales, no search, so their error is at most llama.cpp's and usually a little more).
       --out defaults to DIR/model-<type>.gguf.
+      --q7 (with --type Q8_0) keeps every block's values within -63..=63 (scale max|w|/63): still
+      plain Q8_0 for any reader (llama.cpp, wllama), and exactly the 8-bit form of gpt2-web's CPU
+      kernels, which then copy the blocks instead of rounding them again. The demo model's
+      www/models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf is
+          python3 tools/make_gguf.py --model www/models/gpt2-shakespeare --type Q8_0 --q7 \
+              --no-output --out www/models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf
 
   python3 tools/make_gguf.py --blocks DIR
       For the dequantizer tests (tests/gguf.rs): DIR/<type>.bin, 64 blocks of random bytes of
@@ -107,9 +113,25 @@ def quantize_q6_k(x):
     return np.concatenate([ql.reshape(n, 128), qh.reshape(n, 64), sc.view(np.uint8), f16_bytes(d)], axis=1)
 
 
-def quantize(values, name):
+def quantize_q8_0_q7(values):
+    """Q8_0 blocks of a (rows, cols) matrix with values in -63..=63: d = f16(max|w| / 63), q = w / d
+    rounded to nearest, ties to even (as the CPU kernels round), and clamped."""
+    rows, cols = values.shape
+    x = values.astype(np.float32).reshape(-1, 32)
+    d = (np.abs(x).max(axis=1) / 63).astype(np.float16)
+    df = d.astype(np.float32)[:, None]
+    with np.errstate(divide='ignore', invalid='ignore'):
+        r = np.where(df > 0, x / df, 0)
+    q = np.clip(np.rint(r), -63, 63).astype(np.int8)
+    out = np.concatenate([d.reshape(-1, 1).view(np.uint8), q.view(np.uint8)], axis=1)
+    return out.reshape(rows, -1)
+
+
+def quantize(values, name, q7=False):
     """The bytes of a (rows, cols) float32 matrix in type `name` (ggml's layout), as uint8 (rows, bytes)."""
     t = TYPES[name]
+    if q7:
+        return quantize_q8_0_q7(values)
     if name in ('F32', 'F16', 'BF16'):
         return values.astype(np.float32) if name == 'F32' else gguf.quants.quantize(values, t)
     if name in ('Q8_0', 'Q4_0', 'Q5_0'):
@@ -122,7 +144,7 @@ def quantize(values, name):
     return q.reshape(rows, -1)
 
 
-def write_model(model, ty, out, output_type, output=True):
+def write_model(model, ty, out, output_type, output=True, q7=False):
     from safetensors.numpy import load_file
     config = json.load(open(os.path.join(model, 'config.json')))
     tok = json.load(open(os.path.join(model, 'tokenizer.json')))
@@ -161,7 +183,7 @@ def write_model(model, ty, out, output_type, output=True):
     w.add_eos_token_id(eos)
 
     def matrix(name, values, qtype):
-        data = quantize(values, qtype)
+        data = quantize(values, qtype, q7 and qtype == 'Q8_0')
         w.add_tensor(name, data, raw_dtype=TYPES[qtype])
 
     def vector(name, values):
@@ -187,7 +209,7 @@ def write_model(model, ty, out, output_type, output=True):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    print(f'{out}: {os.path.getsize(out) / 1e6:.1f} MB ({ty}'
+    print(f'{out}: {os.path.getsize(out) / 1e6:.1f} MB ({ty}' + (', values within ±63' if q7 else '')
           + (f', output {output_type}' if output_type and output_type != ty else '') + ')')
 
 
@@ -218,14 +240,18 @@ def main():
     p.add_argument('--output-type', choices=list(TYPES))
     p.add_argument('--no-output', action='store_true',
                    help='leave out output.weight (optional: the head is then token_embd itself); a smaller file')
+    p.add_argument('--q7', action='store_true',
+                   help='Q8_0 with every value within -63..=63: the CPU kernels\' own form, copied at load')
     p.add_argument('--out')
     p.add_argument('--blocks')
     a = p.parse_args()
+    if a.q7 and a.type != 'Q8_0':
+        p.error('--q7 is for --type Q8_0')
     if a.blocks:
         write_blocks(a.blocks)
     elif a.model and a.type:
         write_model(a.model, a.type, a.out or os.path.join(a.model, f'model-{a.type}.gguf'), a.output_type,
-                    not a.no_output)
+                    not a.no_output, a.q7)
     else:
         p.error('give --model DIR --type TYPE, or --blocks DIR')
 

@@ -12,6 +12,9 @@
 //   lastResult   the result of the last Generate click (null while it runs)
 //   tokenEvents  how many onToken calls that generation made
 //   visibleMs    its time from click to the first visible text painted
+//   firstTokenMs its time from click to the first token event
+//   loadedAtMs   performance.now() when the last load finished (from the page's navigation: open → ready)
+//   pageStartMs  { app, load }: when app.js began to run and when it called Gpt2.load, the first time
 //   backendChanges  [{ backend, reason, afterTokens }]: each move to another backend (GPU lost), with
 //                the number of tokens the running generation had shown by then
 //   loopView     the "watch the loop" view (www/loop-view.js)
@@ -34,6 +37,8 @@ import { predictionText, measurePrediction } from './predict.js';
 import { PRESETS } from './presets.js';
 import { fmtMs, sentence, unescape, afterPaint, Announcer } from './text.js';
 import { drawLatency as drawLatencyOn, drawLab as drawLabOn, fitLine } from './charts.js';
+/** When this module began to run (its imports fetched and evaluated), from the page's navigation. */
+const startedAtMs = performance.now();
 const $ = (id) => document.getElementById(id);
 const drawLatency = () => drawLatencyOn($('latency-chart'), latency);
 const drawLab = (points, fit) => drawLabOn($('lab-chart'), points, fit);
@@ -46,7 +51,8 @@ let lastMetrics = null; // the last Generate's metrics, for "predict, then measu
 const spoken = new Announcer($('spoken')); // the stream for screen readers, a line or sentence at a time
 
 Object.assign(window, {
-  pageState: 'loading', gpt2Model: null, lastResult: null, tokenEvents: 0, visibleMs: null, backendChanges: [],
+  pageState: 'loading', gpt2Model: null, lastResult: null, tokenEvents: 0, visibleMs: null, firstTokenMs: null,
+  loadedAtMs: null, backendChanges: [],
   labResult: null, comparison: null, naiveLab: null, prediction: null, speculativeLab: null,
 });
 
@@ -184,6 +190,8 @@ async function loadModel(source, backend, dtype) {
     model?.dispose(); // the previous model stays usable until the new one has loaded
     model = loaded;
     window.gpt2Model = model;
+    window.loadedAtMs = performance.now();
+    window.pageStartMs ??= { app: startedAtMs, load: t0 }; // the first load's start, for bench --cold
     let bytes = 0;
     for (const f of files.values()) bytes += f.got;
     bar.value = 1;
@@ -261,7 +269,7 @@ async function generate() {
   resetReadout();
   latency = [];
   drawLatency();
-  Object.assign(window, { lastResult: null, tokenEvents: 0, visibleMs: null });
+  Object.assign(window, { lastResult: null, tokenEvents: 0, visibleMs: null, firstTokenMs: null });
   $('status').textContent = 'Generating…';
   controller = new AbortController();
   setBusy(true);
@@ -277,7 +285,10 @@ async function generate() {
         window.tokenEvents++;
         if (ev.top) loopView.step(ev);
         latency.push(ev.elapsedMs);
-        if (ev.index === 0) $('ttft').textContent = fmtMs(ev.elapsedMs);
+        if (ev.index === 0) {
+          window.firstTokenMs = performance.now() - t0;
+          $('ttft').textContent = fmtMs(ev.elapsedMs);
+        }
         $('output-tokens').textContent = String(ev.index + 1);
         if (ev.text) {
           spoken.add(ev.text);

@@ -386,6 +386,14 @@ export declare class Gpt2 {
 
   /** What this model was predicted to need on the CPU before it loaded (from config.json alone). */
   readonly plan: MemoryPlan;
+  /**
+   * When each phase of the load ended, in ms from its start in the worker: `engineMs` (the wasm
+   * fetched, compiled and started), `configMs` (config.json, or a GGUF file's header, read),
+   * `tokenizerMs` (the tokenizer built), `weightsMs` (the last weight converted), `warmUpMs` (the
+   * warm-up generation done: the model is handed out). The phases overlap where they can (the
+   * wasm compiles while the files download), so they are times, not durations.
+   */
+  readonly loadTimings: Readonly<{ engineMs?: number; configMs?: number; tokenizerMs?: number; weightsMs?: number; warmUpMs?: number }>;
 
   /**
    * TEST HOOK, not part of the API: destroys the GPU device between two steps, as a driver reset

@@ -425,7 +425,7 @@ export class Gpt2 {
       if (conn.loads.get(key) === load) conn.loads.delete(key); // a later load tries again
       conn.models--;
       idle(conn);
-      const demo = model === DEMO_MODEL && /config\.json.* 404/.test(e.message)
+      const demo = model === DEMO_MODEL && / 404/.test(e.message)
         ? ' (the demo model is not beside gpt2.js, as in the npm package: pass Gpt2.load({ model: URL }))' : '';
       const id = isHubId(model)
         ? ` ("${model}" was taken as a Hugging Face model id; a folder beside the page is written "${model}/")` : '';
@@ -435,7 +435,7 @@ export class Gpt2 {
     }
     // What runs where, shared by the handles of this model: it changes if the GPU is lost.
     const { info } = loaded;
-    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, plan: info.plan, handles: new Set() };
+    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
     const handle = new Gpt2(conn, loaded.id, info.config, name, load);
     handle.#onBackendChange = onBackendChange;
     handle.#onProgress = onProgress;
@@ -611,6 +611,7 @@ export class Gpt2 {
    * most of the weights file held at once (one tensor: the file streams in).
    */
   get plan() { return this.#load.live.plan; }
+  get loadTimings() { return this.#load.live.loadTimings; }
 
   /** Token ids of `text` under this model's tokenizer. */
   async tokenize(text) {

@@ -191,17 +191,24 @@ function hostHint(url) {
 
 async function load({ id, source, backend, dtype, threads, build: only, platform, builds, files: names }) {
   FILES = names;
+  // The load's phases, in ms from its start (Gpt2#loadTimings; `./build.sh bench --cold` prints them).
+  const t0 = performance.now();
+  const timings = {};
+  const mark = (name) => { timings[name] = Math.round((performance.now() - t0) * 10) / 10; };
   // Compile the wasm while config.json and tokenizer.json download; the model's memory is checked
   // against this build (mod.checkMemory) from config.json before a byte of weights is read.
-  const ready = wasm(threadsFor(threads), builds, only);
+  const ready = wasm(threadsFor(threads), builds, only).then((w) => { mark('engineMs'); return w; });
   const home = source.urls ? homeOrigins(builds) : null;
   const cache = source.urls ? await openCache() : null;
   let weights = source.urls ? urlWeights(source.urls.weights, home, cache) : fileWeights(source.files.weights);
   let config, tokenizer, plan, head, mod, running, build, first;
   if (!(source.urls ?? source.files).config) {
-    // A GGUF file alone: its header, read first, holds the config and the tokenizer.
+    // A GGUF file alone: its header, read first, holds the config and the tokenizer. The file is
+    // requested while the engine compiles; its header is parsed once the engine is there.
+    const opening = weights.open();
+    opening.catch(() => {}); // awaited below (after the engine, whose failure comes first)
     ({ mod, threads: running, build } = await ready);
-    head = await ggufHead(id, mod, weights);
+    head = await ggufHead(id, mod, weights, await opening);
     ({ config, tokenizer } = head);
     plan = mod.checkMemory(config, dtype, platform?.bytes, platform?.what);
     const read = head.opened.chunks.reduce((n, c) => n + c.length, 0);
@@ -230,7 +237,8 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
     if (opening) [weights, first] = await opening;
     weights.stores = small.stores;
   }
-  const files = { config, tokenizer };
+  mark('configMs');
+  const files = { config, tokenizer, timings, mark };
   const entry = { m: null }; // the model, for the progress of a later fall-back's reading
   let engine;
   let gpuUnavailable;
@@ -255,13 +263,15 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
   }
   // Kept for offline use only now that they made a model (a captive portal's page never is).
   await Promise.all([...(weights.stores ?? []).map((store) => store()), weights.stored()]);
+  mark('weightsMs');
   await warmUp(engine);
+  mark('warmUpMs');
   const m = { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null, backend: engine.backend };
   entry.m = m;
   models.set(id, m);
   return {
     backend: m.backend, dtype: engine.dtype, threads: running, build, config: engine.config, adapter: await adapterName(engine),
-    gpuUnavailable: engine.gpuUnavailable ?? gpuUnavailable, plan,
+    gpuUnavailable: engine.gpuUnavailable ?? gpuUnavailable, plan, timings,
   };
 }
 
@@ -274,6 +284,7 @@ async function load({ id, source, backend, dtype, threads, build: only, platform
  */
 async function streamModel(id, mod, files, weights, backend, dtype, entry, first) {
   const loader = await mod.EngineLoader.start(files.config, files.tokenizer, backend, dtype);
+  files.mark?.('tokenizerMs'); // the tokenizer is built by start(), from its JSON or the GGUF's lists
   let parts;
   try {
     // The engine checks the index against the config and says in which order to read the shards.
@@ -392,8 +403,8 @@ async function vocabAndMerges(error, mod, small, source) {
  * loader is given first. The header is parsed again only once the bytes it said it needs are in
  * (and half as many again as the last try), not at every chunk.
  */
-async function ggufHead(id, mod, weights) {
-  const opened = await weights.open();
+async function ggufHead(id, mod, weights, opened) {
+  opened ??= await weights.open();
   const chunks = [];
   let have = 0;
   let need = 0;

@@ -359,16 +359,16 @@ impl TokenizeCmd {
             self.text.text_file.as_deref(),
             "--text-file",
         )?;
-        let bytes = if gpt2_web::weights::gguf::is_gguf_file(&self.model) {
+        let tok = if gpt2_web::weights::gguf::is_gguf_file(&self.model) {
             let file = std::fs::read(&self.model)
                 .map_err(|e| Fail(1, format!("cannot read {}: {e}", self.model.display())))?;
-            gpt2_web::weights::gguf::Gguf::parse_complete(&file)?.tokenizer_json()?
+            gpt2_web::weights::gguf::Gguf::parse_complete(&file)?.tokenizer()?
         } else {
             let path = self.model.join("tokenizer.json");
-            std::fs::read(&path)
-                .map_err(|e| Fail(1, format!("cannot read {}: {e}", path.display())))?
+            let bytes = std::fs::read(&path)
+                .map_err(|e| Fail(1, format!("cannot read {}: {e}", path.display())))?;
+            gpt2_web::Tokenizer::from_bytes(&bytes)?
         };
-        let tok = gpt2_web::Tokenizer::from_bytes(&bytes)?;
         emit(json!({"ids": tok.encode(&text)?}))
     }
 }

@@ -32,7 +32,8 @@ pub struct Loader {
 }
 
 impl Loader {
-    /// Checks the config, the tokenizer and the memory the CPU backend would need (before
+    /// Checks the config, the tokenizer (`tokenizer.json`, or the bytes of a GGUF file from its
+    /// start at least to the end of its header) and the memory the CPU backend would need (before
     /// anything large is allocated), and opens the GPU when it is asked for (`Auto`: when a
     /// hardware adapter fits the model; otherwise the CPU, and `gpu_unavailable` says why).
     pub async fn new(
@@ -53,7 +54,12 @@ impl Loader {
         gpu_f16: bool,
     ) -> Result<Loader> {
         let config = Config::from_json(config_json)?;
-        let tokenizer = Tokenizer::from_bytes(tokenizer_json)?;
+        // tokenizer.json, or a GGUF file's header (its lists, built without JSON).
+        let tokenizer = if crate::weights::gguf::is_gguf(tokenizer_json) {
+            crate::weights::gguf::Gguf::parse_complete(tokenizer_json)?.tokenizer()?
+        } else {
+            Tokenizer::from_bytes(tokenizer_json)?
+        };
         let cpu = || -> Result<Parts> {
             Footprint::streamed_cpu(&config, cpu_dtype)?.check(crate::platform::memory_limit())?;
             Ok(Parts::Cpu(CpuParts::new(&config, cpu_dtype)))

@@ -89,11 +89,9 @@ impl Model {
             // A GGUF file holds the config and the tokenizer in its header.
             let weights = map(&path)?;
             let g = crate::weights::gguf::Gguf::parse_complete(&weights)?;
-            (
-                g.config_json()?,
-                g.tokenizer_json()?,
-                vec![(path.clone(), weights)],
-            )
+            // The header's bytes stand for the tokenizer (Loader builds it from its lists).
+            let header = weights[..g.data_start.min(weights.len() as u64) as usize].to_vec();
+            (g.config_json()?, header, vec![(path.clone(), weights)])
         } else {
             // config.json first: a wrong folder is named by its first file. A safetensors file
             // named itself has its config.json and tokenizer.json beside it.

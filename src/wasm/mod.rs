@@ -246,8 +246,9 @@ pub fn tokenizer_from_vocab(vocab: &[u8], merges: &[u8]) -> Result<Vec<u8>, JsEr
     crate::tokenizer::json_from_vocab_merges(vocab, merges).map_err(js_err)
 }
 
-/// A GGUF file's `config.json` and `tokenizer.json`, made from its header (a GGUF file alone is
-/// a model): `[config, tokenizer]` as bytes once `bytes`, the file's start, hold the header, else
+/// A GGUF file's `config.json`, made from its header (a GGUF file alone is a model), and the
+/// header's bytes, which EngineLoader.start takes for the tokenizer (built from the lists there):
+/// `[config, header]` once `bytes`, the file's start, hold the header, else
 /// the number of bytes it needs at least. Throws the sentence for a file that is not GGUF, not
 /// GPT-2, or broken.
 #[wasm_bindgen(js_name = ggufHead)]
@@ -260,9 +261,11 @@ pub fn gguf_head(bytes: &[u8]) -> Result<JsValue, JsError> {
             out.push(&js_sys::Uint8Array::from(
                 &g.config_json().map_err(js_err)?[..],
             ));
-            out.push(&js_sys::Uint8Array::from(
-                &g.tokenizer_json().map_err(js_err)?[..],
-            ));
+            // The header's bytes stand for the tokenizer: EngineLoader.start builds it from the
+            // lists there, with no tokenizer.json written and parsed again.
+            g.tokenizer_lists().map_err(js_err)?; // a file without GPT-2's tokenizer fails here
+            let end = (g.data_start as usize).min(bytes.len());
+            out.push(&js_sys::Uint8Array::from(&bytes[..end]));
             Ok(out.into())
         }
     }

@@ -4,7 +4,7 @@
 // checks.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, startServer, withPage, nativeGenerate, MODEL_URL, PROMPT } from './harness.mjs';
+import { launch, startServer, withPage, nativeGenerate, MODEL_URL, MODEL_DIR, PROMPT } from './harness.mjs';
 
 const T = { timeout: 180_000 };
 const N = 24;
@@ -67,7 +67,7 @@ function checkProfile(got, dtype) {
 
 test('one thread: relaxed-SIMD build in Chromium, q8 and f32 both equal the CLI', T, async () => {
   for (const dtype of ['q8', 'f32']) {
-    const native = nativeGenerate(PROMPT, N, dtype);
+    const native = nativeGenerate(PROMPT, N, dtype, MODEL_DIR);
     const got = await run(plain.origin, { dtype, threads: 2 });
     assert.equal(got.isolated, false);
     assert.equal(got.threads, 1, 'a page that is not cross-origin isolated cannot share memory between threads');
@@ -80,7 +80,7 @@ test('one thread: relaxed-SIMD build in Chromium, q8 and f32 both equal the CLI'
 });
 
 test('cross-origin isolated page: two threads, the threaded build, the same tokens as the CLI', T, async () => {
-  const native = nativeGenerate(PROMPT, N, 'q8');
+  const native = nativeGenerate(PROMPT, N, 'q8', MODEL_DIR);
   const got = await run(isolated.origin, { threads: 2 });
   assert.equal(got.isolated, true);
   assert.equal(got.threads, 2);

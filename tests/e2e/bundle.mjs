@@ -3,7 +3,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ROOT, MODEL_DIR, MODEL_NAME } from './harness.mjs';
+import { ROOT, MODEL_DIR, MODEL_FILE, MODEL_NAME } from './harness.mjs';
 
 /** The bundle's path: a bundle of another model (GPT2_E2E_MODEL) goes beside the test output, not over the demo's. */
 export const BUNDLE = MODEL_NAME === 'gpt2-shakespeare' ? path.join(ROOT, 'dist/gpt2-demo.html')
@@ -16,7 +16,8 @@ function inputs() {
     // Every page file (more than the bundle uses: cheap, and never stale when app.js gains an import).
     ...fs.readdirSync(www).filter((f) => /\.(js|html|css)$/.test(f)).map((f) => path.join(www, f)),
     ...['pkg/gpt2_web.js', 'pkg/gpt2_web_bg.wasm'].map((f) => path.join(www, f)),
-    ...['config.json', 'model.safetensors', 'tokenizer.json'].map((f) => path.join(MODEL_DIR, f)),
+    ...(MODEL_FILE.endsWith('.gguf') ? [MODEL_FILE]
+      : ['config.json', 'model.safetensors', 'tokenizer.json'].map((f) => path.join(MODEL_DIR, f))),
   ];
 }
 
@@ -24,7 +25,7 @@ function inputs() {
 export function ensureBundle() {
   const built = fs.existsSync(BUNDLE) ? fs.statSync(BUNDLE).mtimeMs : 0;
   if (inputs().some((f) => fs.statSync(f).mtimeMs > built)) {
-    execFileSync(process.execPath, ['tools/bundle.mjs', '--model', MODEL_DIR, '--out', BUNDLE], { cwd: ROOT, stdio: 'inherit' });
+    execFileSync(process.execPath, ['tools/bundle.mjs', '--model', MODEL_FILE, '--out', BUNDLE], { cwd: ROOT, stdio: 'inherit' });
   }
   return BUNDLE;
 }

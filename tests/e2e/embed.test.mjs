@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import { before, after } from 'node:test';
 import {
-  serveAndLaunch, startServer, freePort, withPage, nativeGenerate, ROOT, OUT, MODEL_DIR, MODEL_NAME, MODEL_URL, PROMPT,
+  serveAndLaunch, startServer, freePort, withPage, nativeGenerate, ROOT, OUT, MODEL_DIR, MODEL_NAME, MODEL_URL, PROMPT, DEFAULT_WEIGHTS,
 } from './harness.mjs';
 
 const T = { timeout: 180_000 };
@@ -87,7 +87,7 @@ test('script embed from another origin: the widget generates the CLI\'s greedy t
     assert.equal(await page.evaluate(() => location.origin), course());
     // The engine and the model came from the assets' origin.
     assert.ok(requests.some((u) => u.startsWith(`${assets()}/pkg`) && u.endsWith('.wasm')), requests.join('\n'));
-    assert.ok(requests.some((u) => u.startsWith(assets()) && u.endsWith('/model.safetensors')));
+    assert.ok(requests.some((u) => u.startsWith(assets()) && u.endsWith(DEFAULT_WEIGHTS)), requests.join('\n'));
   });
 });
 

@@ -142,6 +142,33 @@ async function launchChromium(args = []) {
   };
 }
 
+/**
+ * Chromium with a profile on disk, as a person's browser has (a new context is in memory, where
+ * the HTTP cache keeps no file of tens of MB): one page, for the cold-start benchmark's first and
+ * return visits. The profile is removed on close.
+ */
+async function launchChromiumProfile(args = []) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpt2-chromium-'));
+  const context = await playwrightChromium.launchPersistentContext(dir, {
+    executablePath: chromiumPath(), args: [...CHROMIUM_ARGS, ...args], viewport: VIEWPORT,
+  });
+  let pages = 0;
+  return {
+    name: 'chromium',
+    version: `Chromium ${context.browser()?.version() ?? ''}`.trim(),
+    async newPage() {
+      if (pages++) throw new Error('a Chromium profile page: one per launch');
+      const page = new PlaywrightPage(context, context.pages()[0] ?? await context.newPage());
+      page.close = () => Promise.resolve(); // the context closes with the engine
+      return page;
+    },
+    async close() {
+      await context.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 // --- Firefox: puppeteer-core over WebDriver BiDi ----------------------------------------------
 
 class PuppeteerPage extends BasePage {
@@ -362,9 +389,12 @@ async function launchWebKit() {
   };
 }
 
-/** One engine, launched: `chromium` takes extra command-line flags (e.g. SwiftShader WebGPU). */
-export function launchEngine(name, { chromiumArgs = [] } = {}) {
-  if (name === 'chromium') return launchChromium(chromiumArgs);
+/**
+ * One engine, launched: `chromium` takes extra command-line flags (e.g. SwiftShader WebGPU), and
+ * `profile: true` gives it a profile on disk (launchChromiumProfile).
+ */
+export function launchEngine(name, { chromiumArgs = [], profile = false } = {}) {
+  if (name === 'chromium') return profile ? launchChromiumProfile(chromiumArgs) : launchChromium(chromiumArgs);
   if (name === 'firefox') return launchFirefox();
   if (name === 'webkit') return launchWebKit();
   throw new Error(`unknown engine ${name}`);

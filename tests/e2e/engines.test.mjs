@@ -12,7 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { ENGINES, launchEngine, withEnginePage } from './engines.mjs';
 import { startSites } from './sites.mjs';
 import { ensureBundle } from './bundle.mjs';
-import { nativeGenerate, assertTokenEvents, OUT, MODEL_URL, MODEL_NAME, MODEL_CONFIG, PROMPT } from './harness.mjs';
+import { nativeGenerate, assertTokenEvents, OUT, MODEL_URL, MODEL_NAME, MODEL_CONFIG, PROMPT, DEFAULT_WEIGHTS } from './harness.mjs';
 
 const T = { timeout: 240_000 };
 const N = 16;
@@ -193,7 +193,7 @@ for (const name of ENGINES) {
       });
       const fetched = sites.assets.requests.slice(before);
       assert.ok(fetched.some((p) => /^\/pkg[-a-z]*\/gpt2_web_bg\.wasm$/.test(p)), fetched.join('\n'));
-      assert.ok(fetched.some((p) => p.endsWith('/model.safetensors')), fetched.join('\n'));
+      assert.ok(fetched.some((p) => p.endsWith(DEFAULT_WEIGHTS)), fetched.join('\n'));
       record(engine, { crossOriginWidget: true });
     });
 

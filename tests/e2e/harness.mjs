@@ -27,6 +27,14 @@ export const [PROMPT, PROMPT2] = (process.env.GPT2_E2E_PROMPTS || 'ROMEO:|JULIET
 if (!fs.existsSync(path.join(MODEL_DIR, 'model.safetensors'))) {
   throw new Error(`the model ${MODEL_DIR} is missing (the demo model is made by tools/train_demo_model.py)`);
 }
+/**
+ * What the page loads when it names no model: for the demo, its 8-bit GGUF file (www/assets.js);
+ * for another model (GPT2_E2E_MODEL), its folder. The CLI's reference runs read the same file.
+ */
+export const MODEL_FILE = MODEL_NAME === 'gpt2-shakespeare'
+  ? path.join(MODEL_DIR, 'gpt2-shakespeare-q8_0.gguf') : MODEL_DIR;
+/** The end of the weights URL the page fetches when it names no model ('/model.safetensors' for a folder). */
+export const DEFAULT_WEIGHTS = MODEL_FILE === MODEL_DIR ? '/model.safetensors' : `/${path.basename(MODEL_FILE)}`;
 /** The model's config.json. */
 export const MODEL_CONFIG = JSON.parse(fs.readFileSync(path.join(MODEL_DIR, 'config.json'), 'utf8'));
 
@@ -171,7 +179,7 @@ export function cliPath() {
 }
 
 /** The CLI's greedy generation on the CPU: { text, tokens, stopReason, metrics }. */
-export function nativeGenerate(prompt, maxTokens, dtype = 'q8', model = MODEL_DIR) {
+export function nativeGenerate(prompt, maxTokens, dtype = 'q8', model = MODEL_FILE) {
   const out = execFileSync(cliPath(), [
     'generate', '--model', model, '--prompt', prompt, '--max-tokens', String(maxTokens), '--json', '--backend', 'cpu',
     '--dtype', dtype,
@@ -182,7 +190,7 @@ export function nativeGenerate(prompt, maxTokens, dtype = 'q8', model = MODEL_DI
 
 /** The CLI's token ids of `text`. */
 export function nativeTokenize(text) {
-  const out = execFileSync(cliPath(), ['tokenize', '--model', MODEL_DIR, '--text', text], { cwd: ROOT, encoding: 'utf8' });
+  const out = execFileSync(cliPath(), ['tokenize', '--model', MODEL_FILE, '--text', text], { cwd: ROOT, encoding: 'utf8' });
   return JSON.parse(out.trim().split('\n').pop()).ids;
 }
 

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import {
   serveAndLaunch, withPage, nativeGenerate, screenshotPath, MODEL_URL, MODEL_DIR, MODEL_CONFIG,
-  PROMPT, PROMPT2,
+  PROMPT, PROMPT2, DEFAULT_WEIGHTS,
 } from './harness.mjs';
 
 const T = { timeout: 120_000 };
@@ -50,7 +50,12 @@ test('the page loads the demo model and streams greedy text equal to the native 
   const native = nativeGenerate(PROMPT, 20);
   await withPage(env.browser, pageUrl(), async (page, { requests }) => {
     await waitLoaded(page);
-    assert.ok(requests.some((u) => u.endsWith(`${MODEL_URL}model.safetensors`)), 'the weights were not fetched (or not recorded)');
+    assert.ok(requests.some((u) => u.endsWith(DEFAULT_WEIGHTS)), 'the weights were not fetched (or not recorded)');
+    // The load's phases (what bench --cold prints), each after the one it waits for.
+    const t = await page.evaluate(() => window.gpt2Model.loadTimings);
+    for (const k of ['engineMs', 'configMs', 'tokenizerMs', 'weightsMs', 'warmUpMs']) assert.ok(t[k] > 0, `${k}: ${JSON.stringify(t)}`);
+    assert.ok(t.configMs <= t.tokenizerMs && t.tokenizerMs <= t.weightsMs && t.weightsMs <= t.warmUpMs, JSON.stringify(t));
+    assert.ok(t.engineMs <= t.tokenizerMs, `the tokenizer is built by the engine: ${JSON.stringify(t)}`);
     assert.equal(await text(page, '#backend'), 'cpu');
     const { result, events } = await generate(page, { maxTokens: 20 });
     const m = result.metrics;

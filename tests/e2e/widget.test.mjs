@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  serveAndLaunch, withPage, nativeGenerate, screenshotPath, MODEL_URL, PROMPT, PROMPT2,
+  serveAndLaunch, withPage, nativeGenerate, screenshotPath, MODEL_URL, PROMPT, PROMPT2, DEFAULT_WEIGHTS,
 } from './harness.mjs';
 
 const T = { timeout: 180_000 };
@@ -209,7 +209,7 @@ test('the lesson page: four widgets, one download, each generates; screenshot', 
       assert.equal(r.events.token.length, r.result.tokens.length, `widget ${id}: token events != tokens`);
       if (id === 'stopped') assert.ok(!r.result.text.includes('\n\n'), 'the stop text was not cut');
     }
-    assert.equal(requests.filter((u) => u.endsWith('/model.safetensors')).length, 1);
+    assert.equal(requests.filter((u) => u.endsWith(DEFAULT_WEIGHTS)).length, 1, requests.join('\n'));
     await page.evaluate(() => window.scrollTo(0, 0));
     await page.screenshot({ path: screenshotPath('embed-example.png'), fullPage: true });
   });
@@ -227,7 +227,7 @@ test('load="visible" (the default) downloads nothing for widgets below the fold 
     await page.goto(`${env.server.origin}/load-test.html`);
     await page.waitForFunction(() => customElements.get('gpt2-generator'));
     await page.waitForTimeout(1500); // time for anything that would load to start
-    const modelFiles = () => requests.filter((u) => /\/(config\.json|model\.safetensors|tokenizer\.json)$/.test(u));
+    const modelFiles = () => requests.filter((u) => /\/(config\.json|model\.safetensors|tokenizer\.json|[^/]+\.gguf)$/.test(u));
     assert.deepEqual(modelFiles(), [], 'nothing of the model is fetched before a widget is used or seen');
     const generate = await page.evaluate(() => {
       const b = document.getElementById('top').shadowRoot.querySelector('[data-generate]');

@@ -56,6 +56,11 @@ impl Matrix {
                 ),
                 // GGUF's most common type without the general decoder's dispatch per value
                 // (the same product, so the same bits as `GgmlType::value`).
+                // Q8_0 rows stored (out, in), as GGUF writes them: its blocks are ours (copied
+                // where they are in the kernels' range already).
+                DiskDtype::Q8_0 if rs == cols && cs == 1 && cols % 32 == 0 => {
+                    Q8Matrix::from_q8_0(d, rows, cols)
+                }
                 DiskDtype::Q8_0 => Q8Matrix::quantize_with(
                     |i| {
                         let b = &d[i / 32 * 34..];

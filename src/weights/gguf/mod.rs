@@ -292,8 +292,10 @@ impl Gguf {
         Ok(serde_json::to_vec(&json).expect("JSON"))
     }
 
-    /// The tokenizer as a `tokenizer.json` (GPT-2's byte-level BPE), from `tokenizer.ggml.*`.
-    pub fn tokenizer_json(&self) -> Result<Vec<u8>> {
+    /// The tokenizer's lists from `tokenizer.ggml.*` (GPT-2's byte-level BPE): token strings by
+    /// id, merges, added tokens (id, text, special).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn tokenizer_lists(&self) -> Result<(Vec<&str>, Vec<&str>, Vec<(u32, &str, bool)>)> {
         let model = self.string("tokenizer.ggml.model")?;
         if model != "gpt2" {
             return Err(Error::Tokenizer(format!(
@@ -331,6 +333,18 @@ impl Gguf {
                 _ => None,
             })
             .collect::<Vec<_>>();
+        Ok((tokens, merges, added))
+    }
+
+    /// The tokenizer, built from the lists directly (no JSON).
+    pub fn tokenizer(&self) -> Result<crate::tokenizer::Tokenizer> {
+        let (tokens, merges, added) = self.tokenizer_lists()?;
+        crate::tokenizer::Tokenizer::from_lists(&tokens, &merges, &added)
+    }
+
+    /// The tokenizer as a `tokenizer.json` (what `tokenizer` builds, written out).
+    pub fn tokenizer_json(&self) -> Result<Vec<u8>> {
+        let (tokens, merges, added) = self.tokenizer_lists()?;
         Ok(crate::tokenizer::byte_level_json(&tokens, &merges, &added))
     }
 

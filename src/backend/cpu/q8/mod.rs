@@ -113,6 +113,51 @@ impl Q8Matrix {
         })
     }
 
+    /// From GGUF Q8_0 blocks (34 bytes: an f16 scale, 32 × i8) of a row-major (out, in) matrix
+    /// whose rows are whole blocks. A block whose values all lie in -63..=63 (as a file written for
+    /// these kernels has them, `tools/make_gguf.py --q7`) is copied: no rounding at load, and the
+    /// file's values are used exactly. Any other block is rounded again from its values, as
+    /// `quantize_with` would.
+    pub fn from_q8_0(d: &[u8], rows: usize, cols: usize) -> crate::Result<Q8Matrix> {
+        debug_assert!(cols % QK == 0 && d.len() >= rows * cols / QK * 34);
+        let blocks = cols / QK;
+        let groups = rows.div_ceil(RG);
+        let mut qs =
+            crate::platform::try_zeroed_huge::<i8>(groups * blocks * RG * QK, "8-bit weights")?;
+        let mut scales = crate::platform::try_zeroed(groups * blocks * RG, "8-bit weights")?;
+        let (mut vals, mut q) = ([0f32; QK], [0i8; QK]);
+        for r in 0..rows {
+            let (g, lane) = (r / RG, r % RG);
+            for b in 0..blocks {
+                let src = &d[(r * blocks + b) * 34..][..34];
+                let scale = half::f16::from_bits(u16::from_le_bytes([src[0], src[1]])).to_f32();
+                let at = (g * blocks + b) * RG + lane;
+                let block = &mut qs[(g * blocks + b) * RG * QK..][..RG * QK];
+                if src[2..].iter().all(|&v| (-63..=63).contains(&(v as i8))) {
+                    scales[at] = scale;
+                    for (c, &v) in src[2..].iter().enumerate() {
+                        block[lane_byte(lane, c)] = v as i8 + OFFSET as i8;
+                    }
+                } else {
+                    for (x, &v) in vals.iter_mut().zip(&src[2..]) {
+                        *x = v as i8 as f32 * scale;
+                    }
+                    scales[at] = quantize_block(&vals, 63.0, &mut q);
+                    for (c, &v) in q.iter().enumerate() {
+                        block[lane_byte(lane, c)] = v + OFFSET as i8;
+                    }
+                }
+            }
+        }
+        Ok(Q8Matrix {
+            rows,
+            cols,
+            blocks,
+            qs,
+            scales,
+        })
+    }
+
     pub fn cols(&self) -> usize {
         self.cols
     }

@@ -109,3 +109,49 @@ fn dequantized_rows_are_within_half_a_step() {
         }
     }
 }
+
+/// Q8_0 blocks in the kernels' range are taken as they are (the file's values exactly); a block
+/// with values past ±63 is rounded again, to what `quantize_with` makes of the same values.
+#[test]
+fn q8_0_blocks_copied_when_in_range() {
+    let (rows, cols) = (6, 64);
+    let w = data(rows * cols, 9);
+    let mut file = Vec::new();
+    let mut wide_block = vec![false; rows * cols / QK];
+    for (b, chunk) in w.chunks(QK).enumerate() {
+        // Every third block uses the full -127..=127 range, the others the kernels' -63..=63,
+        // some of them not all of it (rounding again would change those).
+        let levels = [127.0, 63.0, 50.0][b % 3];
+        wide_block[b] = b % 3 == 0;
+        let amax = chunk.iter().fold(0f32, |a, v| a.max(v.abs()));
+        let d = half::f16::from_f32(amax / levels);
+        file.extend_from_slice(&d.to_bits().to_le_bytes());
+        file.extend(
+            chunk
+                .iter()
+                .map(|v| (v / d.to_f32()).round().clamp(-levels, levels) as i8 as u8),
+        );
+    }
+    let value = |i: usize| {
+        let b = &file[i / QK * 34..];
+        half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32() * b[2 + i % QK] as i8 as f32
+    };
+    let copied = Q8Matrix::from_q8_0(&file, rows, cols).unwrap();
+    let rounded = Q8Matrix::quantize_with(value, rows, cols, cols, 1).unwrap();
+    let (mut a, mut b) = (vec![0f32; cols], vec![0f32; cols]);
+    for r in 0..rows {
+        copied.dequantize_row(r, &mut a);
+        rounded.dequantize_row(r, &mut b);
+        for c in 0..cols {
+            let i = r * cols + c;
+            if wide_block[i / QK] {
+                assert_eq!(
+                    a[c], b[c],
+                    "row {r} col {c}: a wide block is rounded as before"
+                );
+            } else {
+                assert_eq!(a[c], value(i), "row {r} col {c}: the file's value exactly");
+            }
+        }
+    }
+}
