@@ -59,7 +59,8 @@ pub fn load_model(data: &[u8]) {
     }
 }
 
-/// Input: a GGUF file. Reads its config and tokenizer from the header, builds the model on the
+/// Input: a GGUF file. Reads its config and tokenizer from the header (the tokenizer built from
+/// its lists, as a load does), builds the model on the
 /// CPU with both weight formats and runs one forward pass, and streams the file in 7-byte chunks
 /// with every tensor widened to f32.
 pub fn load_gguf(data: &[u8]) {
@@ -67,9 +68,11 @@ pub fn load_gguf(data: &[u8]) {
     let Ok(g) = Gguf::parse_complete(data) else {
         return;
     };
-    let (Ok(config), Ok(tokenizer)) = (g.config_json(), g.tokenizer_json()) else {
+    let (Ok(config), Ok(_)) = (g.config_json(), g.tokenizer_lists()) else {
         return;
     };
+    // The file's own bytes stand for the tokenizer, as in the browser: built from its lists.
+    let tokenizer = data;
     let Ok(parsed) = Config::from_json(&config) else {
         return;
     };
@@ -83,13 +86,7 @@ pub fn load_gguf(data: &[u8]) {
         let _ = stream.finish();
     }
     for dtype in [CpuDtype::F32, CpuDtype::Q8] {
-        let built = Model::from_bytes(
-            &config,
-            data.to_vec(),
-            &tokenizer,
-            BackendChoice::Cpu,
-            dtype,
-        );
+        let built = Model::from_bytes(&config, data.to_vec(), tokenizer, BackendChoice::Cpu, dtype);
         if let Ok(mut model) = pollster::block_on(built) {
             let _ = pollster::block_on(model.backend.forward(&[0, 1], 0));
             let _ = pollster::block_on(model.backend.forward(&[2], 2));

@@ -69,14 +69,10 @@ impl Tokenizer {
                 crate::config::MAX_DIM
             )));
         }
+        // A token string given twice keeps its last id, as a tokenizer.json's vocabulary would.
         let mut vocab = tokenizers::models::bpe::Vocab::with_capacity(tokens.len());
         for (id, t) in tokens.iter().enumerate() {
             vocab.insert(t.to_string(), id as u32);
-        }
-        if vocab.len() != tokens.len() {
-            return Err(Error::Tokenizer(
-                "the vocabulary holds a token twice (under two ids)".into(),
-            ));
         }
         let longest = tokens.iter().map(|t| t.len()).max().unwrap_or(0);
         let mut pairs = Vec::with_capacity(merges.len());

@@ -268,13 +268,21 @@ async function visits(host, engineName, target, network) {
 
 const host = await startHost();
 const rows = [];
+const failed = [];
 try {
   for (const engineName of ENGINES) {
     for (const target of TARGETS) {
       if (engineName !== 'chromium' && target === 'wllama') continue; // wllama 3.8 needs JSPI and memory64
-      await visits(host, engineName, target, NETWORKS[0]); // unmeasured: compresses each file once
+      await visits(host, engineName, target, NETWORKS[0]).catch(() => {}); // unmeasured: compresses each file once
       for (const network of NETWORKS) {
-        const r = await visits(host, engineName, target, network);
+        let r;
+        try {
+          r = await visits(host, engineName, target, network);
+        } catch (e) {
+          console.error(`${engineName} ${target} ${network.name}: FAILED: ${e.message.split('\n')[0]}`);
+          failed.push(`${engineName} ${target} ${network.name}: ${e.message.split('\n')[0]}`);
+          continue;
+        }
         rows.push({ engineName, target, network: network.name, ...r });
         const f = r.first;
         console.error(`${engineName} ${target} ${network.name}: first visit ready ${f.readyMs.toFixed(0)} ms, ` +
@@ -367,5 +375,7 @@ if (page.length) {
     lines.push(`- ahead of ${NAMES[peer]} on open → first token: ${ahead} of ${all} rows`);
   }
 }
+if (failed.length) lines.push('', 'failed:', ...failed.map((f) => `- ${f}`));
 console.log(lines.join('\n'));
 if (JSON_OUT) fs.writeFileSync(JSON_OUT, JSON.stringify(rows, null, 2));
+if (failed.length) process.exitCode = 1;

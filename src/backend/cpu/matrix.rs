@@ -58,7 +58,7 @@ impl Matrix {
                 // (the same product, so the same bits as `GgmlType::value`).
                 // Q8_0 rows stored (out, in), as GGUF writes them: its blocks are ours (copied
                 // where they are in the kernels' range already).
-                DiskDtype::Q8_0 if rs == cols && cs == 1 && cols % 32 == 0 => {
+                DiskDtype::Q8_0 if rs == cols && cs == 1 && cols.is_multiple_of(32) => {
                     Q8Matrix::from_q8_0(d, rows, cols)
                 }
                 DiskDtype::Q8_0 => Q8Matrix::quantize_with(

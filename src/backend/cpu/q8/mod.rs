@@ -119,7 +119,7 @@ impl Q8Matrix {
     /// file's values are used exactly. Any other block is rounded again from its values, as
     /// `quantize_with` would.
     pub fn from_q8_0(d: &[u8], rows: usize, cols: usize) -> crate::Result<Q8Matrix> {
-        debug_assert!(cols % QK == 0 && d.len() >= rows * cols / QK * 34);
+        debug_assert!(cols.is_multiple_of(QK) && d.len() >= rows * cols / QK * 34);
         let blocks = cols / QK;
         let groups = rows.div_ceil(RG);
         let mut qs =
