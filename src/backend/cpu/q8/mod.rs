@@ -78,17 +78,12 @@ impl Q8Matrix {
         row_stride: usize,
         col_stride: usize,
     ) -> crate::Result<Q8Matrix> {
-        let blocks = cols.div_ceil(QK);
-        let groups = rows.div_ceil(RG);
-        let mut qs =
-            crate::platform::try_zeroed_huge::<i8>(groups * blocks * RG * QK, "8-bit weights")?;
-        let mut scales = crate::platform::try_zeroed(groups * blocks * RG, "8-bit weights")?;
+        let mut m = Self::zeroed(rows, cols)?;
         let (mut vals, mut q) = ([0f32; QK], [0i8; QK]);
-        for b in 0..blocks {
+        for b in 0..m.blocks {
             let c0 = b * QK;
             let n = QK.min(cols - c0);
             for r in 0..rows {
-                let (g, lane) = (r / RG, r % RG);
                 for (i, v) in vals.iter_mut().enumerate() {
                     *v = if i < n {
                         w(r * row_stride + (c0 + i) * col_stride)
@@ -96,21 +91,11 @@ impl Q8Matrix {
                         0.0
                     };
                 }
-                let at = (g * blocks + b) * RG + lane;
-                scales[at] = quantize_block(&vals, 63.0, &mut q);
-                let block = &mut qs[(g * blocks + b) * RG * QK..][..RG * QK];
-                for (c, &q) in q.iter().enumerate() {
-                    block[lane_byte(lane, c)] = q + OFFSET as i8;
-                }
+                let scale = quantize_block(&vals, 63.0, &mut q);
+                m.put_block(r, b, scale, &q);
             }
         }
-        Ok(Q8Matrix {
-            rows,
-            cols,
-            blocks,
-            qs,
-            scales,
-        })
+        Ok(m)
     }
 
     /// From GGUF Q8_0 blocks (34 bytes: an f16 scale, 32 × i8) of a row-major (out, in) matrix
@@ -120,42 +105,48 @@ impl Q8Matrix {
     /// `quantize_with` would.
     pub fn from_q8_0(d: &[u8], rows: usize, cols: usize) -> crate::Result<Q8Matrix> {
         debug_assert!(cols.is_multiple_of(QK) && d.len() >= rows * cols / QK * 34);
-        let blocks = cols / QK;
-        let groups = rows.div_ceil(RG);
-        let mut qs =
-            crate::platform::try_zeroed_huge::<i8>(groups * blocks * RG * QK, "8-bit weights")?;
-        let mut scales = crate::platform::try_zeroed(groups * blocks * RG, "8-bit weights")?;
+        let mut m = Self::zeroed(rows, cols)?;
         let (mut vals, mut q) = ([0f32; QK], [0i8; QK]);
-        for r in 0..rows {
-            let (g, lane) = (r / RG, r % RG);
-            for b in 0..blocks {
-                let src = &d[(r * blocks + b) * 34..][..34];
-                let scale = half::f16::from_bits(u16::from_le_bytes([src[0], src[1]])).to_f32();
-                let at = (g * blocks + b) * RG + lane;
-                let block = &mut qs[(g * blocks + b) * RG * QK..][..RG * QK];
-                if src[2..].iter().all(|&v| (-63..=63).contains(&(v as i8))) {
-                    scales[at] = scale;
-                    for (c, &v) in src[2..].iter().enumerate() {
-                        block[lane_byte(lane, c)] = v as i8 + OFFSET as i8;
-                    }
-                } else {
-                    for (x, &v) in vals.iter_mut().zip(&src[2..]) {
-                        *x = v as i8 as f32 * scale;
-                    }
-                    scales[at] = quantize_block(&vals, 63.0, &mut q);
-                    for (c, &v) in q.iter().enumerate() {
-                        block[lane_byte(lane, c)] = v + OFFSET as i8;
-                    }
+        for (i, src) in d.chunks_exact(34).take(rows * m.blocks).enumerate() {
+            let (r, b) = (i / m.blocks, i % m.blocks);
+            let scale = half::f16::from_bits(u16::from_le_bytes([src[0], src[1]])).to_f32();
+            for (x, &v) in q.iter_mut().zip(&src[2..]) {
+                *x = v as i8;
+            }
+            if q.iter().all(|v| (-63..=63).contains(v)) {
+                m.put_block(r, b, scale, &q);
+            } else {
+                for (x, &v) in vals.iter_mut().zip(&q) {
+                    *x = v as f32 * scale;
                 }
+                let scale = quantize_block(&vals, 63.0, &mut q);
+                m.put_block(r, b, scale, &q);
             }
         }
+        Ok(m)
+    }
+
+    /// All zeros, in the layout above, for `rows` × `cols` weights.
+    fn zeroed(rows: usize, cols: usize) -> crate::Result<Q8Matrix> {
+        let (blocks, groups) = (cols.div_ceil(QK), rows.div_ceil(RG));
         Ok(Q8Matrix {
             rows,
             cols,
             blocks,
-            qs,
-            scales,
+            qs: crate::platform::try_zeroed_huge(groups * blocks * RG * QK, "8-bit weights")?,
+            scales: crate::platform::try_zeroed(groups * blocks * RG, "8-bit weights")?,
         })
+    }
+
+    /// Block `b` of row `r`: its scale and its 32 values (-63..=63), put in their lanes.
+    fn put_block(&mut self, r: usize, b: usize, scale: f32, q: &[i8; QK]) {
+        let (g, lane) = (r / RG, r % RG);
+        let at = (g * self.blocks + b) * RG;
+        self.scales[at + lane] = scale;
+        let block = &mut self.qs[at * QK..][..RG * QK];
+        for (c, &v) in q.iter().enumerate() {
+            block[lane_byte(lane, c)] = v + OFFSET as i8;
+        }
     }
 
     pub fn cols(&self) -> usize {
