@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpt2-web's one entry point. Installs what it needs when it is missing, then:
-#   ./build.sh [build]        the wasm builds into www/pkg/, www/pkg-relaxed/, www/pkg-threads/
+#   ./build.sh [build]        the wasm builds into www/pkg/, www/pkg-relaxed/, www/pkg-threads/, and
+#                             www/worker.js joined from www/worker/*.js (tools/join_worker.mjs)
 #   ./build.sh serve [PORT] [--isolated]
 #                             build, then serve www/ on http://127.0.0.1:PORT (default 8080);
 #                             --isolated sends COOP/COEP, so the page may run several threads
@@ -124,6 +125,8 @@ need_nightly() {
 #   pkg-relaxed  + relaxed SIMD (8-bit dot products): Chromium-based browsers
 #   pkg-threads  + wasm atomics and rayon's thread pool: cross-origin isolated pages
 build() {
+  # www/worker.js is made from its parts (www/worker/*.js): one script with no imports.
+  node tools/join_worker.mjs
   need_wasm_target
   need_wasm_bindgen
   WASM_LINK="" wasm_build pkg +simd128 ""

@@ -13,7 +13,7 @@ const LAYERS: &[&[&str]] = &[
     &["platform"],
     &["config"],
     &["tokenizer", "sampling"],
-    // A GGUF file holds its tokenizer: the weights' formats make a tokenizer.json from it.
+    // A GGUF file holds its tokenizer: the weights' formats build it (or write its tokenizer.json).
     &["weights"],
     &["backend::cpu", "backend::gpu"],
     &["backend"],

@@ -26,17 +26,19 @@
 //   memoryUse    { plan, wasmBytes, weights, kvCache } after a load (model.plan, model.memory())
 //   fallBackBytes  bytes of the weights read again after the GPU was lost
 
-import { Gpt2, MODEL_FILES, isHubId, hubUrl } from './gpt2.js';
+import { Gpt2, isHubId, hubUrl } from './gpt2.js';
 import { LoopView } from './loop-view.js';
 import { DEMO_MODEL as DEMO } from './assets.js';
-import { wireEmbedPanel, stopAttribute } from './embed-code.js';
+import { wireEmbedPanel } from './embed-code.js';
+import { numberField, listField, formOptions, chosenSource, embedSettings } from './page-form.js';
 import { runSpeculativeLab } from './lab-speculative.js';
 import { runDecodingLab } from './lab-decoding.js';
 import { runNaiveLab } from './lab-naive.js';
 import { predictionText, measurePrediction } from './predict.js';
 import { PRESETS } from './presets.js';
-import { fmtMs, sentence, unescape, afterPaint, Announcer } from './text.js';
+import { fmtMs, sentence, afterPaint, Announcer } from './text.js';
 import { drawLatency as drawLatencyOn, drawLab as drawLabOn, fitLine } from './charts.js';
+
 /** When this module began to run (its imports fetched and evaluated), from the page's navigation. */
 const startedAtMs = performance.now();
 const $ = (id) => document.getElementById(id);
@@ -87,66 +89,8 @@ function setBusy(busy) {
   window.pageState = busy ? 'busy' : ready ? 'ready' : 'error';
 }
 
-
-function numberField(id, label) {
-  const v = $(id).valueAsNumber;
-  if (!Number.isFinite(v)) throw new Error(`${label} must be a number`);
-  return v;
-}
-
-function listField(id, label) {
-  const items = $(id).value.split(/[\s,]+/).filter(Boolean).map(Number);
-  if (items.length === 0 || !items.every((n) => Number.isInteger(n) && n >= 0)) {
-    throw new Error(`${label} must be a list of whole numbers, such as 8, 16, 32`);
-  }
-  return items;
-}
-
-/** One stop sequence per line; \n, \t and \\ are escapes. Lines are not trimmed: spaces count. */
-function stopSequences() {
-  return $('stop-seqs').value.split('\n').filter((s) => s !== '')
-    .map(unescape);
-}
-
-function formOptions() {
-  return {
-    maxTokens: numberField('max-tokens', 'Max tokens'),
-    temperature: numberField('temperature', 'Temperature'),
-    topK: numberField('top-k', 'Top-k'),
-    topP: numberField('top-p', 'Top-p'),
-    minP: numberField('min-p', 'Min-p'),
-    repetitionPenalty: numberField('repetition-penalty', 'Repetition penalty'),
-    seed: numberField('seed', 'Seed'),
-    stop: stopSequences(),
-    ignoreEos: $('ignore-eos').checked,
-    topLogprobs: $('watch-loop').checked ? 10 : 0,
-  };
-}
-
 // ---------------------------------------------------------------------------------------------
 // Loading a model.
-
-function chosenSource() {
-  const source = document.querySelector('input[name="source"]:checked').value;
-  if (source === 'demo') return DEMO;
-  if (source === 'url') {
-    const url = $('model-url').value.trim();
-    if (!url) throw new Error('enter a Hugging Face model id, or the URL of a model folder or of a .gguf file');
-    return url;
-  }
-  const files = [...$('model-files').files];
-  const pick = (test) => files.find((f) => test(f.name));
-  const gguf = pick((n) => /\.gguf$/i.test(n));
-  if (gguf) return { weights: gguf }; // its header holds the config and the tokenizer
-  const chosen = {
-    config: pick((n) => n === MODEL_FILES.config),
-    weights: pick((n) => n.endsWith('.safetensors')),
-    tokenizer: pick((n) => n === MODEL_FILES.tokenizer),
-  };
-  const missing = Object.keys(chosen).filter((k) => !chosen[k]).map((k) => MODEL_FILES[k]);
-  if (missing.length) throw new Error(`choose the model's three files together; missing: ${missing.join(', ')}`);
-  return chosen;
-}
 
 async function loadModel(source, backend, dtype) {
   clearError();
@@ -449,33 +393,6 @@ function runPrediction() {
     $('predict-out').textContent = got.text;
     window.prediction = got;
   });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Embed code: the current prompt and settings as widget attributes (embed-code.js shows them).
-
-function embedSettings() {
-  const source = document.querySelector('input[name="source"]:checked').value;
-  const url = $('model-url').value.trim();
-  const o = formOptions();
-  const sampled = o.temperature > 0;
-  const attributes = [
-    ['model', source === 'url' && url ? (isHubId(url) ? url : new URL(url, location.href).href) : undefined],
-    ['backend', $('backend-choice').value === 'auto' ? undefined : $('backend-choice').value],
-    ['prompt', $('prompt').value],
-    ['max-tokens', o.maxTokens],
-    ['temperature', o.temperature],
-    ['top-k', sampled && o.topK > 0 ? o.topK : undefined],
-    ['top-p', sampled && o.topP < 1 ? o.topP : undefined],
-    ['min-p', sampled && o.minP > 0 ? o.minP : undefined],
-    ['seed', sampled ? o.seed : undefined],
-    ['stop', o.stop.length ? stopAttribute(o.stop) : undefined],
-    ['readout', true],
-    ['watch', o.topLogprobs > 0],
-  ];
-  const left = [source === 'files' && 'local model files (the widget uses the demo model; put the folder online and load it by URL)',
-    o.repetitionPenalty !== 1 && 'the repetition penalty', o.ignoreEos && 'ignore end-of-text'].filter(Boolean);
-  return { attributes, left };
 }
 
 // ---------------------------------------------------------------------------------------------

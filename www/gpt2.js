@@ -8,22 +8,21 @@
 //   r.text; r.stopReason; r.metrics.ttftMs; r.metrics.tpotMs; r.metrics.totalMs;
 //   model.dispose();
 //
-// Types and full documentation: gpt2.d.ts. The model runs in worker.js; all models loaded by one
+// Types and full documentation: gpt2.d.ts. What a `model` option names is sources.js's. The
+// model runs in worker.js; all models loaded by one
 // page share that worker, which is started on the first load and stopped when the last model is
 // disposed. A `generate` while another runs on the same model is queued, not rejected.
 // Loading the same folder URL with the same backend again (e.g. several <gpt2-generator> widgets)
 // shares one download and one model: each load returns its own handle, and the model is freed
 // when the last handle is disposed.
 
-import { WORKER, WORKER_OPTIONS, BUILDS, DEMO_MODEL } from './assets.js';
+import { BUILDS, DEMO_MODEL } from './assets.js';
+import { EMBED_HELP, connection, idle, request } from './connection.js';
 import { PRESETS } from './presets.js';
+import { MODEL_FILES, HUB_HOST, isHubId, hubUrl, modelSource, readHere } from './sources.js';
 
 const BACKENDS = ['auto', 'cpu', 'webgpu'];
 const DTYPES = ['q8', 'f32', 'f16'];
-/** The three files of a model folder, by the key the API (and the worker) names them with. */
-export const MODEL_FILES = Object.freeze({ config: 'config.json', weights: 'model.safetensors', tokenizer: 'tokenizer.json' });
-/** What a page embedding gpt2-web from another origin must allow; the README says it in full. */
-const EMBED_HELP = "see the README's \"Embedding\" section";
 
 /** What generate() accepts besides signal and onToken, with each value's JS type. */
 const OPTION_TYPES = {
@@ -34,270 +33,7 @@ const OPTION_TYPES = {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The shared worker and its requests.
-
-let shared = null; // { worker, pending: Map<id, handlers>, models: number, loads: Map<key, Load>, dead, ready, blocked }
-let nextId = 1;
-
-/**
- * Starts worker.js. Browsers start a worker only from a script of the page's own origin; when this
- * module came from another origin (a CDN, a course's asset host), the worker is a same-origin blob
- * whose one line imports worker.js by its absolute URL. That needs CORS on the asset host and
- * `worker-src blob:` in a page's Content-Security-Policy, if it has one.
- */
-function startWorker(conn) {
-  const here = typeof location === 'undefined' ? null : location.origin;
-  const direct = ['blob:', 'data:'].includes(WORKER.protocol) || WORKER.origin === here;
-  if (direct) return new Worker(WORKER, WORKER_OPTIONS);
-  conn.blob = URL.createObjectURL(new Blob([`import ${JSON.stringify(WORKER.href)};\n`], { type: 'text/javascript' }));
-  return new Worker(conn.blob, WORKER_OPTIONS);
-}
-
-function connection() {
-  if (shared) return shared;
-  // models counts live handles; loads holds each folder URL's model: key → { key, promise, refs, listeners }.
-  const conn = { worker: null, pending: new Map(), models: 0, loads: new Map(), dead: null, ready: false, blocked: [] };
-  // A Content-Security-Policy that blocks the worker says so only in this event: keep what it
-  // names, when it is about the worker (a blob:) or a file of ours.
-  conn.onViolation = (e) => {
-    if (e.blockedURI === 'blob' || e.blockedURI.startsWith('blob:') || e.blockedURI.startsWith(WORKER.origin)) {
-      conn.blocked.push(`${e.effectiveDirective} ${e.blockedURI}`);
-    }
-  };
-  globalThis.addEventListener?.('securitypolicyviolation', conn.onViolation);
-  try {
-    conn.worker = startWorker(conn);
-  } catch (e) {
-    // e.g. a CSP that forbids blob: workers throws here in some browsers
-    stop(conn, `the model's worker could not be started (${e.message}); ${EMBED_HELP}`);
-    return conn;
-  }
-  const worker = conn.worker;
-  worker.onmessage = ({ data }) => {
-    if (data.type === 'ready') {
-      conn.ready = true;
-      if (conn.blob) URL.revokeObjectURL(conn.blob);
-      return;
-    }
-    const h = conn.pending.get(data.id);
-    if (!h) return; // settled already (e.g. the onToken callback threw)
-    if (data.type === 'progress') h.progress?.(data);
-    else if (data.type === 'token') h.token?.(data.token);
-    else if (data.type === 'backend') h.backend?.(data);
-    else {
-      conn.pending.delete(data.id);
-      if (data.type === 'done') h.resolve(data.value);
-      else h.reject(new Error(data.message));
-      idle(conn);
-    }
-  };
-  worker.onerror = (e) => {
-    e.preventDefault();
-    if (conn.ready) {
-      fail(conn, `the model's worker stopped (${e.message || 'it crashed'}); load the model again`);
-    } else if (!conn.diagnosing) {
-      conn.diagnosing = true;
-      whyNoStart(conn, e.message).then((why) => fail(conn, why));
-    }
-  };
-  worker.onmessageerror = () => fail(conn, "a message from the model's worker could not be read");
-  shared = conn;
-  return conn;
-}
-
-/**
- * Why worker.js did not start, as a sentence with the way out. The error event itself says nothing
- * (browsers hide the reasons of cross-origin failures), so the file is fetched again to find out.
- */
-async function whyNoStart(conn, message) {
-  const url = WORKER.href;
-  const start = `the model's worker could not start from ${url}`;
-  await new Promise((resolve) => setTimeout(resolve, 50)); // a CSP violation event comes as a task of its own
-  if (conn.blocked.length > 0) {
-    return `${start}: the page's Content-Security-Policy blocked ${conn.blocked.join(', ')}; ` +
-      `worker-src needs blob: and the asset host (${EMBED_HELP})`;
-  }
-  let res;
-  try {
-    res = await fetch(url, { cache: 'no-store' });
-  } catch {
-    return `${start}: it could not be fetched from this page (${location.origin}): the host is unreachable, ` +
-      `or, from another origin, does not send Access-Control-Allow-Origin (${EMBED_HELP})`;
-  }
-  if (!res.ok) return `${start}: the server answered ${res.status} ${res.statusText}`.trim() + '; is gpt2-web installed there?';
-  const type = res.headers.get('Content-Type') || 'no Content-Type';
-  if (!/javascript|ecmascript/i.test(type)) return `${start}: the server sent it as ${type}, not text/javascript`;
-  if (conn.blob) {
-    // A worker's imports are checked against worker-src (in the worker, which reports nothing).
-    return `${start}: the file is there, so the page's Content-Security-Policy may not let the worker import it: ` +
-      `worker-src needs blob: and the asset host (${EMBED_HELP})`;
-  }
-  return `${start}${message ? ` (${message})` : ''}; the browser console may say more`;
-}
-
-/** The worker is gone: every pending request and later call rejects with `message`. */
-function fail(conn, message) {
-  for (const h of conn.pending.values()) h.reject(new Error(message));
-  conn.pending.clear();
-  conn.models = 0;
-  stop(conn, message);
-}
-
-function stop(conn, message) {
-  conn.dead = message; // models on this worker are gone: their later calls reject with this
-  conn.worker?.terminate();
-  globalThis.removeEventListener?.('securitypolicyviolation', conn.onViolation);
-  if (conn.blob) URL.revokeObjectURL(conn.blob);
-  if (shared === conn) shared = null;
-}
-
-/** No model and no request left: stop the worker so its memory (wasm never shrinks) is freed. */
-function idle(conn) {
-  if (conn.models === 0 && conn.pending.size === 0) {
-    stop(conn, "the model's worker was stopped after its last model was disposed");
-  }
-}
-
-/** Posts one request; resolves with the worker's 'done' value, rejects with its error sentence. */
-function request(conn, msg, handlers = {}) {
-  const id = nextId++;
-  if (conn.dead) return { id, promise: Promise.reject(new Error(conn.dead)) };
-  const promise = new Promise((resolve, reject) => {
-    conn.pending.set(id, { ...handlers, resolve, reject });
-  });
-  conn.worker.postMessage({ ...msg, id });
-  return { id, promise };
-}
-
-// ---------------------------------------------------------------------------------------------
 // Argument checks: a wrong call fails at once with a sentence, before anything is downloaded.
-
-function baseUrl() {
-  return typeof document !== 'undefined' ? document.baseURI : self.location.href;
-}
-
-/** The model folder's three file URLs, resolved against the page; the folder gets its '/'. */
-function folderUrls(model) {
-  let folder;
-  try {
-    folder = new URL(String(model), baseUrl());
-  } catch {
-    throw new Error(`the model folder "${model}" is not a valid URL`);
-  }
-  if (!folder.pathname.endsWith('/')) folder.pathname += '/';
-  const urls = {};
-  for (const [key, file] of Object.entries(MODEL_FILES)) urls[key] = new URL(file, folder).href;
-  return { folder: folder.href, urls };
-}
-
-function isBytes(v) {
-  return v instanceof ArrayBuffer || ArrayBuffer.isView(v) || (typeof Blob !== 'undefined' && v instanceof Blob);
-}
-
-/** The Hugging Face Hub, where a model id such as 'openai-community/gpt2' is looked up. */
-export const HUB_HOST = 'https://huggingface.co';
-
-/**
- * Whether `model` is a Hub model id, `owner/name` (no scheme, no leading '/' or '.', no trailing
- * '/'), rather than a URL: a relative folder is written with its trailing '/' ('models/x/').
- */
-export function isHubId(model) {
-  return typeof model === 'string' && /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/.test(model) && !/\.gguf$/i.test(model);
-}
-
-/**
- * The URL a Hub id resolves to, as the Hub serves a repository's files: `<host>/<id>/resolve/<revision>/`
- * (the folder) or `…/<file>` (a GGUF repository's file).
- */
-export function hubUrl(id, { revision = 'main', file, hubHost = HUB_HOST } = {}) {
-  let host;
-  try {
-    host = new URL(String(hubHost));
-  } catch {
-    throw new Error(`hubHost "${hubHost}" is not a URL`);
-  }
-  if (!['http:', 'https:'].includes(host.protocol)) throw new Error(`hubHost "${hubHost}" is not an http(s) URL`);
-  if (typeof revision !== 'string' || revision === '') throw new Error(`revision must be a branch, tag or commit, not ${JSON.stringify(revision)}`);
-  if (file !== undefined && !(typeof file === 'string' && /^[^/]+(\/[^/]+)*\.gguf$/i.test(file) && !file.split('/').includes('..'))) {
-    throw new Error(`file must name a .gguf file of the repository, not ${JSON.stringify(file)}`);
-  }
-  const base = `${host.href.replace(/\/$/, '')}/${id}/resolve/${encodeURIComponent(revision)}/`;
-  return file === undefined ? base : base + file.split('/').map(encodeURIComponent).join('/');
-}
-
-/** Whether a model URL names a GGUF file (which holds its config and tokenizer) rather than a folder. */
-function isGgufUrl(model) {
-  try {
-    return /\.gguf$/i.test(new URL(String(model), baseUrl()).pathname);
-  } catch {
-    return false; // folderUrls says why
-  }
-}
-
-/** The last part of a URL's path, for the sentences that name the file. */
-const fileName = (url) => decodeURIComponent(new URL(url).pathname.split('/').pop()) || url;
-
-/**
- * Where the model comes from (`source`, posted to the worker), a name for sharing loads, and the
- * files' names for its sentences: a folder URL, a GGUF file's URL, the three files as bytes, or a
- * GGUF file alone as `{ weights }`.
- */
-function modelSource(model, hub = {}) {
-  const given = Object.entries(hub).filter(([, v]) => v !== undefined).map(([k]) => k);
-  if (isHubId(model)) {
-    model = hubUrl(model, hub);
-  } else if (given.length > 0) {
-    throw new Error(`${given.join(', ')} ${given.length > 1 ? 'apply' : 'applies'} to a Hugging Face model id such as ` +
-      `'openai-community/gpt2', not to ${typeof model === 'string' ? `"${model}"` : 'files'}`);
-  }
-  if (typeof model === 'string' || model instanceof URL) {
-    if (isGgufUrl(model)) {
-      const url = new URL(String(model), baseUrl()).href;
-      return { name: url, source: { urls: { weights: url } }, names: { ...MODEL_FILES, weights: fileName(url) } };
-    }
-    const { folder, urls } = folderUrls(model);
-    return { name: folder, source: { urls }, names: MODEL_FILES };
-  }
-  if (model && typeof model === 'object' && isBytes(model.weights) && model.config === undefined && model.tokenizer === undefined) {
-    // A GGUF file alone: its header holds the config and the tokenizer.
-    const name = model.weights.name || 'model.gguf';
-    return { name, source: { files: { weights: model.weights } }, names: { ...MODEL_FILES, weights: name } };
-  }
-  if (model && typeof model === 'object') {
-    const missing = Object.keys(MODEL_FILES).filter((k) => !isBytes(model[k]));
-    if (missing.length > 0) {
-      throw new Error('model files must be given as { config, weights, tokenizer } (ArrayBuffer, typed array, ' +
-        `File or Blob); missing or not bytes: ${missing.join(', ')}`);
-    }
-    const files = { config: model.config, weights: model.weights, tokenizer: model.tokenizer };
-    return { name: model.weights.name || 'local files', source: { files }, names: MODEL_FILES };
-  }
-  throw new Error('Gpt2.load needs { model }: a Hugging Face model id, a model folder URL, a .gguf file\'s URL, ' +
-    '{ config, weights, tokenizer } or { weights } (a GGUF file)');
-}
-
-/**
- * On a page opened from file:// (the offline bundle), WebKit cannot read a Blob or File inside the
- * worker it was posted to (every read fails: "The I/O read operation failed"), though the page
- * itself can. There the page reads each file and the worker gets its bytes; elsewhere the worker
- * streams the File itself, so a big one is never whole in memory.
- */
-async function readHere(files) {
-  const out = {};
-  for (const [k, f] of Object.entries(files)) {
-    if (!(f instanceof Blob)) {
-      out[k] = f;
-      continue;
-    }
-    try {
-      out[k] = new Uint8Array(await f.arrayBuffer());
-    } catch (e) {
-      throw new Error(`could not read ${f.name || MODEL_FILES[k]} (${e.message}); on a page opened from disk the browser ` +
-        'must hold the whole file in memory, so a model this size needs the page served over http(s)');
-    }
-  }
-  return out;
-}
 
 function checkOptions(options) {
   if (options === null || typeof options !== 'object') throw new Error('generate options must be an object');
@@ -656,5 +392,6 @@ export class Gpt2 {
 }
 
 export default Gpt2;
+export { MODEL_FILES, HUB_HOST, isHubId, hubUrl };
 /** The lesson's settings by use: autocomplete, creative, extraction (`{ label, why, options }`). */
 export { PRESETS };

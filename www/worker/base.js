@@ -1,0 +1,36 @@
+// The worker's shared pieces: the replies to the page, the models and jobs it holds, the model
+// files' names of the load in progress, what a Content-Security-Policy blocked, and the sentence
+// for an error. Imports nothing. (Part of the worker: see www/worker/main.js.)
+
+/** model id → { engine, queue: Job[], running: Job | null, stepping: Promise | null, disposed, crashed } */
+export const models = new Map();
+/** generate request id → Job ({ id, model, prompt, options, aborted }) while queued or running */
+export const jobs = new Map();
+
+/** The model files' names by key: gpt2.js's MODEL_FILES, sent with each load (the worker has no imports). */
+export let FILES = null;
+/** Sets FILES (an importer cannot assign it). */
+export function setFiles(names) {
+  FILES = names;
+}
+
+export function reply(id, type, payload = {}) {
+  self.postMessage({ id, type, ...payload });
+}
+
+// What a Content-Security-Policy blocked here (a blob worker runs under its page's policy): the
+// failing fetch or compile only says that it failed.
+export const blocked = [];
+self.addEventListener('securitypolicyviolation', (e) => blocked.push(`${e.effectiveDirective} ${e.blockedURI || "'inline'"}`));
+
+/** A sentence for a person: wasm traps and memory failures are translated, the rest passes through. */
+export function describe(e) {
+  const msg = e instanceof Error ? e.message : String(e);
+  if (e instanceof WebAssembly.RuntimeError) {
+    return `the model crashed inside WebAssembly (${msg}); the browser console has details; load the model again`;
+  }
+  if (e instanceof RangeError && /memory|allocation/i.test(msg)) {
+    return `out of memory (${msg}); try a smaller model or close other tabs`;
+  }
+  return msg;
+}

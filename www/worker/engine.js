@@ -1,0 +1,145 @@
+// The WebAssembly engine: the build this browser can run (threads, relaxed SIMD, plain SIMD),
+// started once per worker, the warm-up generation a model gets before it is handed out, and the
+// GPU adapter's name. (Part of the worker: see www/worker/main.js.)
+
+import { blocked, describe } from './base.js';
+
+/** @type {Promise<{ mod: object, threads: number, build: string }> | null} */
+let wasmReady = null;
+/** The started wasm module (wasm-bindgen's exports), once wasmReady has resolved. */
+export let engineModule = null;
+/** Its memory (WebAssembly.Memory): what every model of this worker holds; it never shrinks. */
+export let wasmMemory = null;
+
+/**
+ * The engine's thread count for a load that asked for `requested` (a number, or undefined for the
+ * default): several threads need shared wasm memory, which browsers allow only on a cross-origin
+ * isolated page (COOP/COEP headers); anywhere else it is 1.
+ */
+export function threadsFor(requested) {
+  if (!self.crossOriginIsolated) return 1;
+  const n = requested ?? Math.min(navigator.hardwareConcurrency || 1, 4);
+  return Math.max(1, Math.floor(n));
+}
+
+/**
+ * Whether this browser has WebAssembly relaxed SIMD: a module with one i8x16.relaxed_swizzle
+ * validates (the probe of wasm-feature-detect).
+ */
+function hasRelaxedSimd() {
+  return WebAssembly.validate(new Uint8Array([
+    0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 15, 1, 13, 0, 65, 1, 253, 15,
+    65, 2, 253, 15, 253, 128, 2, 11,
+  ]));
+}
+
+/**
+ * The wasm module, started once per worker by the first load. Three builds (./build.sh), whose
+ * URLs gpt2.js sends (`builds`): pkg-threads for more than one thread (wasm atomics, relaxed SIMD,
+ * rayon's pool of `threads` Web Workers), pkg-relaxed where relaxed SIMD exists (its 8-bit dot
+ * product is ~2× faster), else pkg (simd128). A build that is missing or cannot start falls back
+ * to the next.
+ */
+export function wasm(threads, builds, only) {
+  wasmReady ??= (async () => {
+    const relaxed = hasRelaxedSimd();
+    const tries = [];
+    if (only) {
+      tries.push([only, only === 'pkg-threads' ? Math.max(2, threads) : 1]); // asked for by name (benchmarks)
+    } else {
+      if (threads > 1 && relaxed && builds['pkg-threads']) tries.push(['pkg-threads', threads]);
+      if (relaxed && builds['pkg-relaxed']) tries.push(['pkg-relaxed', 1]);
+      tries.push(['pkg', 1]);
+    }
+    for (const [name, n] of tries) {
+      try {
+        const mod = await startBuild(builds[name]);
+        if (n > 1) await mod.initThreadPool(n);
+        engineModule = mod;
+        return { mod, threads: n, build: name };
+      } catch (e) {
+        if (name === tries.at(-1)[0]) {
+          wasmReady = null; // let a later load try again
+          throw e;
+        }
+        console.warn(`gpt2-web: ${name} did not start, trying the next build: ${e.message}`);
+      }
+    }
+  })();
+  return wasmReady;
+}
+
+/** One build's glue module and wasm; a failure says which file and what the host must do. */
+async function startBuild({ js, wasm: wasmUrl }) {
+  let mod;
+  try {
+    mod = await import(js);
+  } catch (e) {
+    throw new Error(`could not load the engine's script ${js} (${e.message}): ${hostHint(js)}`);
+  }
+  try {
+    wasmMemory = (await mod.default({ module_or_path: wasmUrl })).memory;
+  } catch (e) {
+    const csp = /unsafe-eval|Content Security Policy/i.test(e.message)
+      ? "the page's Content-Security-Policy must allow 'wasm-unsafe-eval' in script-src" : hostHint(wasmUrl);
+    throw new Error(`could not start the WebAssembly engine ${wasmUrl} (${e.message}): ${csp}`);
+  }
+  return mod;
+}
+
+/** The likely way out when a file of the engine could not be fetched. */
+function hostHint(url) {
+  if (blocked.length > 0) return `the page's Content-Security-Policy blocked ${blocked.join(', ')}`;
+  if (new URL(url).origin !== self.location.origin) {
+    return 'from another origin, the host must send Access-Control-Allow-Origin, .js as text/javascript ' +
+      "and .wasm as application/wasm (see the README's \"Embedding\" section)";
+  }
+  return 'is the file there? ./build.sh builds it';
+}
+
+/**
+ * A short greedy generation, thrown away, before the model is handed out: the browser compiles wasm
+ * in a fast baseline tier first and optimises the functions that run (V8's TurboFan, SpiderMonkey's
+ * Ion, JSC's BBQ then OMG), and the buffers of a forward pass are allocated on first use. Without
+ * it the student's first Generate pays for both: its first token took ~200 ms in Chromium and up to
+ * ~1 s in WebKit where a later one takes a few ms. The prompt has more tokens than a tile of the
+ * prompt kernels has rows, so the prompt's path runs as well as a decode step's. A failure here is
+ * not the load's: the first generation reports it.
+ */
+const WARM_UP = 'The first token of a prompt is slow, and the rest are fast. '; // 14 GPT-2 tokens
+export async function warmUp(engine) {
+  // A small model (the demo's 16 M parameters, GPT-2 small's 124 M): about 70 tokens where the
+  // context allows, past a pass of the prompt attention (32 rows) and a typical prompt's working
+  // buffers, twice, since the optimizing tiers compile in the background while the first pass
+  // runs (measured on the demo model, README "Each engine's speed": the first generation's TTFT
+  // 9.8–12× the later ones' in WebKit and 2.6–3.7× in Chromium without it, 0.8–1.6× with it). A
+  // big model runs its kernels' loops longer anyway and pays seconds per pass: one short pass.
+  const { nPositions, nParams } = engine.config;
+  const small = nParams < 200e6;
+  const copies = small ? Math.max(1, Math.min(5, Math.floor((nPositions - 8) / 16))) : 1;
+  try {
+    for (let pass = 0; pass < (small ? 2 : 1); pass++) {
+      engine.start(WARM_UP.repeat(copies), { maxTokens: 4, temperature: 0, ignoreEos: true });
+      while ((await engine.step()) !== undefined) { /* tokens thrown away */ }
+    }
+  } catch (e) {
+    console.warn(`gpt2-web: the warm-up generation failed: ${describe(e)}`);
+  }
+}
+
+/**
+ * The GPU adapter in words, or undefined on the CPU. Browsers often leave the adapter's description
+ * empty (the engine then says "unnamed adapter"); the vendor and architecture fill in for it.
+ */
+export async function adapterName(engine) {
+  const name = engine.adapter;
+  if (!name || !name.startsWith('unnamed adapter')) return name;
+  try {
+    const info = (await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' }))?.info;
+    const words = [info?.vendor, info?.architecture, info?.description].filter(Boolean).join(' ');
+    if (words) return `${words} (WebGPU${info.isFallbackAdapter ? ', a software fallback adapter' : ''})`;
+  } catch {
+    // keep the engine's words
+  }
+  return name;
+}

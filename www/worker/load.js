@@ -1,0 +1,223 @@
+// A load: the engine and the model's files in parallel, the weights streamed into the engine as
+// they arrive (one file, a GGUF file whose header comes first, or shards in turn), a fall-back to
+// the CPU when the GPU fails, the phases timed. (Part of the worker: see www/worker/main.js.)
+
+import { FILES, models, reply, setFiles } from './base.js';
+import { adapterName, threadsFor, warmUp, wasm } from './engine.js';
+import { fileWeights, homeOrigins, openCache, otherLayouts, smallFetcher, smallReader, urlWeights, vocabAndMerges } from './files.js';
+
+export async function load({ id, source, backend, dtype, threads, build: only, platform, builds, files: names }) {
+  setFiles(names);
+  // The load's phases, in ms from its start (Gpt2#loadTimings; `./build.sh bench --cold` prints them).
+  const t0 = performance.now();
+  const timings = {};
+  const mark = (name) => { timings[name] = Math.round((performance.now() - t0) * 10) / 10; };
+  // Compile the wasm while config.json and tokenizer.json download; the model's memory is checked
+  // against this build (mod.checkMemory) from config.json before a byte of weights is read.
+  const ready = wasm(threadsFor(threads), builds, only).then((w) => { mark('engineMs'); return w; });
+  const home = source.urls ? homeOrigins(builds) : null;
+  const cache = source.urls ? await openCache() : null;
+  let weights = source.urls ? urlWeights(source.urls.weights, home, cache) : fileWeights(source.files.weights);
+  let config, tokenizer, plan, head, mod, running, build, first;
+  if (!(source.urls ?? source.files).config) {
+    // A GGUF file alone: its header, read first, holds the config and the tokenizer. The file is
+    // requested while the engine compiles; its header is parsed once the engine is there.
+    const opening = weights.open();
+    opening.catch(() => {}); // awaited below (after the engine, whose failure comes first)
+    ({ mod, threads: running, build } = await ready);
+    head = await ggufHead(id, mod, weights, await opening);
+    ({ config, tokenizer } = head);
+    plan = mod.checkMemory(config, dtype, platform?.bytes, platform?.what);
+    const read = head.opened.chunks.reduce((n, c) => n + c.length, 0);
+    reply(id, 'progress', { file: FILES.weights, loaded: read, total: head.opened.size, tensor: null, cached: head.opened.cached, plan });
+  } else {
+    const small = source.urls ? smallFetcher(id, source.urls, home, cache) : smallReader(id, source.files);
+    // config.json first: a wrong folder fails fast, naming it, and a model that cannot fit this
+    // build is refused before anything else is downloaded.
+    [{ mod, threads: running, build }, config] = await Promise.all([ready, small.get('config')]);
+    // Throws the sentence when it cannot fit (in this build, or where the platform stops a tab sooner).
+    plan = mod.checkMemory(config, dtype, platform?.bytes, platform?.what);
+    reply(id, 'progress', { file: FILES.weights, loaded: 0, total: 0, tensor: null, cached: false, plan });
+    // The weights are requested while tokenizer.json downloads: their first bytes come one round
+    // trip sooner.
+    const opening = source.urls ? otherLayouts(weights, small, home, cache) : null;
+    try {
+      tokenizer = await small.get('tokenizer').catch((e) => vocabAndMerges(e, mod, small, source));
+    } catch (e) {
+      // Nothing of a model that did not load stays in the Cache API.
+      opening?.then(([w, opened]) => {
+        opened?.reader.cancel().catch(() => {});
+        return w.failed();
+      }).catch(() => {});
+      throw e;
+    }
+    if (opening) [weights, first] = await opening;
+    weights.stores = small.stores;
+  }
+  mark('configMs');
+  const files = { config, tokenizer, mark }; // mark: streamModel times the tokenizer it builds
+  const entry = { m: null }; // the model, for the progress of a later fall-back's reading
+  let engine;
+  let gpuUnavailable;
+  try {
+    try {
+      engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened ?? first);
+    } catch (e) {
+      // A damaged copy in the Cache API: dropped, and the file downloaded again, once.
+      if (!e.damagedCache || !weights.drop) throw e;
+      console.warn(`gpt2-web: ${e.message}; downloading it again`);
+      await weights.drop();
+      if (head) head = await ggufHead(id, mod, weights); // a GGUF file's header is read first
+      engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened);
+    }
+  } catch (e) {
+    if (!/^WebGPU: /.test(e.message)) throw e;
+    // Only the JS API knows the option's name; every WebGPU failure at load has the same way out.
+    if (backend === 'webgpu') throw new Error(`${e.message}; use backend 'auto' or 'cpu'`);
+    if (backend !== 'auto') throw e;
+    gpuUnavailable = e.message; // the GPU took the first tensors, then failed: the CPU, from the start
+    engine = await streamModel(id, mod, files, weights, 'cpu', dtype, entry);
+  }
+  // Kept for offline use only now that they made a model (a captive portal's page never is).
+  await Promise.all([...(weights.stores ?? []).map((store) => store()), weights.stored()]);
+  mark('weightsMs');
+  await warmUp(engine);
+  mark('warmUpMs');
+  const m = { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null, backend: engine.backend };
+  entry.m = m;
+  models.set(id, m);
+  return {
+    backend: m.backend, dtype: engine.dtype, threads: running, build, config: engine.config, adapter: await adapterName(engine),
+    gpuUnavailable: engine.gpuUnavailable ?? gpuUnavailable, plan, timings,
+  };
+}
+
+/**
+ * Streams model.safetensors (or a GGUF file, or the shards an index names, one after another) into
+ * a new engine: each chunk goes to the engine as it arrives, where each tensor is converted (or
+ * uploaded) as soon as its bytes are in, so no file is ever whole in memory. Progress names the
+ * file, the bytes and the tensor being read. A fall-back from the GPU to the CPU later reads the
+ * files again through their `open` (reporting progress to the running job).
+ */
+async function streamModel(id, mod, files, weights, backend, dtype, entry, first) {
+  const loader = await mod.EngineLoader.start(files.config, files.tokenizer, backend, dtype);
+  files.mark('tokenizerMs'); // the tokenizer is built by start(), from its JSON or the GGUF's lists
+  let parts;
+  try {
+    // The engine checks the index against the config and says in which order to read the shards.
+    parts = weights.index ? weights.use(loader.sharded(weights.index)) : [weights];
+    for (const [i, part] of parts.entries()) {
+      if (i > 0) loader.nextFile();
+      await streamFile(id, loader, part, i === 0 ? first : null);
+      first = null;
+    }
+  } catch (e) {
+    first?.reader.cancel().catch(() => {});
+    loader.free();
+    await weights.failed();
+    throw e;
+  }
+  const reopen = async (i) => (i < parts.length ? readingAgain((await parts[i].open()).reader, parts[i].file, entry) : null);
+  try {
+    return await loader.finish(reopen);
+  } catch (e) {
+    await weights.failed();
+    throw e;
+  }
+}
+
+/** One weights file into `loader`, from its reader `opened` when it was opened already. */
+async function streamFile(id, loader, weights, opened) {
+  opened ??= await weights.open();
+  for (const chunk of opened.chunks ?? []) loader.push(chunk);
+  const { reader, cached, size } = opened;
+  let last = 0;
+  const progress = () => reply(id, 'progress', {
+    file: weights.file, loaded: loader.loaded, total: loader.total ?? size, tensor: loader.tensor ?? null, cached,
+  });
+  progress();
+  try {
+    for (;;) {
+      let step;
+      try {
+        step = await reader.read();
+      } catch (e) {
+        if (e.damagedCache) throw e;
+        throw new Error(`${weights.what}: the transfer failed after it began (${e.message})`);
+      }
+      if (step.done) break;
+      loader.push(step.value);
+      const now = performance.now();
+      if (now - last > 50) {
+        last = now;
+        progress();
+      }
+    }
+  } catch (e) {
+    reader.cancel().catch(() => {});
+    // Bytes from the cache that the engine refused: the copy is damaged, not the file.
+    if (cached && !/^WebGPU: /.test(e.message)) e.damagedCache = true;
+    throw e;
+  }
+  progress();
+}
+
+/**
+ * Reads a GGUF file's first chunks until its header is whole: its config.json and tokenizer.json
+ * (made by the engine from the header), and the open reader with the chunks read, which the
+ * loader is given first. The header is parsed again only once the bytes it said it needs are in
+ * (and half as many again as the last try), not at every chunk.
+ */
+async function ggufHead(id, mod, weights, opened) {
+  opened ??= await weights.open();
+  const chunks = [];
+  let have = 0;
+  let need = 0;
+  try {
+    for (;;) {
+      let step;
+      try {
+        step = await opened.reader.read();
+      } catch (e) {
+        throw new Error(`${weights.what}: the transfer failed after it began (${e.message})`);
+      }
+      if (step.done) break;
+      chunks.push(step.value);
+      have += step.value.length;
+      reply(id, 'progress', { file: weights.file, loaded: have, total: opened.size, tensor: null, cached: opened.cached });
+      if (have < need) continue;
+      const bytes = new Uint8Array(have);
+      let at = 0;
+      for (const c of chunks) {
+        bytes.set(c, at);
+        at += c.length;
+      }
+      const got = mod.ggufHead(bytes); // throws the sentence for a file that is not a GPT-2 GGUF
+      if (typeof got === 'number') {
+        need = Math.max(got, Math.floor(have * 1.5));
+        continue;
+      }
+      return { config: got[0], tokenizer: got[1], opened: { ...opened, chunks } };
+    }
+  } catch (e) {
+    opened.reader.cancel().catch(() => {});
+    await weights.failed();
+    throw e;
+  }
+  await weights.failed();
+  throw new Error(`${weights.file} ended after ${have} bytes, inside its GGUF header: not a whole GGUF file (truncated?)`);
+}
+
+/** `reader`, reporting each chunk to the model's running job: a fall-back reading the weights again. */
+function readingAgain(reader, file, entry) {
+  let loaded = 0;
+  return {
+    read: async () => {
+      const step = await reader.read();
+      if (!step.done) loaded += step.value.length;
+      const job = entry.m?.running;
+      if (job) reply(job.id, 'progress', { file, loaded, total: null, tensor: null, cached: false, fallBack: true });
+      return step;
+    },
+  };
+}

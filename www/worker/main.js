@@ -1,0 +1,225 @@
+// The model's thread: a module Web Worker that owns the WebAssembly engine(s), so the page never
+// freezes while GPT-2 runs. `gpt2.js` is its only client; this file is not a public API.
+//
+// Protocol. Every request from the page carries a fresh numeric `id`; every reply carries the id
+// of the request it answers:
+//   page → worker  { id, op: 'load', source: { urls } | { files }, backend, dtype, threads,
+//                    (a GGUF file: urls or files with `weights` alone; its header holds the rest)
+//                    platform: { bytes, what } | null  (a lower memory limit: gpt2.js's platformMemory),
+//                    build: a build's name, or undefined for the worker's own choice,
+//                    builds: { [name]: { js, wasm } },  (assets.js: absolute URLs of the wasm builds)
+//                    files: { config, weights, tokenizer } }  (their names, for sentences)
+//                  { id, op: 'generate', model, prompt, options, draftModel? }  (draftModel: a
+//                    loaded model's id, for options.draft === 'model')
+//                  { id, op: 'abort' }                (id = the generate request's id)
+//                  { id, op: 'tokenize', model, text }
+//                  { id, op: 'dispose', model }
+//                  { id, op: 'loseDevice', model }    (tests only: destroys the GPU device)
+//                  { id, op: 'memory', model }        (the worker's wasm memory in bytes; the model's
+//                                                      weights and KV cache on the CPU)
+//                  { op: 'crash' }                    (tests only: an uncaught error, as a crash)
+//   worker → page  { type: 'ready' }                                       (once, when this script runs)
+//                  { id, type: 'progress', file, loaded, total, tensor, cached }   (load; and generate
+//                                                                           with fallBack: true while a
+//                                                                           lost GPU's model is read again)
+//                  { id, type: 'token', token }                            (generate, once per token)
+//                  { id, type: 'backend', backend, reason }                (generate: the backend changed,
+//                                                                           e.g. the GPU was lost; before that token)
+//                  { id, type: 'done', value }                             (every request but abort)
+//                  { id, type: 'error', message }                          (every request but abort)
+// A loaded model is named by the id of its load request, so several models (and several page
+// widgets) can share this one worker.
+//
+// Parts: main.js (this: the protocol, the job queues, tokenize and dispose) → load.js (a load)
+// → engine.js (the wasm builds, the warm-up) and files.js (fetching, caching, reading the model's
+// files) → base.js (replies, shared state). They are joined into ONE script, www/worker.js, by
+// tools/join_worker.mjs (./build.sh build runs it): imports and exports taken out, the parts in
+// the order of their imports. That file has no imports and never looks at its own URL (gpt2.js
+// passes every URL it needs, resolved against gpt2.js's own URL), so it runs the same when
+// started directly, from a same-origin blob that imports it by absolute URL (a page of another
+// origin), as a classic worker (the offline bundle), or copied and renamed by a bundler.
+//
+// Concurrency: the engine runs one generation at a time. Each model has a FIFO queue: a second
+// `generate` while one runs waits for it; an aborted queued request is answered at once. Models
+// in the same worker take turns token by token, since the loop yields after every step.
+
+import { describe, jobs, models, reply } from './base.js';
+import { engineModule, wasmMemory } from './engine.js';
+import { load } from './load.js';
+
+self.onmessage = ({ data: msg }) => {
+  switch (msg.op) {
+    case 'load': return respond(msg.id, () => load(msg));
+    case 'generate': return enqueue(msg);
+    case 'abort': return abort(msg.id);
+    case 'tokenize': return respond(msg.id, () => tokenize(msg));
+    case 'dispose': return respond(msg.id, () => dispose(msg));
+    case 'loseDevice': return respond(msg.id, () => loseDevice(msg));
+    case 'memory': return respond(msg.id, () => ({
+      wasmBytes: wasmMemory?.buffer.byteLength ?? 0, ...(models.get(msg.model)?.engine.memoryUse ?? {}),
+    }));
+    case 'crash': return setTimeout(() => { throw new Error('the worker crashed (a test)'); }); // tests only
+    default: return reply(msg.id, 'error', { message: `unknown request "${msg.op}"` });
+  }
+};
+
+async function respond(id, fn) {
+  try {
+    reply(id, 'done', { value: await fn() });
+  } catch (e) {
+    reply(id, 'error', { message: describe(e) });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generation: per-model FIFO queue; each step is posted the moment it exists.
+
+function model(id) {
+  const m = models.get(id);
+  if (!m || m.disposed) throw new Error('this model has been disposed');
+  if (m.crashed) throw new Error(`the model stopped working after an earlier failure (${m.crashed}); load it again`);
+  return m;
+}
+
+function enqueue(msg) {
+  let m;
+  try {
+    m = model(msg.model);
+  } catch (e) {
+    return reply(msg.id, 'error', { message: describe(e) });
+  }
+  try {
+    // Refused now, not when a queued request's turn comes.
+    engineModule.checkOptions(msg.options);
+  } catch (e) {
+    return reply(msg.id, 'error', { message: describe(e) });
+  }
+  if (msg.draftModel !== undefined && !models.has(msg.draftModel)) {
+    return reply(msg.id, 'error', { message: 'the draft model is not loaded (disposed?)' });
+  }
+  const job = { id: msg.id, model: msg.model, prompt: msg.prompt, options: msg.options, draftModel: msg.draftModel, aborted: false };
+  jobs.set(job.id, job);
+  m.queue.push(job);
+  if (!m.running) pump(m);
+}
+
+async function pump(m) {
+  while (m.queue.length > 0 && !m.disposed && !m.crashed) {
+    const job = m.queue.shift();
+    m.running = job;
+    try {
+      reply(job.id, 'done', { value: await run(m, job) });
+    } catch (e) {
+      reply(job.id, 'error', { message: describe(e) });
+    } finally {
+      jobs.delete(job.id);
+      m.running = null;
+    }
+  }
+  if (m.disposed) finishDispose(m);
+  for (const job of m.crashed ? m.queue.splice(0) : []) {
+    jobs.delete(job.id);
+    reply(job.id, 'error', { message: `the model stopped working (${m.crashed}); load it again` });
+  }
+}
+
+async function run(m, job) {
+  const { engine } = m;
+  engine.start(job.prompt, job.options);
+  for (;;) {
+    if (job.aborted || m.disposed) engine.cancel(); // ends before the next forward pass
+    let token;
+    try {
+      const draft = job.draftModel === undefined ? null : models.get(job.draftModel);
+      if (job.draftModel !== undefined && !draft) throw new Error('the draft model was disposed during generation');
+      m.stepping = draft ? engine.stepWith(draft.engine) : engine.step();
+      token = await m.stepping;
+    } catch (e) {
+      // A trap (a Rust panic) leaves the engine unusable; say so instead of "busy" from now on.
+      if (e instanceof WebAssembly.RuntimeError) m.crashed = describe(e);
+      throw e;
+    } finally {
+      m.stepping = null;
+    }
+    // The step may have moved the model to the CPU (the GPU was lost): say so before its token.
+    const backend = engine.backend;
+    if (backend !== m.backend) {
+      m.backend = backend;
+      reply(job.id, 'backend', { backend, reason: engine.gpuUnavailable });
+    }
+    if (token === undefined) break;
+    if (token !== null) reply(job.id, 'token', { token }); // null: a beam step settled none
+    await nextTask(); // lets an 'abort' message in
+  }
+  if (m.disposed) throw new Error('the model was disposed during generation');
+  return { ...engine.result(), backend: engine.backend };
+}
+
+// Yield to the event loop without setTimeout's clamping: a message to ourselves is a new task,
+// queued behind any message the page has already sent.
+const channel = new MessageChannel();
+const waiting = [];
+channel.port1.onmessage = () => waiting.shift()();
+function nextTask() {
+  return new Promise((resolve) => {
+    waiting.push(resolve);
+    channel.port2.postMessage(null);
+  });
+}
+
+function abort(id) {
+  const job = jobs.get(id);
+  if (!job) return; // already finished
+  job.aborted = true;
+  const m = models.get(job.model);
+  const queued = m ? m.queue.indexOf(job) : -1;
+  if (queued >= 0) {
+    m.queue.splice(queued, 1);
+    jobs.delete(id);
+    reply(id, 'done', { value: null }); // gpt2.js makes the aborted result
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rest: tokenize between steps, dispose when the running step is done.
+
+async function tokenize({ model: id, text }) {
+  let m = model(id);
+  while (m.stepping) await m.stepping.catch(() => {}); // the engine is taken while a step runs
+  m = model(id); // it may have been disposed (and freed) meanwhile
+  return Array.from(m.engine.tokenize(text));
+}
+
+/** Tests only: destroys the model's GPU device between two steps, as a driver reset would. */
+async function loseDevice({ model: id }) {
+  let m = model(id);
+  while (m.stepping) await m.stepping.catch(() => {}); // the engine is taken while a step runs
+  m = model(id);
+  const onGpu = m.engine.backend === 'webgpu';
+  m.engine.loseDevice();
+  return onGpu;
+}
+
+function dispose({ model: id }) {
+  const m = models.get(id);
+  if (!m || m.disposed) return;
+  m.disposed = true;
+  for (const job of m.queue.splice(0)) {
+    jobs.delete(job.id);
+    reply(job.id, 'error', { message: 'the model was disposed before this generation ran' });
+  }
+  if (!m.running) finishDispose(m); // else the loop notices and frees it after its step
+}
+
+function finishDispose(m) {
+  for (const [id, other] of models) {
+    if (other === m) models.delete(id);
+  }
+  try {
+    m.engine.free();
+  } catch (e) {
+    console.warn(`freeing the model failed: ${describe(e)}`);
+  }
+}
+
+self.postMessage({ type: 'ready' });
