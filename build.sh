@@ -90,7 +90,9 @@ wasm_build() {
   say "building www/$out ($features)"
   RUSTFLAGS="-C target-feature=$features $WASM_LINK --cfg getrandom_backend=\"wasm_js\"" \
     CARGO_TARGET_DIR="$dir" cargo $toolchain build --lib --release --target "$WASM_TARGET" "$@"
-  wasm-bindgen --target web --no-typescript --out-dir "www/$out" "$dir/$WASM_TARGET/release/gpt2_web.wasm"
+  # --remove-name-section: the function names (0.48 MB of 4.07; 0.09 MB of 1.03 with brotli) only
+  # name frames in a wasm stack trace; panics carry their own message.
+  wasm-bindgen --target web --no-typescript --remove-name-section --out-dir "www/$out" "$dir/$WASM_TARGET/release/gpt2_web.wasm"
   # wasm-bindgen-rayon's thread workers import their package as '../../..' (a bundler's package
   # folder); a static server needs the file itself. And they start as `new Worker(new URL(...))`,
   # which browsers refuse when the page is of another origin than these files: from there, start

@@ -16,7 +16,8 @@
       --out defaults to DIR/model-<type>.gguf.
       --q7 (with --type Q8_0) keeps every block's values within -63..=63 (scale max|w|/63): still
       plain Q8_0 for any reader (llama.cpp, wllama), and exactly the 8-bit form of gpt2-web's CPU
-      kernels, which then copy the blocks instead of rounding them again. The demo model's
+      kernels, which then copy the blocks instead of rounding them again; position_embd is then
+      Q8_0 too (llama.cpp's converter keeps it F32; any reader takes either). The demo model's
       www/models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf is
           python3 tools/make_gguf.py --model www/models/gpt2-shakespeare --type Q8_0 --q7 \
               --no-output --out www/models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf
@@ -192,7 +193,10 @@ def write_model(model, ty, out, output_type, output=True, q7=False):
     matrix('token_embd.weight', weights['wte.weight'], ty)
     if output:
         matrix('output.weight', weights['wte.weight'], output_type or ty)
-    w.add_tensor('position_embd.weight', weights['wpe.weight'])
+    if q7:  # the position embedding in 8 bits too (the converter keeps it F32): 0.19 MB less for GPT-2's shape
+        matrix('position_embd.weight', weights['wpe.weight'], 'Q8_0')
+    else:
+        w.add_tensor('position_embd.weight', weights['wpe.weight'])
     vector('output_norm.weight', weights['ln_f.weight'])
     vector('output_norm.bias', weights['ln_f.bias'])
     parts = [('ln_1', 'attn_norm'), ('attn.c_attn', 'attn_qkv'), ('attn.c_proj', 'attn_output'),
