@@ -9,6 +9,9 @@
 #                             the wasm build and the browser tests (Chromium, Firefox, WebKit)
 #   ./build.sh bundle         build, then write dist/gpt2-demo.html: the page, the engine and the
 #                             demo model in one file that works from disk (file://), no server
+#   ./build.sh site           build, then write dist/site/: www/ for a static host, the release
+#                             under v/<content hash>/ and the model under a hashed name (both
+#                             immutable), with the headers in its _headers file (tools/site.mjs)
 #   ./build.sh package        build, then write dist/gpt2-web-VERSION.tgz: the npm package (API,
 #                             widget, worker, wasm builds; no model)
 #   ./build.sh soak [N]       build, then N generations in a row in Chromium (default 1000): memory
@@ -277,6 +280,7 @@ case "$cmd" in
   serve) serve "$@" ;;
   test) run_tests ;;
   bundle) build; node tools/bundle.mjs "$@" ;;
+  site) build; node tools/site.mjs "$@" ;;
   package) build; node tools/package.mjs "$@" ;;
   fuzz) fuzz "$@" ;;
   soak)
@@ -285,5 +289,5 @@ case "$cmd" in
     build
     (cd tests/e2e && GPT2_SOAK=${1:-1000} node --test soak.test.mjs) ;;
   bench) bench "$@" ;;
-  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | package | soak [N] | fuzz [SECONDS] | bench [--peer | --cold | --sizes]]" >&2; exit 2 ;;
+  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | site | package | soak [N] | fuzz [SECONDS] | bench [--peer | --cold | --sizes]]" >&2; exit 2 ;;
 esac

@@ -8,12 +8,16 @@
 // All from one static-host server in this process, which does what a static host does (and what
 // the README's hosting section asks of one): brotli or gzip for text and wasm (precompressed, by
 // Accept-Encoding), weights as they are (--compress-weights compresses .gguf/.onnx/.safetensors
-// too), `Cache-Control: no-cache` with an ETag (a return visit revalidates: a 304 per file), and,
-// for a throttled network, one shared link of that many Mbit/s with that round trip before every
-// response's first byte. Nothing leaves 127.0.0.1.
+// too), an ETag on every file, and, for a throttled network, one shared link of that many Mbit/s
+// with that round trip before every response's first byte. Nothing leaves 127.0.0.1.
+// gpt2-web is served as a host serves `./build.sh site` (tools/site.mjs, written to a scratch
+// folder): the headers of its _headers file, so the versioned release and model are `immutable`
+// and only the entry pages are revalidated (`no-cache`: a 304); the peers' libraries and models,
+// versioned by their releases as a CDN and the Hub serve them, are immutable too. `--tree www`
+// serves www/ as it is instead, every file `no-cache` (a 304 per file on a return visit).
 //
 //   node tools/bench_cold.mjs [--engines chromium] [--targets page,widget,tjs,wllama]
-//       [--networks loopback,25:20,5:100] [--onnx DIR] [--compress-weights] [--json FILE]
+//       [--networks loopback,25:20,5:100] [--tree site|www] [--onnx DIR] [--compress-weights] [--json FILE]
 //
 // Printed per target, network and visit: bytes over the wire (and the largest files), open → ready
 // (the model usable: performance.now() at that moment, from the page's navigation), click → first
@@ -31,6 +35,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ROOT, freePort } from '../tests/e2e/harness.mjs';
 import { launchEngine, ALL_ENGINES } from '../tests/e2e/engines.mjs';
 import { cpuName } from './cpu.mjs';
+import { writeSite, readHeaders, headersFor, IMMUTABLE } from './site.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -56,7 +61,12 @@ const ONNX = path.resolve(opt('--onnx', path.join(process.env.HOME, '.cache/gpt2
 const COMPRESS_WEIGHTS = args.includes('--compress-weights');
 const JSON_OUT = opt('--json', null);
 const PROMPT = 'ROMEO:';
-const DEMO_GGUF = '/models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf';
+const TREE = opt('--tree', 'site');
+if (!['site', 'www'].includes(TREE)) fail(`--tree: "${TREE}" is neither site nor www`);
+const SITE_DIR = path.join(process.env.HOME, '.cache/gpt2-web/bench/site');
+const SITE = TREE === 'site' ? writeSite({ out: SITE_DIR }) : null;
+const SITE_RULES = SITE ? readHeaders(fs.readFileSync(path.join(SITE_DIR, '_headers'), 'utf8')) : [];
+const DEMO_GGUF = SITE ? `/${SITE.model}` : '/models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf';
 
 function fail(message) {
   console.error(`bench --cold: ${message}`);
@@ -85,8 +95,16 @@ const WEIGHTS = new Set(['.gguf', '.onnx', '.safetensors', '.bin']);
 const MOUNTS = [
   ['/peer-models/demo/', ONNX],
   ['/peer/', path.join(ROOT, 'tools/peer')],
-  ['/', path.join(ROOT, 'www')],
+  ['/', SITE ? SITE_DIR : path.join(ROOT, 'www')],
 ];
+
+/** What the host sends as Cache-Control for `urlPath`: the site's rules, the peers' releases. */
+function cacheControl(urlPath) {
+  if (!SITE) return 'no-cache';
+  if (urlPath.startsWith('/peer/node_modules/') || urlPath.startsWith('/peer-models/')) return IMMUTABLE;
+  if (urlPath.startsWith('/peer/') || PAGES[urlPath]) return 'no-cache';
+  return headersFor(SITE_RULES, urlPath)['Cache-Control'] ?? 'no-cache';
+}
 
 /** The cold pages of the peers, generated here (they load the same model files from this server). */
 const PAGES = {
@@ -154,7 +172,7 @@ async function startHost() {
     if (host.link.rttMs) await sleep(host.link.rttMs); // the request's way there and the answer's first byte back
     const send = async (status, headers, body) => {
       entry.status = status;
-      res.writeHead(status, { 'Cache-Control': 'no-cache', 'X-Content-Type-Options': 'nosniff', ...headers });
+      res.writeHead(status, { 'Cache-Control': cacheControl(url.pathname), 'X-Content-Type-Options': 'nosniff', ...headers });
       if (!body || req.method === 'HEAD') return res.end();
       for (let at = 0; at < body.length; at += 16384) {
         const chunk = body.subarray(at, at + 16384);
@@ -310,7 +328,9 @@ const topFiles = (files) => {
 const lines = [];
 const versions = [...new Set(rows.map((r) => r.engine))].join(', ');
 lines.push(`cold start, prompt ${JSON.stringify(PROMPT)}; static host with brotli for text and wasm, weights ` +
-  `${COMPRESS_WEIGHTS ? 'compressed too' : 'as they are'}, Cache-Control: no-cache + ETag; headless ${versions}; ${cpuName()}`);
+  `${COMPRESS_WEIGHTS ? 'compressed too' : 'as they are'}, ETags; ${SITE ? `./build.sh site's Cache-Control (immutable: v/${SITE.hash}/ and the model; ` +
+  'no-cache: the entry pages; the peers\' libraries and models immutable)' : 'www/ as it is, Cache-Control: no-cache'}; ' +
+  `headless ${versions}; ${cpuName()}`);
 lines.push('');
 lines.push('| engine | network | visit | over the wire (MB, the largest files) | open → ready | click → first token | open → first token | later click → first token |');
 lines.push('|---|---|---|---|---|---|---|---|');

@@ -8,9 +8,13 @@
 // wherever it lies, for a root that a tool assembled from links, e.g. the benchmark's; by default
 // a link that leads outside the root is refused. --log-requests prints "GET /path 200" for every
 // request, which is how the browser tests see what an engine fetched when its driver cannot say.)
+// A root with a `_headers` file (the site `./build.sh site` writes, dist/site/) is served as a
+// static host serves it: each path gets the headers its rules give (Cache-Control: immutable for
+// the versioned release, no-cache for the entry pages) and every file an ETag, answered with a 304.
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
+import { readHeaders, headersFor } from './site.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -35,6 +39,7 @@ const TYPES = {
 };
 
 const realRoot = fs.realpathSync(root);
+const siteRules = fs.existsSync(path.join(realRoot, '_headers')) ? readHeaders(fs.readFileSync(path.join(realRoot, '_headers'), 'utf8')) : null;
 const inside = (file) => {
   const rel = path.relative(realRoot, file);
   return rel === '' || !(rel.startsWith('..') || path.isAbsolute(rel));
@@ -88,6 +93,7 @@ const server = http.createServer((req, res) => {
   } catch {
     return send(400, 'bad request target');
   }
+  if (siteRules) Object.assign(headers, headersFor(siteRules, pathname));
   resolve(pathname, (err, file) => {
     if (file === null) return send(400, 'bad path');
     if (file === false) return send(403, 'outside the served folder');
@@ -107,6 +113,10 @@ const server = http.createServer((req, res) => {
   function serveFile(file, st) {
     if (!st) {
       return fs.stat(file, (err, s2) => (err || !s2.isFile() ? notFound() : serveFile(file, s2)));
+    }
+    if (siteRules) {
+      headers.ETag = `"${st.size.toString(16)}-${Math.round(st.mtimeMs).toString(16)}"`;
+      if (req.headers['if-none-match'] === headers.ETag) return res.writeHead(304, headers).end();
     }
     const stream = fs.createReadStream(file);
     stream.on('error', () => {

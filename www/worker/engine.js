@@ -111,7 +111,7 @@ export async function warmUp(engine) {
   // A small model (the demo's 16 M parameters, GPT-2 small's 124 M): about 70 tokens where the
   // context allows, past a pass of the prompt attention (32 rows) and a typical prompt's working
   // buffers, twice, since the optimizing tiers compile in the background while the first pass
-  // runs (measured on the demo model, README "Each engine's speed": the first generation's TTFT
+  // runs (measured on the demo model, docs/performance.md "Each engine's speed": the first generation's TTFT
   // 9.8–12× the later ones' in WebKit and 2.6–3.7× in Chromium without it, 0.8–1.6× with it). A
   // big model runs its kernels' loops longer anyway and pays seconds per pass: one short pass.
   const { nPositions, nParams } = engine.config;
