@@ -71,7 +71,7 @@ pub fn try_zeroed<T: Copy + Default>(n: usize, what: &str) -> crate::Result<Vec<
 /// `n` zeros, exactly, or an error naming `what`; on Linux the whole 2 MiB pages inside the
 /// allocation are asked to be huge pages. (Padding every matrix to whole huge pages, as before,
 /// cost GPT-2 small ~95 MB more resident memory with q8 and no TPOT that could be measured:
-/// its matrices are 0.6–2.4 MB, so the padding was most of each; README, "Architecture".)
+/// its matrices are 0.6–2.4 MB, so the padding was most of each; docs/architecture.md.)
 pub fn try_zeroed_huge<T: Copy + Default>(n: usize, what: &str) -> crate::Result<Vec<T>> {
     let mut v: Vec<T> = Vec::new();
     v.try_reserve_exact(n)

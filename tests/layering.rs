@@ -1,5 +1,5 @@
 //! Every arrow in the import graph points down. The crate's modules sit in layers, bindings at the
-//! top and the platform at the bottom (README, "Architecture"); a module may use only modules of
+//! top and the platform at the bottom (docs/architecture.md); a module may use only modules of
 //! lower layers, and the two backends do not use each other or the `Backend` enum above them.
 //! The test reads the sources, so it fails the moment a `use crate::…` points up. Run it with
 //! `--nocapture` to see the graph.

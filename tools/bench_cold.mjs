@@ -327,10 +327,11 @@ const topFiles = (files) => {
 
 const lines = [];
 const versions = [...new Set(rows.map((r) => r.engine))].join(', ');
+const caching = SITE
+  ? `./build.sh site's Cache-Control (immutable: v/${SITE.hash}/ and the model; no-cache: the entry pages; the peers' libraries and models immutable)`
+  : 'www/ as it is, Cache-Control: no-cache';
 lines.push(`cold start, prompt ${JSON.stringify(PROMPT)}; static host with brotli for text and wasm, weights ` +
-  `${COMPRESS_WEIGHTS ? 'compressed too' : 'as they are'}, ETags; ${SITE ? `./build.sh site's Cache-Control (immutable: v/${SITE.hash}/ and the model; ` +
-  'no-cache: the entry pages; the peers\' libraries and models immutable)' : 'www/ as it is, Cache-Control: no-cache'}; ' +
-  `headless ${versions}; ${cpuName()}`);
+  `${COMPRESS_WEIGHTS ? 'compressed too' : 'as they are'}, ETags; ${caching}; headless ${versions}; ${cpuName()}`);
 lines.push('');
 lines.push('| engine | network | visit | over the wire (MB, the largest files) | open → ready | click → first token | open → first token | later click → first token |');
 lines.push('|---|---|---|---|---|---|---|---|');
