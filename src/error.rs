@@ -44,6 +44,23 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    /// The kind of error as a short stable name (`gpu`, `param`, …): what the worker decides by
+    /// (a GPU failure falls back to the CPU) and what the JS API's errors carry as `code`, so no
+    /// caller has to match the sentence.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Io { .. } => "io",
+            Error::Config(_) => "config",
+            Error::Weights(_) | Error::WeightsIn { .. } => "weights",
+            Error::Tokenizer(_) => "tokenizer",
+            Error::Param { .. } => "param",
+            Error::PromptTooLong { .. } => "prompt_too_long",
+            Error::Backend(_) => "backend",
+            Error::Gpu(_) => "gpu",
+            Error::Candle(_) => "cpu",
+        }
+    }
+
     pub(crate) fn param(name: &'static str, msg: impl Into<String>) -> Self {
         Error::Param {
             name,

@@ -56,9 +56,11 @@ export function connection() {
     else if (data.type === 'token') h.token?.(data.token);
     else if (data.type === 'backend') h.backend?.(data);
     else {
+      // done or error end the request (worker/protocol.js); nothing else may come.
       conn.pending.delete(data.id);
       if (data.type === 'done') h.resolve(data.value);
-      else h.reject(new Error(data.message));
+      else if (data.type === 'error') h.reject(data.code ? Object.assign(new Error(data.message), { code: data.code }) : new Error(data.message));
+      else h.reject(new Error(`the model's worker sent a reply its protocol does not have ("${data.type}")`));
       idle(conn);
     }
   };

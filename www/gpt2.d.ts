@@ -314,6 +314,18 @@ export interface GenerateResult {
   beams?: Beam[];
 }
 
+/**
+ * What a rejected promise of this API holds: an `Error` whose message is a sentence for a person,
+ * and, when the engine or the worker knows it, the kind of failure as `code` (decide by it, not by
+ * the sentence): 'gpu' (a WebGPU failure; 'auto' then runs on the CPU), 'param' (an option out of
+ * range), 'prompt_too_long', 'config', 'weights', 'tokenizer', 'backend', 'cpu', 'io',
+ * 'crash' (a trap inside WebAssembly: load the model again) or 'memory'.
+ */
+export type Gpt2ErrorCode = 'gpu' | 'param' | 'prompt_too_long' | 'config' | 'weights' | 'tokenizer' | 'backend' | 'cpu' | 'io' | 'crash' | 'memory';
+export interface Gpt2Error extends Error {
+  code?: Gpt2ErrorCode;
+}
+
 /** A GPT-2 model running in a Web Worker. */
 export declare class Gpt2 {
   private constructor();

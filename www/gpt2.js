@@ -21,6 +21,14 @@ import { EMBED_HELP, connection, idle, request } from './connection.js';
 import { PRESETS } from './presets.js';
 import { MODEL_FILES, HUB_HOST, isHubId, hubUrl, modelSource, readHere } from './sources.js';
 
+/** An option or argument the API refuses: an Error with code 'param' (gpt2.d.ts Gpt2Error). */
+const invalid = (message) => withCode(new Error(message), 'param');
+/** `error` with the kind `code` (when there is one) beside its sentence. */
+function withCode(error, code) {
+  if (typeof code === 'string') error.code = code;
+  return error;
+}
+
 const BACKENDS = ['auto', 'cpu', 'webgpu'];
 const DTYPES = ['q8', 'f32', 'f16'];
 
@@ -36,15 +44,15 @@ const OPTION_TYPES = {
 // Argument checks: a wrong call fails at once with a sentence, before anything is downloaded.
 
 function checkOptions(options) {
-  if (options === null || typeof options !== 'object') throw new Error('generate options must be an object');
+  if (options === null || typeof options !== 'object') throw invalid('generate options must be an object');
   const { signal, onToken, ...rest } = options;
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new Error('the signal option must be an AbortSignal');
-  if (onToken !== undefined && typeof onToken !== 'function') throw new Error('the onToken option must be a function');
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('the signal option must be an AbortSignal');
+  if (onToken !== undefined && typeof onToken !== 'function') throw invalid('the onToken option must be a function');
   const clean = {};
   for (const [key, value] of Object.entries(rest)) {
     const type = OPTION_TYPES[key];
     if (!type) {
-      throw new Error(`unknown generate option "${key}"; the options are ${Object.keys(OPTION_TYPES).join(', ')}, signal, onToken`);
+      throw invalid(`unknown generate option "${key}"; the options are ${Object.keys(OPTION_TYPES).join(', ')}, signal, onToken`);
     }
     if (value === undefined) continue;
     let v = value;
@@ -53,7 +61,7 @@ function checkOptions(options) {
       : type === 'number' ? typeof v === 'number' && Number.isFinite(v)
         : type === 'boolean or "never"' ? typeof v === 'boolean' || v === 'never'
           : typeof v === type;
-    if (!ok) throw new Error(`invalid ${key}: ${JSON.stringify(value)} is not ${type === 'string[]' ? 'a list of strings' : `a ${type}`}`);
+    if (!ok) throw invalid(`invalid ${key}: ${JSON.stringify(value)} is not ${type === 'string[]' ? 'a list of strings' : `a ${type}`}`);
     clean[key] = v;
   }
   return { signal, onToken, options: clean };
@@ -112,28 +120,28 @@ export class Gpt2 {
     revision, file, hubHost,
   } = {}) {
     if (!BACKENDS.includes(backend)) {
-      throw new Error(`unknown backend "${backend}"; choose ${BACKENDS.join(', ')}`);
+      throw invalid(`unknown backend "${backend}"; choose ${BACKENDS.join(', ')}`);
     }
     if (!DTYPES.includes(dtype)) {
-      throw new Error(`unknown dtype "${dtype}"; choose ${DTYPES.join(', ')}`);
+      throw invalid(`unknown dtype "${dtype}"; choose ${DTYPES.join(', ')}`);
     }
     if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1 && threads <= 64)) {
-      throw new Error(`invalid threads: ${JSON.stringify(threads)} is not a whole number from 1 to 64`);
+      throw invalid(`invalid threads: ${JSON.stringify(threads)} is not a whole number from 1 to 64`);
     }
     if (build !== undefined && !Object.hasOwn(BUILDS, build)) {
-      throw new Error(`unknown build "${build}"; choose ${Object.keys(BUILDS).join(', ')}`);
+      throw invalid(`unknown build "${build}"; choose ${Object.keys(BUILDS).join(', ')}`);
     }
     if (memoryLimit !== undefined && !(Number.isFinite(memoryLimit) && memoryLimit >= 1)) {
-      throw new Error(`invalid memoryLimit: ${JSON.stringify(memoryLimit)} is not a number of bytes`);
+      throw invalid(`invalid memoryLimit: ${JSON.stringify(memoryLimit)} is not a number of bytes`);
     }
     const platform = memoryLimit !== undefined
       ? { bytes: memoryLimit, what: `the memoryLimit given to Gpt2.load (${(memoryLimit / 1e9).toFixed(2)} GB)` }
       : platformMemory();
     if (onProgress !== undefined && typeof onProgress !== 'function') {
-      throw new Error('the onProgress option must be a function');
+      throw invalid('the onProgress option must be a function');
     }
     if (onBackendChange !== undefined && typeof onBackendChange !== 'function') {
-      throw new Error('the onBackendChange option must be a function');
+      throw invalid('the onBackendChange option must be a function');
     }
     const { name, source, names } = modelSource(model, { revision, file, hubHost });
     if (source.files && globalThis.location?.protocol === 'file:') source.files = await readHere(source.files);
@@ -165,7 +173,7 @@ export class Gpt2 {
         ? ' (the demo model is not beside gpt2.js, as in the npm package: pass Gpt2.load({ model: URL }))' : '';
       const id = isHubId(model)
         ? ` ("${model}" was taken as a Hugging Face model id; a folder beside the page is written "${model}/")` : '';
-      throw new Error(`could not load the model: ${e.message}${demo}${id}`);
+      throw withCode(new Error(`could not load the model: ${e.message}${demo}${id}`), e.code);
     } finally {
       if (onProgress) load.listeners.delete(onProgress);
     }
@@ -219,7 +227,7 @@ export class Gpt2 {
   /** Generates a continuation of `prompt`. See gpt2.d.ts for the options and the result. */
   async generate(prompt, options = {}) {
     if (this.#disposed) throw new Error('this model has been disposed');
-    if (typeof prompt !== 'string') throw new Error('the prompt must be a string');
+    if (typeof prompt !== 'string') throw invalid('the prompt must be a string');
     // A loaded model as the draft: the worker steps the two together.
     let draftModel;
     if (options?.draft instanceof Gpt2) {
@@ -231,7 +239,7 @@ export class Gpt2 {
       draftModel = d.#id;
       options = { ...options, draft: 'model' };
     } else if (options?.draft === 'model') {
-      throw new Error("invalid draft: pass the loaded draft model itself (draft: await Gpt2.load(…)), not 'model'");
+      throw invalid("invalid draft: pass the loaded draft model itself (draft: await Gpt2.load(…)), not 'model'");
     }
     const { signal, onToken, options: opts } = checkOptions(options);
     if (signal?.aborted) return emptyResult();
@@ -278,7 +286,7 @@ export class Gpt2 {
    * (stopReason 'abort' after a break). Options as generate's, without onToken.
    */
   stream(prompt, options = {}) {
-    if (options === null || typeof options !== 'object') throw new Error('stream options must be an object');
+    if (options === null || typeof options !== 'object') throw invalid('stream options must be an object');
     if ('onToken' in options) throw new Error('stream() yields the tokens itself: leave out the onToken option');
     const { signal, ...rest } = options;
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw new Error('the signal option must be an AbortSignal');

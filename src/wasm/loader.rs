@@ -23,7 +23,7 @@ impl EngineLoader {
         tokenizer: Vec<u8>,
         backend: String,
         dtype: String,
-    ) -> Result<EngineLoader, JsError> {
+    ) -> Result<EngineLoader, JsValue> {
         let choice: BackendChoice = backend.parse().map_err(js_err)?;
         // "f16": f16 weight matrices on WebGPU, q8 on the CPU (it has no f16 arithmetic).
         let (dtype, f16) = match dtype.as_str() {
@@ -38,18 +38,18 @@ impl EngineLoader {
 
     /// Reads the weights from the shards `model.safetensors.index.json` (its bytes) names, in
     /// the order returned, `nextFile()` between them; before any `push`.
-    pub fn sharded(&mut self, index: &[u8]) -> Result<Vec<String>, JsError> {
+    pub fn sharded(&mut self, index: &[u8]) -> Result<Vec<String>, JsValue> {
         self.loader.sharded(index).map_err(js_err)
     }
 
     /// Ends a shard (every tensor it should hold came) and starts the next.
     #[wasm_bindgen(js_name = nextFile)]
-    pub fn next_file(&mut self) -> Result<(), JsError> {
+    pub fn next_file(&mut self) -> Result<(), JsValue> {
         self.loader.next_file().map_err(js_err)
     }
 
     /// The next bytes of the weights file.
-    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsError> {
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsValue> {
         self.loader.push(chunk).map_err(js_err)
     }
 
@@ -81,7 +81,7 @@ impl EngineLoader {
     /// reader of weights file `i` (0, or the shards in order; its `read()` as a ReadableStream
     /// reader's), or of null past the last: a fall-back from the GPU to the CPU reads the files
     /// again through it instead of keeping them.
-    pub async fn finish(self, reopen: Option<js_sys::Function>) -> Result<Engine, JsError> {
+    pub async fn finish(self, reopen: Option<js_sys::Function>) -> Result<Engine, JsValue> {
         let reload = reopen.map(|f| {
             crate::model::Reload::Source(Box::new(JsSource {
                 reopen: f,

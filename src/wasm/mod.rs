@@ -26,7 +26,26 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
-fn js_err(e: crate::Error) -> JsError {
+/// A JS `Error` with `message`, and `code` when it is an engine error's kind (`Error::code`).
+fn js_error(message: &str, code: Option<&str>) -> JsValue {
+    let e = js_sys::Error::new(message);
+    if let Some(code) = code {
+        let _ = js_sys::Reflect::set(&e, &JsValue::from_str("code"), &JsValue::from_str(code));
+    }
+    e.into()
+}
+
+/// A JS `Error` for an option the JS API refuses: code `param`, as the engine's own.
+fn param_error(message: &str) -> JsValue {
+    js_error(message, Some("param"))
+}
+
+/// A JS `Error` of the API's own checks (no engine kind).
+pub(crate) fn error(message: &str) -> JsValue {
+    js_error(message, None)
+}
+
+pub(crate) fn js_err(e: crate::Error) -> JsValue {
     // Parameters are named as the JS API spells them.
     if let crate::Error::Param { name, msg } = &e {
         let js = match *name {
@@ -41,9 +60,9 @@ fn js_err(e: crate::Error) -> JsError {
             "early_stopping" => "earlyStopping",
             other => other,
         };
-        return JsError::new(&format!("invalid {js}: {msg}"));
+        return js_error(&format!("invalid {js}: {msg}"), Some(e.code()));
     }
-    JsError::new(&e.to_string())
+    js_error(&e.to_string(), Some(e.code()))
 }
 
 /// Generation options as the JS API spells them.
@@ -94,9 +113,9 @@ impl Default for Options {
 }
 
 /// A non-negative whole number from a JS number, or an error naming the option.
-fn whole(name: &'static str, v: f64, max: f64) -> Result<u64, JsError> {
+fn whole(name: &'static str, v: f64, max: f64) -> Result<u64, JsValue> {
     if v.fract() != 0.0 || !(0.0..=max).contains(&v) {
-        return Err(JsError::new(&format!(
+        return Err(param_error(&format!(
             "invalid {name}: {v} is not a whole number in 0..={max}"
         )));
     }
@@ -104,15 +123,15 @@ fn whole(name: &'static str, v: f64, max: f64) -> Result<u64, JsError> {
 }
 
 impl Options {
-    fn from_js(options: JsValue) -> Result<Options, JsError> {
+    fn from_js(options: JsValue) -> Result<Options, JsValue> {
         if options.is_undefined() || options.is_null() {
             return Ok(Options::default());
         }
         serde_wasm_bindgen::from_value(options)
-            .map_err(|e| JsError::new(&format!("invalid options: {e}")))
+            .map_err(|e| param_error(&format!("invalid options: {e}")))
     }
 
-    fn params(&self) -> Result<GenerateParams, JsError> {
+    fn params(&self) -> Result<GenerateParams, JsValue> {
         let params = GenerateParams {
             max_tokens: whole("maxTokens", self.max_tokens, 1e9)? as usize,
             sampling: SamplingParams {
@@ -140,7 +159,7 @@ impl Options {
                 serde_json::Value::Bool(true) => crate::EarlyStopping::Yes,
                 serde_json::Value::String(s) if s == "never" => crate::EarlyStopping::Never,
                 other => {
-                    return Err(JsError::new(&format!(
+                    return Err(param_error(&format!(
                         "invalid earlyStopping: {other}; expected true, false or \"never\""
                     )))
                 }
@@ -208,9 +227,7 @@ impl State {
 
 /// The engine's state, taken out while a step runs (`BUSY` if it already is).
 fn take(cell: &Rc<RefCell<Option<State>>>) -> Result<State, JsValue> {
-    cell.borrow_mut()
-        .take()
-        .ok_or_else(|| JsValue::from(JsError::new(BUSY)))
+    cell.borrow_mut().take().ok_or_else(|| error(BUSY))
 }
 
 /// A step's outcome for JS: the token event with its candidates' text, `null` after a model step
@@ -236,13 +253,12 @@ fn token_js(st: &State, out: crate::Result<crate::Progress>) -> Result<JsValue, 
             })
         }
     }
-    .map_err(JsValue::from)
 }
 
 /// `tokenizer.json` made from a folder's `vocab.json` and `merges.txt` (where it has no
 /// tokenizer.json), or the sentence that says what is wrong with them.
 #[wasm_bindgen(js_name = tokenizerFromVocab)]
-pub fn tokenizer_from_vocab(vocab: &[u8], merges: &[u8]) -> Result<Vec<u8>, JsError> {
+pub fn tokenizer_from_vocab(vocab: &[u8], merges: &[u8]) -> Result<Vec<u8>, JsValue> {
     crate::tokenizer::json_from_vocab_merges(vocab, merges).map_err(js_err)
 }
 
@@ -252,7 +268,7 @@ pub fn tokenizer_from_vocab(vocab: &[u8], merges: &[u8]) -> Result<Vec<u8>, JsEr
 /// the number of bytes it needs at least. Throws the sentence for a file that is not GGUF, not
 /// GPT-2, or broken.
 #[wasm_bindgen(js_name = ggufHead)]
-pub fn gguf_head(bytes: &[u8]) -> Result<JsValue, JsError> {
+pub fn gguf_head(bytes: &[u8]) -> Result<JsValue, JsValue> {
     use crate::weights::gguf::{Gguf, Parsed};
     match Gguf::parse(bytes).map_err(js_err)? {
         Parsed::Need(n) => Ok(JsValue::from_f64(n as f64)),
@@ -284,7 +300,7 @@ pub fn check_memory(
     dtype: String,
     platform_bytes: Option<f64>,
     platform_limit: Option<String>,
-) -> Result<JsValue, JsError> {
+) -> Result<JsValue, JsValue> {
     let dtype = if dtype == "f16" { "q8".into() } else { dtype }; // f16 is the GPU's
     #[derive(Serialize)]
     struct Plan {
@@ -318,7 +334,7 @@ pub fn check_memory(
 /// Checks generation options (the JS API's names) without running anything, so a queued
 /// `generate` is refused when it is called, not when its turn comes.
 #[wasm_bindgen(js_name = checkOptions)]
-pub fn check_options(options: JsValue) -> Result<(), JsError> {
+pub fn check_options(options: JsValue) -> Result<(), JsValue> {
     Options::from_js(options)?.params().map(|_| ())
 }
 
@@ -330,9 +346,9 @@ pub struct Engine {
     config: ConfigJs,
 }
 
-fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsError> {
+fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsValue> {
     v.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
-        .map_err(|e| JsError::new(&e.to_string()))
+        .map_err(|e| error(&e.to_string()))
 }
 
 const BUSY: &str = "the model is busy with another step; wait for it to finish";
@@ -348,7 +364,7 @@ impl Engine {
         tokenizer: Vec<u8>,
         backend: String,
         dtype: String,
-    ) -> Result<Engine, JsError> {
+    ) -> Result<Engine, JsValue> {
         let choice: BackendChoice = backend.parse().map_err(js_err)?;
         let dtype: CpuDtype = dtype.parse().map_err(js_err)?;
         let model = Model::from_bytes(&config, weights, &tokenizer, choice, dtype)
@@ -379,9 +395,9 @@ impl Engine {
     /// Bytes this model holds in wasm memory on the CPU, `{ weights, kvCache }` (allocated, as
     /// `budget::Footprint` predicts them); `undefined` on the GPU, whose weights are on the device.
     #[wasm_bindgen(getter, js_name = memoryUse)]
-    pub fn memory_use(&self) -> Result<JsValue, JsError> {
+    pub fn memory_use(&self) -> Result<JsValue, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
+        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
         let crate::Backend::Cpu(b) = &st.model.backend else {
             return Ok(JsValue::UNDEFINED);
         };
@@ -397,17 +413,17 @@ impl Engine {
 
     /// "webgpu" or "cpu": what actually runs (it changes to "cpu" if the GPU is lost).
     #[wasm_bindgen(getter)]
-    pub fn backend(&self) -> Result<String, JsError> {
+    pub fn backend(&self) -> Result<String, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
+        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
         Ok(st.model.backend.name().to_string())
     }
 
     /// The weight format on the CPU: "q8" or "f32" ("f32" on the GPU).
     #[wasm_bindgen(getter)]
-    pub fn dtype(&self) -> Result<String, JsError> {
+    pub fn dtype(&self) -> Result<String, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
+        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
         Ok(st.model.backend.dtype_name().to_string())
     }
 
@@ -440,30 +456,30 @@ impl Engine {
 
     /// The model's shape: nLayer, nHead, nEmbd, nPositions, vocabSize, nParams.
     #[wasm_bindgen(getter)]
-    pub fn config(&self) -> Result<JsValue, JsError> {
+    pub fn config(&self) -> Result<JsValue, JsValue> {
         to_js(&self.config)
     }
 
     /// Token ids of `text`.
-    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, JsError> {
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
+        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
         st.model.tokenizer.encode(text).map_err(js_err)
     }
 
     /// Text of `ids`.
-    pub fn decode(&self, ids: Vec<u32>) -> Result<String, JsError> {
+    pub fn decode(&self, ids: Vec<u32>) -> Result<String, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
+        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
         Ok(st.model.tokenizer.decode(&ids))
     }
 
     /// Starts a generation (replacing any previous one). `options` uses the JS API's names.
-    pub fn start(&self, prompt: &str, options: JsValue) -> Result<(), JsError> {
+    pub fn start(&self, prompt: &str, options: JsValue) -> Result<(), JsValue> {
         let opts = Options::from_js(options)?;
         let params = opts.params()?;
         let mut s = self.state.borrow_mut();
-        let st = s.as_mut().ok_or_else(|| JsError::new(BUSY))?;
+        let st = s.as_mut().ok_or_else(|| error(BUSY))?;
         st.model.backend.set_profiling(opts.profile);
         st.generation = Some(Generation::new(&st.model, prompt, params).map_err(js_err)?);
         Ok(())
@@ -505,9 +521,9 @@ impl Engine {
     }
 
     /// Ends the generation before its next forward pass.
-    pub fn cancel(&self) -> Result<(), JsError> {
+    pub fn cancel(&self) -> Result<(), JsValue> {
         let mut s = self.state.borrow_mut();
-        let st = s.as_mut().ok_or_else(|| JsError::new(BUSY))?;
+        let st = s.as_mut().ok_or_else(|| error(BUSY))?;
         if let Some(g) = st.generation.as_mut() {
             g.cancel();
         }
@@ -515,13 +531,13 @@ impl Engine {
     }
 
     /// The result of the current generation: text, tokens, stopReason, metrics.
-    pub fn result(&self) -> Result<JsValue, JsError> {
+    pub fn result(&self) -> Result<JsValue, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| JsError::new(BUSY))?;
+        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
         let g = st
             .generation
             .as_ref()
-            .ok_or_else(|| JsError::new("no generation has run"))?;
+            .ok_or_else(|| error("no generation has run"))?;
         to_js(&ResultJs {
             result: g.result(),
             profile: st.model.backend.profile(),

@@ -142,11 +142,15 @@ test('invalid options and prompts reject with a sentence naming the problem; the
     const got = await page.evaluate(async ({ prompt, folder, long }) => {
       const { Gpt2 } = await import('/gpt2.js');
       const model = await Gpt2.load({ model: folder });
+      const codes = {};
+      let n = 0;
       const failure = async (p, opts) => {
+        const k = n++;
         try {
           await model.generate(p, opts);
           return null;
         } catch (e) {
+          codes[k] = e?.code ?? null;
           return e instanceof Error ? e.message : `not an Error: ${e}`;
         }
       };
@@ -164,8 +168,16 @@ test('invalid options and prompts reject with a sentence naming the problem; the
       };
       out.after = await model.generate(prompt, { maxTokens: 3, ignoreEos: true });
       model.dispose();
-      return out;
+      return { ...out, codes: Object.fromEntries(Object.keys(out).filter((k) => k !== 'after').map((k, i) => [k, codes[i] ?? null])) };
     }, { prompt: PROMPT, folder: `/${MODEL_URL}`, long: `${PROMPT} `.repeat(MODEL_CONFIG.n_positions + 8) });
+    // Each carries its kind (gpt2.d.ts Gpt2Error): refused options 'param' (in gpt2.js or by the
+    // engine), the prompt over the context 'prompt_too_long'; the callback's own error none.
+    const { codes } = got;
+    delete got.codes;
+    assert.deepEqual(codes, {
+      temperature: 'param', unknown: 'param', fraction: 'param', zero: 'param', topP: 'param', stop: 'param',
+      type: 'param', long: 'prompt_too_long', prompt: 'param', callback: null,
+    });
     assert.match(got.temperature, /temperature/);
     assert.match(got.unknown, /"foo"/);
     assert.match(got.fraction, /maxTokens/);

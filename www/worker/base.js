@@ -34,3 +34,15 @@ export function describe(e) {
   }
   return msg;
 }
+
+/**
+ * An error reply's fields: the sentence, and the error's kind as `code` when it has one (the
+ * engine's: 'gpu', 'param', 'weights', … — Error::code in src/error.rs; a wasm trap 'crash'; out of
+ * memory 'memory'), so that nothing downstream decides by matching the sentence.
+ */
+export function failure(e) {
+  let code = typeof e?.code === 'string' ? e.code : undefined;
+  if (e instanceof WebAssembly.RuntimeError) code = 'crash';
+  else if (e instanceof RangeError && /memory|allocation/i.test(e.message)) code = 'memory';
+  return code ? { message: describe(e), code } : { message: describe(e) };
+}

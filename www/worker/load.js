@@ -71,7 +71,7 @@ export async function load({ id, source, backend, dtype, threads, build: only, p
       engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened);
     }
   } catch (e) {
-    if (!/^WebGPU: /.test(e.message)) throw e;
+    if (e.code !== 'gpu') throw e; // by its kind (Error::code), not its sentence
     // Only the JS API knows the option's name; every WebGPU failure at load has the same way out.
     if (backend === 'webgpu') throw new Error(`${e.message}; use backend 'auto' or 'cpu'`);
     if (backend !== 'auto') throw e;
@@ -156,7 +156,7 @@ async function streamFile(id, loader, weights, opened) {
   } catch (e) {
     reader.cancel().catch(() => {});
     // Bytes from the cache that the engine refused: the copy is damaged, not the file.
-    if (cached && !/^WebGPU: /.test(e.message)) e.damagedCache = true;
+    if (cached && e.code !== 'gpu') e.damagedCache = true;
     throw e;
   }
   progress();

@@ -1,38 +1,12 @@
 // The model's thread: a module Web Worker that owns the WebAssembly engine(s), so the page never
 // freezes while GPT-2 runs. `gpt2.js` is its only client; this file is not a public API.
 //
-// Protocol. Every request from the page carries a fresh numeric `id`; every reply carries the id
-// of the request it answers:
-//   page → worker  { id, op: 'load', source: { urls } | { files }, backend, dtype, threads,
-//                    (a GGUF file: urls or files with `weights` alone; its header holds the rest)
-//                    platform: { bytes, what } | null  (a lower memory limit: gpt2.js's platformMemory),
-//                    build: a build's name, or undefined for the worker's own choice,
-//                    builds: { [name]: { js, wasm } },  (assets.js: absolute URLs of the wasm builds)
-//                    files: { config, weights, tokenizer } }  (their names, for sentences)
-//                  { id, op: 'generate', model, prompt, options, draftModel? }  (draftModel: a
-//                    loaded model's id, for options.draft === 'model')
-//                  { id, op: 'abort' }                (id = the generate request's id)
-//                  { id, op: 'tokenize', model, text }
-//                  { id, op: 'dispose', model }
-//                  { id, op: 'loseDevice', model }    (tests only: destroys the GPU device)
-//                  { id, op: 'memory', model }        (the worker's wasm memory in bytes; the model's
-//                                                      weights and KV cache on the CPU)
-//                  { op: 'crash' }                    (tests only: an uncaught error, as a crash)
-//   worker → page  { type: 'ready' }                                       (once, when this script runs)
-//                  { id, type: 'progress', file, loaded, total, tensor, cached }   (load; and generate
-//                                                                           with fallBack: true while a
-//                                                                           lost GPU's model is read again)
-//                  { id, type: 'token', token }                            (generate, once per token)
-//                  { id, type: 'backend', backend, reason }                (generate: the backend changed,
-//                                                                           e.g. the GPU was lost; before that token)
-//                  { id, type: 'done', value }                             (every request but abort)
-//                  { id, type: 'error', message }                          (every request but abort)
-// A loaded model is named by the id of its load request, so several models (and several page
-// widgets) can share this one worker.
+// Protocol: protocol.js, one table of the requests and the replies; HANDLERS below answers each
+// request there.
 //
-// Parts: main.js (this: the protocol, the job queues, tokenize and dispose) → load.js (a load)
-// → engine.js (the wasm builds, the warm-up) and files.js (fetching, caching, reading the model's
-// files) → base.js (replies, shared state). They are joined into ONE script, www/worker.js, by
+// Parts: main.js (this: the requests' handlers, the job queues, tokenize and dispose) → load.js
+// (a load) → engine.js (the wasm builds, the warm-up) and files.js (fetching, caching, reading the
+// model's files) → base.js (replies, shared state); protocol.js (the table of messages). They are joined into ONE script, www/worker.js, by
 // tools/join_worker.mjs (./build.sh build runs it): imports and exports taken out, the parts in
 // the order of their imports. That file has no imports and never looks at its own URL (gpt2.js
 // passes every URL it needs, resolved against gpt2.js's own URL), so it runs the same when
@@ -43,31 +17,38 @@
 // `generate` while one runs waits for it; an aborted queued request is answered at once. Models
 // in the same worker take turns token by token, since the loop yields after every step.
 
-import { describe, jobs, models, reply } from './base.js';
+import { describe, failure, jobs, models, reply } from './base.js';
 import { engineModule, wasmMemory } from './engine.js';
 import { load } from './load.js';
+import { REQUESTS } from './protocol.js';
+
+/** What the worker does for each request (protocol.js: REQUESTS; a test checks the two agree). */
+const HANDLERS = {
+  load: (msg) => respond(msg.id, () => load(msg)),
+  generate: (msg) => enqueue(msg),
+  abort: (msg) => abort(msg.id),
+  tokenize: (msg) => respond(msg.id, () => tokenize(msg)),
+  dispose: (msg) => respond(msg.id, () => dispose(msg)),
+  loseDevice: (msg) => respond(msg.id, () => loseDevice(msg)),
+  memory: (msg) => respond(msg.id, () => ({
+    wasmBytes: wasmMemory?.buffer.byteLength ?? 0, ...(models.get(msg.model)?.engine.memoryUse ?? {}),
+  })),
+  crash: () => setTimeout(() => { throw new Error('the worker crashed (a test)'); }), // tests only
+};
 
 self.onmessage = ({ data: msg }) => {
-  switch (msg.op) {
-    case 'load': return respond(msg.id, () => load(msg));
-    case 'generate': return enqueue(msg);
-    case 'abort': return abort(msg.id);
-    case 'tokenize': return respond(msg.id, () => tokenize(msg));
-    case 'dispose': return respond(msg.id, () => dispose(msg));
-    case 'loseDevice': return respond(msg.id, () => loseDevice(msg));
-    case 'memory': return respond(msg.id, () => ({
-      wasmBytes: wasmMemory?.buffer.byteLength ?? 0, ...(models.get(msg.model)?.engine.memoryUse ?? {}),
-    }));
-    case 'crash': return setTimeout(() => { throw new Error('the worker crashed (a test)'); }); // tests only
-    default: return reply(msg.id, 'error', { message: `unknown request "${msg.op}"` });
+  const op = msg?.op;
+  if (typeof op !== 'string' || !Object.hasOwn(HANDLERS, op) || !Object.hasOwn(REQUESTS, op)) {
+    return reply(msg?.id, 'error', { message: `unknown request "${String(op)}"` });
   }
+  return HANDLERS[op](msg);
 };
 
 async function respond(id, fn) {
   try {
     reply(id, 'done', { value: await fn() });
   } catch (e) {
-    reply(id, 'error', { message: describe(e) });
+    reply(id, 'error', failure(e));
   }
 }
 
@@ -86,13 +67,13 @@ function enqueue(msg) {
   try {
     m = model(msg.model);
   } catch (e) {
-    return reply(msg.id, 'error', { message: describe(e) });
+    return reply(msg.id, 'error', failure(e));
   }
   try {
     // Refused now, not when a queued request's turn comes.
     engineModule.checkOptions(msg.options);
   } catch (e) {
-    return reply(msg.id, 'error', { message: describe(e) });
+    return reply(msg.id, 'error', failure(e));
   }
   if (msg.draftModel !== undefined && !models.has(msg.draftModel)) {
     return reply(msg.id, 'error', { message: 'the draft model is not loaded (disposed?)' });
@@ -110,7 +91,7 @@ async function pump(m) {
     try {
       reply(job.id, 'done', { value: await run(m, job) });
     } catch (e) {
-      reply(job.id, 'error', { message: describe(e) });
+      reply(job.id, 'error', failure(e));
     } finally {
       jobs.delete(job.id);
       m.running = null;

@@ -1,0 +1,67 @@
+// The worker's message protocol (www/worker/protocol.js) against the code on both sides, without a
+// browser: the joined www/worker.js runs in a V8 context with a stand-in `self`, so its handler
+// table can be compared with the protocol's; the page's requests (gpt2.js) and the worker's
+// replies (www/worker/*.js) are read from their source; connection.js must handle every reply.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import vm from 'node:vm';
+import { ROOT } from './harness.mjs';
+
+const WWW = path.join(ROOT, 'www');
+const read = (f) => fs.readFileSync(path.join(WWW, f), 'utf8');
+
+/** The joined worker, run with a stand-in `self` that records what it posts. */
+function runWorker() {
+  const file = path.join(WWW, 'worker.js');
+  assert.ok(fs.existsSync(file), 'www/worker.js is missing: node tools/join_worker.mjs (./build.sh build) makes it');
+  const posted = [];
+  const self = { addEventListener() {}, postMessage: (m) => posted.push(m), onmessage: null };
+  const context = vm.createContext({ self, console, setTimeout, clearTimeout, MessageChannel, performance, URL, TextDecoder, TextEncoder });
+  vm.runInContext(fs.readFileSync(file, 'utf8'), context, { filename: 'worker.js' });
+  // Top-level const bindings of a script are visible to later scripts of the same context.
+  const tables = vm.runInContext('({ handlers: Object.keys(HANDLERS), requests: REQUESTS, replies: REPLIES })', context);
+  return { self, posted, ...tables };
+}
+
+test('every request of the protocol has a handler and every handler a request; the worker says ready once', () => {
+  const { handlers, requests, replies, posted } = runWorker();
+  assert.deepEqual([...handlers].sort(), Object.keys(requests).sort(), 'main.js HANDLERS and protocol.js REQUESTS differ');
+  assert.deepEqual(JSON.parse(JSON.stringify(posted)), [{ type: 'ready' }]);
+  assert.ok('ready' in replies);
+});
+
+test('the page sends only requests of the protocol, and sends each of them', () => {
+  const { requests } = runWorker();
+  const sent = new Set([...`${read('gpt2.js')}\n${read('connection.js')}`.matchAll(/\bop: '(\w+)'/g)].map((m) => m[1]));
+  assert.deepEqual([...sent].sort(), Object.keys(requests).sort(), 'the ops gpt2.js sends and protocol.js REQUESTS differ');
+});
+
+test('the worker replies only with types of the protocol, and the page handles every one', () => {
+  const { replies } = runWorker();
+  const parts = fs.readdirSync(path.join(WWW, 'worker')).map((f) => read(`worker/${f}`)).join('\n');
+  const used = new Set([...parts.matchAll(/\breply\([^,]+, '(\w+)'/g)].map((m) => m[1]));
+  for (const m of parts.matchAll(/postMessage\(\{ type: '(\w+)'/g)) used.add(m[1]);
+  assert.ok(used.size >= 5, `found only ${[...used]}`);
+  assert.deepEqual([...used].sort(), Object.keys(replies).sort(), 'the types the worker posts and protocol.js REPLIES differ');
+  const connection = read('connection.js');
+  for (const type of Object.keys(replies)) {
+    assert.match(connection, new RegExp(`type === '${type}'`), `connection.js does not handle the "${type}" reply`);
+  }
+});
+
+test('a request the protocol does not name gets an error reply naming it, never a crash (nor a prototype\'s method)', () => {
+  const { self, posted } = runWorker();
+  posted.length = 0;
+  for (const [id, op] of [[1, 'nonsense'], [2, '__proto__'], [3, 'toString'], [4, 'constructor'], [5, undefined]]) self.onmessage({ data: { id, op } });
+  self.onmessage({ data: null });
+  assert.deepEqual(posted.map((m) => [m.id, m.type, m.message]), [
+    [1, 'error', 'unknown request "nonsense"'],
+    [2, 'error', 'unknown request "__proto__"'],
+    [3, 'error', 'unknown request "toString"'],
+    [4, 'error', 'unknown request "constructor"'],
+    [5, 'error', 'unknown request "undefined"'],
+    [undefined, 'error', 'unknown request "undefined"'],
+  ]);
+});

@@ -1,0 +1,36 @@
+// The worker's message protocol, written down once: every request the page sends (`op`) and every
+// reply the worker sends (`type`), with their fields. main.js dispatches through a table whose keys
+// must be REQUESTS' own; tests/e2e/protocol.test.mjs checks that, that every op gpt2.js sends and
+// every type the worker replies with is here, and that connection.js handles every reply type.
+//
+// Every request from the page carries a fresh numeric `id`; every reply carries the id of the
+// request it answers. A loaded model is named by the id of its load request, so several models
+// (and several page widgets) share one worker. `done` and `error` end a request (every one but
+// `abort` and `crash`); the others may come any number of times before.
+
+/** page → worker: op → what the request holds, and what answers it. */
+export const REQUESTS = {
+  load: '{ id, op, source: { urls } | { files } (a GGUF file: `weights` alone; its header holds the rest), backend, dtype, ' +
+    'threads, platform: { bytes, what } | null (a lower memory limit: gpt2.js\'s platformMemory), build (a build\'s name, ' +
+    'or undefined for the worker\'s choice), builds: { [name]: { js, wasm } } (assets.js: absolute URLs), ' +
+    'files: { config, weights, tokenizer } (their names, for sentences) } → progress…, done { backend, dtype, threads, build, ' +
+    'config, adapter, gpuUnavailable, plan, timings }',
+  generate: '{ id, op, model, prompt, options, draftModel? (a loaded model\'s id, for options.draft === \'model\') } → ' +
+    'token… (backend, progress while a lost GPU\'s model is read again), done { …result, backend }',
+  abort: '{ op, id (the generate request\'s) } → nothing of its own: the generation ends with done (null when it was still queued)',
+  tokenize: '{ id, op, model, text } → done [ids]',
+  dispose: '{ id, op, model } → done; queued generations of the model get error',
+  loseDevice: '{ id, op, model } → done (whether it was on the GPU); tests only: destroys the GPU device between two steps',
+  memory: '{ id, op, model } → done { wasmBytes, …the model\'s weights and KV cache on the CPU }',
+  crash: '{ op } → nothing: an uncaught error in the worker, as a crash (tests only)',
+};
+
+/** worker → page: type → what the reply holds. */
+export const REPLIES = {
+  ready: '{ type } once, when the worker\'s script has run',
+  progress: '{ id, type, file, loaded, total, tensor, cached, plan? } while a load reads its files',
+  token: '{ id, type, token } once per generated token',
+  backend: '{ id, type, backend, reason } the backend changed during a generation (e.g. the GPU was lost), before that token',
+  done: '{ id, type, value } the request\'s result',
+  error: '{ id, type, message, code? } the request failed: a sentence, and its kind when it has one (\'gpu\', \'param\', \'weights\', …: src/error.rs Error::code; \'crash\', \'memory\')',
+};
