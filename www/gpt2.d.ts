@@ -270,7 +270,10 @@ export interface Phases {
   calls: number;
   tokens: number;
   totalMs: number;
+  /** Milliseconds in each phase; they add up to totalMs. */
   phases: { matmul: number; quantize: number; attention: number; gelu: number; layer_norm: number; lm_head: number };
+  /** How many times each phase ran (a q8 product is one quantize and one matmul; f32 has no quantize). */
+  laps: { matmul: number; quantize: number; attention: number; gelu: number; layer_norm: number; lm_head: number };
 }
 
 /** Why generation ended. */

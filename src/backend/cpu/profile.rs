@@ -50,12 +50,20 @@ pub struct Phases {
     pub tokens: usize,
     pub total_ms: f64,
     ms: [f64; Phase::ALL.len()],
+    /// How many laps each phase had: the forward's structure (a q8 product is one `quantize` lap
+    /// and one `matmul` lap; f32 has no `quantize` lap), which no coarse clock can hide.
+    laps: [usize; Phase::ALL.len()],
 }
 
 impl Phases {
     /// Milliseconds spent in `phase`.
     pub fn ms(&self, phase: Phase) -> f64 {
         self.ms[phase as usize]
+    }
+
+    /// How many laps `phase` had.
+    pub fn laps(&self, phase: Phase) -> usize {
+        self.laps[phase as usize]
     }
 
     /// The phases by name, with their milliseconds.
@@ -70,27 +78,35 @@ impl Phases {
         for (a, b) in self.ms.iter_mut().zip(o.ms) {
             *a += b;
         }
+        for (a, b) in self.laps.iter_mut().zip(o.laps) {
+            *a += b;
+        }
     }
 }
 
-/// `{ calls, tokens, totalMs, phases: { matmul, quantize, … } }`.
+/// `{ calls, tokens, totalMs, phases: { matmul, quantize, … }, laps: { matmul, quantize, … } }`.
 impl Serialize for Phases {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        struct Named<'a>(&'a Phases);
+        struct Named<'a>(&'a Phases, bool);
         impl Serialize for Named<'_> {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 let mut m = s.serialize_map(Some(Phase::ALL.len()))?;
-                for (name, ms) in self.0.named() {
-                    m.serialize_entry(name, &ms)?;
+                for p in Phase::ALL {
+                    if self.1 {
+                        m.serialize_entry(p.name(), &self.0.laps(p))?;
+                    } else {
+                        m.serialize_entry(p.name(), &self.0.ms(p))?;
+                    }
                 }
                 m.end()
             }
         }
-        let mut st = s.serialize_struct("Phases", 4)?;
+        let mut st = s.serialize_struct("Phases", 5)?;
         st.serialize_field("calls", &self.calls)?;
         st.serialize_field("tokens", &self.tokens)?;
         st.serialize_field("totalMs", &self.total_ms)?;
-        st.serialize_field("phases", &Named(self))?;
+        st.serialize_field("phases", &Named(self, false))?;
+        st.serialize_field("laps", &Named(self, true))?;
         st.end()
     }
 }
@@ -144,6 +160,7 @@ impl Profiler {
         if self.on {
             let now = crate::platform::now_ms();
             self.phases.ms[phase as usize] += now - self.last;
+            self.phases.laps[phase as usize] += 1;
             self.last = now;
         }
     }
