@@ -402,13 +402,13 @@ impl super::Generation {
         let before = now_ms();
         let ends = Ends {
             eos: (!self.params.ignore_eos).then_some(model.config.eos_token_id),
-            max_new: (self.params.max_tokens).min(model.config.n_positions + 1 - self.n_prompt),
+            max_new: (self.params.max_tokens).min(model.config.n_positions + 1 - self.t.n_prompt),
             stop: &self.params.stop,
         };
-        let prompt = &self.ids[..self.n_prompt];
+        let prompt = &self.t.ids[..self.t.n_prompt];
         let ran = search.step(model, &mut self.sampler, prompt, &ends).await;
         if self.forwards == 0 {
-            self.prefill_ms = now_ms() - before;
+            self.t.prefill_ms = now_ms() - before;
         }
         let agreed = search.agreed();
         for &id in agreed.get(search.certain..).unwrap_or_default() {
@@ -430,10 +430,10 @@ impl super::Generation {
     /// Whether beam search has ended and handed out all of its best beam.
     pub(super) fn beam_finished(&mut self) -> bool {
         let done = self.beam.as_ref().is_some_and(|b| b.done);
-        if done && self.done.is_none() {
+        if done && self.t.done.is_none() {
             // `append` ends the loop on the best beam's last token; this is for a best beam
             // whose end it would not see (a stop text split by lossy decoding).
-            self.finish(super::StopReason::MaxTokens);
+            self.t.finish(super::StopReason::MaxTokens);
         }
         done
     }

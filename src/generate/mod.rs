@@ -2,7 +2,10 @@
 //! tests and the browser.
 //!
 //! `Generation` is the loop as a state machine: each `step` runs one forward pass (the whole
-//! prompt first, then one token), picks a token and returns its event. The browser drives it step
+//! prompt first, then one token), picks a token and returns its event. Its parts: `transcript`
+//! (the ids, their streamed text, the stop checks and the timings: "append"), `step` (a model
+//! step: `plain_step`, predict → sample, one token; `model_step`, speculative decoding's
+//! verification pass) and `beam` (beam search's step). The browser drives it step
 //! by step so it can stream tokens and notice a Stop between them; `generate` drives it to the end.
 //! Stops: end-of-text, a user stop sequence (matched across token boundaries, never emitted),
 //! `max_tokens`, the context limit, or cancellation. The text of the events always concatenates
@@ -13,13 +16,15 @@ use crate::model::Model;
 use crate::platform::now_ms;
 use crate::sampling::{Candidate, Sampler, SamplingParams};
 use crate::speculate::{Draft, DraftLength};
-use crate::tokenizer::Detokenizer;
 use serde::Serialize;
 use std::collections::VecDeque;
 
 mod beam;
 mod result;
 mod step;
+mod transcript;
+
+use transcript::Transcript;
 
 pub use beam::{Beam, EarlyStopping, MAX_BEAMS};
 
@@ -237,10 +242,8 @@ struct Pending {
 pub struct Generation {
     params: GenerateParams,
     sampler: Sampler,
-    detok: Detokenizer,
-    /// Prompt then generated ids.
-    ids: Vec<u32>,
-    n_prompt: usize,
+    /// The ids so far, their text, their times, and whether it ended.
+    t: Transcript,
     /// How many ids are in the backend's KV cache: of `ids`, and of the pending tokens.
     fed: usize,
     /// Tokens of the last model step not handed out yet (several after a kept draft).
@@ -258,14 +261,6 @@ pub struct Generation {
     forwards: usize,
     drafted: usize,
     accepted: usize,
-    /// Generated text, possibly with a held-back tail that may start a stop text.
-    text: String,
-    emitted: usize,
-    t0: f64,
-    prefill_ms: f64,
-    token_times: Vec<f64>,
-    end_ms: f64,
-    done: Option<StopReason>,
     /// Beam search's state, and its finished beams once it ends.
     beam: Option<Box<beam::BeamSearch>>,
     beams: Vec<Beam>,
@@ -296,7 +291,6 @@ impl Generation {
         config.check_ids(&ids, 0)?;
         let mut params = params;
         params.stop.retain(|s| !s.is_empty());
-        let n_prompt = ids.len();
         let draft_sampler = Sampler::new(SamplingParams {
             seed: params.sampling.seed ^ 0x5eed_d4af7,
             ..params.sampling.clone()
@@ -305,11 +299,16 @@ impl Generation {
             Draft::None => 0,
             _ => params.draft_tokens,
         });
+        let t = Transcript::new(
+            ids,
+            params.stop.clone(),
+            params.max_tokens,
+            params.ignore_eos,
+            t0,
+        );
         Ok(Generation {
             sampler,
-            detok: Detokenizer::default(),
-            ids,
-            n_prompt,
+            t,
             fed: 0,
             pending: VecDeque::new(),
             draft_len,
@@ -322,13 +321,6 @@ impl Generation {
             forwards: 0,
             drafted: 0,
             accepted: 0,
-            text: String::new(),
-            emitted: 0,
-            t0,
-            prefill_ms: 0.0,
-            token_times: Vec::new(),
-            end_ms: t0,
-            done: None,
             beam: (params.num_beams > 1).then(|| {
                 let p = &params;
                 Box::new(beam::BeamSearch::new(
@@ -345,24 +337,19 @@ impl Generation {
 
     /// Prompt token ids.
     pub fn prompt_ids(&self) -> &[u32] {
-        &self.ids[..self.n_prompt]
+        &self.t.ids[..self.t.n_prompt]
     }
 
     /// Asks the loop to end before its next forward pass.
     pub fn cancel(&mut self) {
-        if self.done.is_none() {
-            self.finish(StopReason::Abort);
+        if self.t.done.is_none() {
+            self.t.finish(StopReason::Abort);
         }
     }
 
     /// Whether generation has ended.
     pub fn is_done(&self) -> bool {
-        self.done.is_some()
-    }
-
-    fn finish(&mut self, reason: StopReason) {
-        self.done = Some(reason);
-        self.end_ms = now_ms();
+        self.t.done.is_some()
     }
 
     /// One token: the next of the last model step's, or a new model step (forward, sample —
@@ -393,12 +380,14 @@ impl Generation {
         model: &mut Model,
         draft_model: Option<&mut Model>,
     ) -> Result<Progress> {
-        if self.done.is_some() {
+        if self.t.done.is_some() {
             return Ok(Progress::Done);
         }
         if self.pending.is_empty() {
             if self.beam.is_some() {
                 self.beam_step(model).await?;
+            } else if self.params.draft == Draft::None {
+                self.plain_step(model).await?;
             } else {
                 self.model_step(model, draft_model).await?;
             }
@@ -409,86 +398,8 @@ impl Generation {
                 false => Progress::Working,
             });
         };
-        Ok(Progress::Token(self.append(model, p)))
-    }
-
-    /// Appends one token: its text, the stop checks, its event.
-    fn append(&mut self, model: &Model, p: Pending) -> TokenEvent {
         let Pending { id, drafted, top } = p;
-        self.ids.push(id);
-        let now = now_ms();
-        self.token_times.push(now);
-
-        let n_out = self.ids.len() - self.n_prompt;
-        let eos = id == model.config.eos_token_id && !self.params.ignore_eos;
-        let full = self.ids.len() > model.config.n_positions; // the new token has no position left
-        let finishing = eos || n_out >= self.params.max_tokens || full;
-        if !eos {
-            self.text += &self.detok.push(model.tokenizer.token_bytes(id));
-        }
-        if finishing {
-            self.text += &self.detok.flush();
-        }
-        let mut reason = None;
-        if let Some(at) = self.find_stop() {
-            self.text.truncate(at);
-            reason = Some(StopReason::Stop);
-        } else if finishing {
-            reason = Some(if eos {
-                StopReason::Eos
-            } else if n_out >= self.params.max_tokens {
-                StopReason::MaxTokens
-            } else {
-                StopReason::Context
-            });
-        }
-        let upto = if reason.is_some() {
-            self.text.len()
-        } else {
-            self.text.len() - self.held_back()
-        };
-        let delta = self.text[self.emitted..upto].to_string();
-        self.emitted = upto;
-        if let Some(r) = reason {
-            self.finish(r);
-            self.text.truncate(self.emitted);
-        }
-        TokenEvent {
-            id,
-            text: delta,
-            index: n_out - 1,
-            elapsed_ms: now - self.t0,
-            drafted,
-            top,
-        }
-    }
-
-    /// Byte offset of the earliest stop text in the not-yet-emitted text.
-    fn find_stop(&self) -> Option<usize> {
-        let tail = &self.text[self.emitted..];
-        self.params
-            .stop
-            .iter()
-            .filter_map(|s| tail.find(s.as_str()))
-            .min()
-            .map(|i| self.emitted + i)
-    }
-
-    /// Length of the longest suffix of the text that could be the start of a stop text.
-    fn held_back(&self) -> usize {
-        let t = &self.text[self.emitted..];
-        let longest = self.params.stop.iter().map(|s| s.len()).max().unwrap_or(0);
-        (1..=longest.min(t.len()))
-            .rev()
-            .find(|&k| {
-                t.is_char_boundary(t.len() - k)
-                    && self
-                        .params
-                        .stop
-                        .iter()
-                        .any(|s| s.starts_with(&t[t.len() - k..]))
-            })
-            .unwrap_or(0)
+        Ok(Progress::Token(self.t.append(model, id, drafted, top)))
     }
 }
 

@@ -1,5 +1,8 @@
-//! One model step of the loop: the forward pass over the unfed ids, with a draft after them when
-//! speculating (the verification pass), and the sampler's verdict on each drafted token.
+//! One model step of the loop. `plain_step` is the lesson's loop, one token per step; `model_step`
+//! is speculative decoding's: the forward pass over the unfed ids with a draft after them (the
+//! verification pass), and the sampler's verdict on each drafted token. Greedy, they give the same
+//! tokens (tests/speculative.rs compares the two paths); seeded sampling draws as it always has
+//! (tests/golden.rs).
 
 use super::{Generation, Pending};
 use crate::error::{Error, Result};
@@ -8,6 +11,31 @@ use crate::platform::now_ms;
 use crate::speculate::{prompt_lookup, Draft};
 
 impl Generation {
+    /// The lesson's loop, one turn: predict (a forward pass over the ids the KV cache does not
+    /// hold yet: the whole prompt first, then the last token), sample the next token from the
+    /// last position's logits, and leave it for `append`.
+    pub(super) async fn plain_step(&mut self, model: &mut Model) -> Result<()> {
+        let before = now_ms();
+        if !self.params.kv_cache {
+            self.fed = 0; // the naive loop: the whole sequence again, nothing remembered
+        }
+        let ids = &self.t.ids;
+        let logits = model.forward(ids, self.fed).await?; // predict
+        self.fed = ids.len();
+        self.logits.clear();
+        self.logits.extend_from_slice(logits);
+        let mut top = Vec::new();
+        let n_top = self.params.top_logprobs;
+        let id = (self.sampler).pick(&mut self.logits, ids, n_top, &mut top); // sample
+        let drafted = false;
+        self.pending.push_back(Pending { id, drafted, top }); // append: `next` hands it to the transcript
+        if self.forwards == 0 {
+            self.t.prefill_ms = now_ms() - before;
+        }
+        self.forwards += 1;
+        Ok(())
+    }
+
     /// One forward pass: the unfed ids alone, or with a draft after them (the verification
     /// pass); the sampler keeps the draft's tokens while it agrees and adds its own next one.
     pub(super) async fn model_step(
@@ -20,18 +48,18 @@ impl Generation {
             self.fed = 0; // the naive loop: the whole sequence again, nothing remembered
         }
         let first = self.forwards == 0;
-        let n_out = self.ids.len() - self.n_prompt;
+        let n_out = self.t.ids.len() - self.t.n_prompt;
         // A draft may not run past max_tokens or the context (the prompt's step drafts nothing).
         let room = (self.params.max_tokens - n_out)
             .saturating_sub(1)
-            .min(model.config.n_positions - self.ids.len());
+            .min(model.config.n_positions - self.t.ids.len());
         let k = if first {
             0
         } else {
             self.draft_len.get().min(room)
         };
         match (self.params.draft, draft_model) {
-            (Draft::PromptLookup, _) => prompt_lookup(&self.ids, k, &mut self.draft),
+            (Draft::PromptLookup, _) => prompt_lookup(&self.t.ids, k, &mut self.draft),
             (Draft::None, _) => self.draft.clear(),
             (Draft::Model, Some(dm)) => self.draft_with(dm, model.config.vocab_size, k).await?,
             (Draft::Model, None) => {
@@ -43,13 +71,13 @@ impl Generation {
         }
         let v = model.config.vocab_size;
         self.seq.clear();
-        self.seq.extend_from_slice(&self.ids);
+        self.seq.extend_from_slice(&self.t.ids);
         self.seq.extend_from_slice(&self.draft);
         // The row whose logits follow the last of `ids`, and the rows the sampler may need.
         let (r0, need) = if self.draft.is_empty() {
             (0, 1)
         } else {
-            let r0 = self.ids.len() - 1 - self.fed;
+            let r0 = self.t.ids.len() - 1 - self.fed;
             (r0, r0 + 1 + self.draft.len())
         };
         // The head runs over a few rows at a time: after a rejected draft token, no more.
@@ -62,7 +90,7 @@ impl Generation {
         };
         self.logits.clear();
         self.logits.extend_from_slice(rows);
-        self.seq.truncate(self.ids.len()); // now the history the sampler sees
+        self.seq.truncate(self.t.ids.len()); // now the history the sampler sees
         let mut kept = 0;
         for i in 0..=self.draft.len() {
             if r0 + i >= have {
@@ -93,14 +121,14 @@ impl Generation {
             }
             kept += 1;
         }
-        self.fed = self.ids.len() + kept;
+        self.fed = self.t.ids.len() + kept;
         self.draft_fed = self.draft_fed.min(self.fed);
         self.draft_len.update(self.draft.len(), kept);
         self.forwards += 1;
         self.drafted += self.draft.len();
         self.accepted += kept;
         if first {
-            self.prefill_ms = now_ms() - before;
+            self.t.prefill_ms = now_ms() - before;
         }
         Ok(())
     }
@@ -119,8 +147,8 @@ impl Generation {
             ));
         }
         self.seq.clear();
-        self.seq.extend_from_slice(&self.ids);
-        let k = k.min(dm.config.n_positions.saturating_sub(self.ids.len()));
+        self.seq.extend_from_slice(&self.t.ids);
+        let k = k.min(dm.config.n_positions.saturating_sub(self.t.ids.len()));
         for j in 0..k {
             let logits = dm.forward(&self.seq, self.draft_fed).await?;
             self.draft_fed = self.seq.len();
