@@ -18,7 +18,14 @@ function runWorker() {
   assert.ok(fs.existsSync(file), 'www/worker.js is missing: node tools/join_worker.mjs (./build.sh build) makes it');
   const posted = [];
   const self = { addEventListener() {}, postMessage: (m) => posted.push(m), onmessage: null };
-  const context = vm.createContext({ self, console, setTimeout, clearTimeout, MessageChannel, performance, URL, TextDecoder, TextEncoder });
+  // A MessageChannel of its own: a real one's open port would keep this process alive.
+  class Channel {
+    constructor() {
+      this.port1 = { onmessage: null };
+      this.port2 = { postMessage: () => setTimeout(() => this.port1.onmessage?.({ data: null })) };
+    }
+  }
+  const context = vm.createContext({ self, console, setTimeout, clearTimeout, MessageChannel: Channel, performance, URL, TextDecoder, TextEncoder });
   vm.runInContext(fs.readFileSync(file, 'utf8'), context, { filename: 'worker.js' });
   // Top-level const bindings of a script are visible to later scripts of the same context.
   const tables = vm.runInContext('({ handlers: Object.keys(HANDLERS), requests: REQUESTS, replies: REPLIES })', context);
