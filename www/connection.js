@@ -4,6 +4,12 @@
 
 import { WORKER, WORKER_OPTIONS } from './assets.js';
 
+/** `error` with the kind `code` (when there is one) beside its sentence (gpt2.d.ts Gpt2Error). */
+export function withCode(error, code) {
+  if (typeof code === 'string') error.code = code;
+  return error;
+}
+
 /** What a page embedding gpt2-web from another origin must allow; the README says it in full. */
 export const EMBED_HELP = "see the README's \"Embedding\" section";
 
@@ -59,7 +65,7 @@ export function connection() {
       // done or error end the request (worker/protocol.js); nothing else may come.
       conn.pending.delete(data.id);
       if (data.type === 'done') h.resolve(data.value);
-      else if (data.type === 'error') h.reject(data.code ? Object.assign(new Error(data.message), { code: data.code }) : new Error(data.message));
+      else if (data.type === 'error') h.reject(withCode(new Error(data.message), data.code));
       else h.reject(new Error(`the model's worker sent a reply its protocol does not have ("${data.type}")`));
       idle(conn);
     }

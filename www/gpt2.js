@@ -17,17 +17,12 @@
 // when the last handle is disposed.
 
 import { BUILDS, DEMO_MODEL } from './assets.js';
-import { EMBED_HELP, connection, idle, request } from './connection.js';
+import { EMBED_HELP, connection, idle, request, withCode } from './connection.js';
 import { PRESETS } from './presets.js';
 import { MODEL_FILES, HUB_HOST, isHubId, hubUrl, modelSource, readHere } from './sources.js';
 
 /** An option or argument the API refuses: an Error with code 'param' (gpt2.d.ts Gpt2Error). */
 const invalid = (message) => withCode(new Error(message), 'param');
-/** `error` with the kind `code` (when there is one) beside its sentence. */
-function withCode(error, code) {
-  if (typeof code === 'string') error.code = code;
-  return error;
-}
 
 const BACKENDS = ['auto', 'cpu', 'webgpu'];
 const DTYPES = ['q8', 'f32', 'f16'];

@@ -20,7 +20,7 @@ pub(super) struct Transcript {
     /// How much of `text` the events have carried.
     emitted: usize,
     /// When the request started, how long the prompt's forward took, when each token came.
-    pub t0: f64,
+    t0: f64,
     pub prefill_ms: f64,
     token_times: Vec<f64>,
     end_ms: f64,

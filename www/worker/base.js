@@ -23,26 +23,24 @@ export function reply(id, type, payload = {}) {
 export const blocked = [];
 self.addEventListener('securitypolicyviolation', (e) => blocked.push(`${e.effectiveDirective} ${e.blockedURI || "'inline'"}`));
 
-/** A sentence for a person: wasm traps and memory failures are translated, the rest passes through. */
-export function describe(e) {
-  const msg = e instanceof Error ? e.message : String(e);
-  if (e instanceof WebAssembly.RuntimeError) {
-    return `the model crashed inside WebAssembly (${msg}); the browser console has details; load the model again`;
-  }
-  if (e instanceof RangeError && /memory|allocation/i.test(msg)) {
-    return `out of memory (${msg}); try a smaller model or close other tabs`;
-  }
-  return msg;
-}
-
 /**
- * An error reply's fields: the sentence, and the error's kind as `code` when it has one (the
- * engine's: 'gpu', 'param', 'weights', … — Error::code in src/error.rs; a wasm trap 'crash'; out of
- * memory 'memory'), so that nothing downstream decides by matching the sentence.
+ * An error reply's fields: a sentence for a person (wasm traps and memory failures translated, the
+ * rest passed through) and the error's kind as `code` when it has one (the engine's: 'gpu',
+ * 'param', 'weights', … — Error::code in src/error.rs; a wasm trap 'crash'; out of memory
+ * 'memory'), so that nothing downstream decides by matching the sentence.
  */
 export function failure(e) {
-  let code = typeof e?.code === 'string' ? e.code : undefined;
-  if (e instanceof WebAssembly.RuntimeError) code = 'crash';
-  else if (e instanceof RangeError && /memory|allocation/i.test(e.message)) code = 'memory';
-  return code ? { message: describe(e), code } : { message: describe(e) };
+  const msg = e instanceof Error ? e.message : String(e);
+  if (e instanceof WebAssembly.RuntimeError) {
+    return { message: `the model crashed inside WebAssembly (${msg}); the browser console has details; load the model again`, code: 'crash' };
+  }
+  if (e instanceof RangeError && /memory|allocation/i.test(msg)) {
+    return { message: `out of memory (${msg}); try a smaller model or close other tabs`, code: 'memory' };
+  }
+  return typeof e?.code === 'string' ? { message: msg, code: e.code } : { message: msg };
+}
+
+/** The sentence of `failure`. */
+export function describe(e) {
+  return failure(e).message;
 }
