@@ -16,11 +16,12 @@
 //! beam continues in its parent's slot if no sibling took it first; otherwise the parent's
 //! cache is copied into a free slot. Nothing is recomputed (but after a GPU→CPU fall-back).
 
+use super::{GenerateParams, Pending, Transcript};
 use crate::error::Result;
 use crate::model::Model;
-use crate::platform::now_ms;
 use crate::sampling::Sampler;
 use serde::Serialize;
+use std::collections::VecDeque;
 
 /// The most beams one search keeps.
 pub const MAX_BEAMS: usize = 16;
@@ -98,7 +99,9 @@ pub(super) struct BeamSearch {
     started: bool,
     pub done: bool,
     /// Tokens handed to the loop: every beam that could still win starts with them.
-    pub certain: usize,
+    certain: usize,
+    /// Once done: every finished beam, best first, with its text.
+    pub best: Vec<Beam>,
     logprobs: Vec<f32>,
 }
 
@@ -119,13 +122,14 @@ impl BeamSearch {
             started: false,
             done: false,
             certain: 0,
+            best: Vec::new(),
             logprobs: Vec::new(),
         }
     }
 
     /// One step of the search: a forward pass per running beam, then the beams chosen.
     /// Returns the forwards run.
-    pub async fn step(
+    async fn search(
         &mut self,
         model: &mut Model,
         sampler: &mut Sampler,
@@ -293,7 +297,7 @@ impl BeamSearch {
     }
 
     /// The tokens every beam that could still win starts with (all of the best once done).
-    pub fn agreed(&self) -> &[u32] {
+    fn agreed(&self) -> &[u32] {
         let Some(best) = self.finished.first().map(|h| &h.ids) else {
             let Some(first) = self.running.first() else {
                 return &[];
@@ -312,7 +316,7 @@ impl BeamSearch {
     }
 
     /// The finished beams, best first, with their texts.
-    pub fn beams(&self, model: &Model, ends: &Ends<'_>) -> Vec<Beam> {
+    fn beams(&self, model: &Model, ends: &Ends<'_>) -> Vec<Beam> {
         (self.finished.iter())
             .map(|h| Beam {
                 tokens: h.ids.clone(),
@@ -392,49 +396,37 @@ fn top_continuations(
     out.extend(best.into_iter().map(|(lp, id)| (score + lp, beam, id)));
 }
 
-impl super::Generation {
-    /// One step of beam search; the tokens all beams now agree on become pending (to be handed
-    /// out and checked by `append` like any other), and all of the best beam's once it ends.
-    pub(super) async fn beam_step(&mut self, model: &mut Model) -> Result<()> {
-        let Some(mut search) = self.beam.take() else {
-            return Ok(());
-        };
-        let before = now_ms();
+impl BeamSearch {
+    /// One step of beam search as a strategy of the loop: the tokens all beams now agree on
+    /// become pending (to be handed out and checked by `append` like any other), and all of the
+    /// best beam's once it ends. Returns the forwards run.
+    pub(super) async fn step(
+        &mut self,
+        model: &mut Model,
+        sampler: &mut Sampler,
+        t: &Transcript,
+        params: &GenerateParams,
+        pending: &mut VecDeque<Pending>,
+    ) -> Result<usize> {
         let ends = Ends {
-            eos: (!self.params.ignore_eos).then_some(model.config.eos_token_id),
-            max_new: (self.params.max_tokens).min(model.config.n_positions + 1 - self.t.n_prompt),
-            stop: &self.params.stop,
+            eos: (!params.ignore_eos).then_some(model.config.eos_token_id),
+            max_new: (params.max_tokens).min(model.config.n_positions + 1 - t.n_prompt),
+            stop: &params.stop,
         };
-        let prompt = &self.t.ids[..self.t.n_prompt];
-        let ran = search.step(model, &mut self.sampler, prompt, &ends).await;
-        if self.forwards == 0 {
-            self.t.prefill_ms = now_ms() - before;
-        }
-        let agreed = search.agreed();
-        for &id in agreed.get(search.certain..).unwrap_or_default() {
-            self.pending.push_back(super::Pending {
+        let prompt = &t.ids[..t.n_prompt];
+        let ran = self.search(model, sampler, prompt, &ends).await;
+        let agreed = self.agreed();
+        for &id in agreed.get(self.certain..).unwrap_or_default() {
+            pending.push_back(Pending {
                 id,
                 drafted: false,
                 top: Vec::new(),
             });
         }
-        search.certain = search.certain.max(agreed.len());
-        if search.done {
-            self.beams = search.beams(model, &ends);
+        self.certain = self.certain.max(agreed.len());
+        if self.done {
+            self.best = self.beams(model, &ends);
         }
-        self.beam = Some(search);
-        self.forwards += ran?;
-        Ok(())
-    }
-
-    /// Whether beam search has ended and handed out all of its best beam.
-    pub(super) fn beam_finished(&mut self) -> bool {
-        let done = self.beam.as_ref().is_some_and(|b| b.done);
-        if done && self.t.done.is_none() {
-            // `append` ends the loop on the best beam's last token; this is for a best beam
-            // whose end it would not see (a stop text split by lossy decoding).
-            self.t.finish(super::StopReason::MaxTokens);
-        }
-        done
+        ran
     }
 }

@@ -2,11 +2,12 @@
 //! tests and the browser.
 //!
 //! `Generation` is the loop as a state machine: each `step` runs one forward pass (the whole
-//! prompt first, then one token), picks a token and returns its event. Its parts: `transcript`
-//! (the ids, their streamed text, the stop checks and the timings: "append"), `step` (a model
-//! step: `plain_step`, predict → sample, one token; `model_step`, speculative decoding's
-//! verification pass) and `beam` (beam search's step). The browser drives it step
-//! by step so it can stream tokens and notice a Stop between them; `generate` drives it to the end.
+//! prompt first, then one token), picks a token and returns its event. How it picks is its
+//! `Strategy`, each with its own state: `plain` (predict → sample, one token per pass: the
+//! lesson's loop), `speculative` (a draft checked by one pass) and `beam` (beam search); all of
+//! them end in `transcript`'s `append` (the ids, their streamed text, the stop checks and the
+//! timings). The browser drives it step by step so it can stream tokens and notice a Stop
+//! between them; `generate` drives it to the end.
 //! Stops: end-of-text, a user stop sequence (matched across token boundaries, never emitted),
 //! `max_tokens`, the context limit, or cancellation. The text of the events always concatenates
 //! to the result's text, and every delta is valid UTF-8.
@@ -15,13 +16,14 @@ use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::platform::now_ms;
 use crate::sampling::{Candidate, Sampler, SamplingParams};
-use crate::speculate::{Draft, DraftLength};
+use crate::speculate::Draft;
 use serde::Serialize;
 use std::collections::VecDeque;
 
 mod beam;
+mod plain;
 mod result;
-mod step;
+mod speculative;
 mod transcript;
 
 use transcript::Transcript;
@@ -238,32 +240,28 @@ struct Pending {
     top: Vec<Candidate>,
 }
 
+/// How tokens are chosen: each way has its own state, and all of them end in the
+/// transcript's `append`.
+enum Strategy {
+    /// The lesson's loop: predict, sample, append — one token per forward pass.
+    Plain(plain::Plain),
+    /// A draft checked by one forward pass: several tokens per pass while the model agrees.
+    Speculative(Box<speculative::Speculative>),
+    /// The `n` most likely sequences, handed out as they agree.
+    Beam(Box<beam::BeamSearch>),
+}
+
 /// The loop's state between steps.
 pub struct Generation {
     params: GenerateParams,
     sampler: Sampler,
     /// The ids so far, their text, their times, and whether it ended.
     t: Transcript,
-    /// How many ids are in the backend's KV cache: of `ids`, and of the pending tokens.
-    fed: usize,
+    strategy: Strategy,
     /// Tokens of the last model step not handed out yet (several after a kept draft).
     pending: VecDeque<Pending>,
-    draft_len: DraftLength,
-    /// Working copies: the logits of a step's rows, the draft, the ids with it.
-    logits: Vec<f32>,
-    draft: Vec<u32>,
-    seq: Vec<u32>,
-    /// With a draft model: its sampler (the same settings, its own generator), how many ids its
-    /// KV cache holds, and the distribution each draft token was drawn from.
-    draft_sampler: Sampler,
-    draft_fed: usize,
-    q: Vec<Vec<f32>>,
+    /// Forward passes of the model so far.
     forwards: usize,
-    drafted: usize,
-    accepted: usize,
-    /// Beam search's state, and its finished beams once it ends.
-    beam: Option<Box<beam::BeamSearch>>,
-    beams: Vec<Beam>,
 }
 
 impl Generation {
@@ -291,46 +289,25 @@ impl Generation {
         config.check_ids(&ids, 0)?;
         let mut params = params;
         params.stop.retain(|s| !s.is_empty());
-        let draft_sampler = Sampler::new(SamplingParams {
-            seed: params.sampling.seed ^ 0x5eed_d4af7,
-            ..params.sampling.clone()
-        })?;
-        let draft_len = DraftLength::new(match params.draft {
-            Draft::None => 0,
-            _ => params.draft_tokens,
-        });
-        let t = Transcript::new(
-            ids,
-            params.stop.clone(),
-            params.max_tokens,
-            params.ignore_eos,
-            t0,
-        );
+        let p = &params;
+        let strategy = if p.num_beams > 1 {
+            let (n, penalty, early) = (p.num_beams, p.length_penalty, p.early_stopping);
+            Strategy::Beam(Box::new(beam::BeamSearch::new(
+                n, penalty, early, p.kv_cache,
+            )))
+        } else if p.draft != Draft::None {
+            let s = speculative::Speculative::new(p.draft, p.draft_tokens, &p.sampling)?;
+            Strategy::Speculative(Box::new(s))
+        } else {
+            Strategy::Plain(plain::Plain::new(p.kv_cache))
+        };
+        let t = Transcript::new(ids, p.stop.clone(), p.max_tokens, p.ignore_eos, t0);
         Ok(Generation {
             sampler,
             t,
-            fed: 0,
+            strategy,
             pending: VecDeque::new(),
-            draft_len,
-            logits: Vec::with_capacity(config.vocab_size),
-            draft: Vec::new(),
-            seq: Vec::new(),
-            draft_sampler,
-            draft_fed: 0,
-            q: Vec::new(),
             forwards: 0,
-            drafted: 0,
-            accepted: 0,
-            beam: (params.num_beams > 1).then(|| {
-                let p = &params;
-                Box::new(beam::BeamSearch::new(
-                    p.num_beams,
-                    p.length_penalty,
-                    p.early_stopping,
-                    p.kv_cache,
-                ))
-            }),
-            beams: Vec::new(),
             params,
         })
     }
@@ -384,13 +361,28 @@ impl Generation {
             return Ok(Progress::Done);
         }
         if self.pending.is_empty() {
-            if self.beam.is_some() {
-                self.beam_step(model).await?;
-            } else if self.params.draft == Draft::None {
-                self.plain_step(model).await?;
-            } else {
-                self.model_step(model, draft_model).await?;
+            let before = now_ms();
+            let (sampler, t, n_top) = (&mut self.sampler, &self.t, self.params.top_logprobs);
+            let ran = match &mut self.strategy {
+                Strategy::Plain(p) => {
+                    let token = p.step(model, sampler, &t.ids, n_top).await?;
+                    self.pending.push_back(token);
+                    Ok(1)
+                }
+                Strategy::Speculative(s) => {
+                    let (max, pending) = (self.params.max_tokens, &mut self.pending);
+                    let ran = s.step(model, draft_model, sampler, t, max, n_top, pending);
+                    ran.await.map(|()| 1)
+                }
+                Strategy::Beam(b) => {
+                    b.step(model, sampler, t, &self.params, &mut self.pending)
+                        .await
+                }
+            };
+            if self.forwards == 0 {
+                self.t.prefill_ms = now_ms() - before;
             }
+            self.forwards += ran?;
         }
         let Some(p) = self.pending.pop_front() else {
             return Ok(match self.beam_finished() {
@@ -400,6 +392,17 @@ impl Generation {
         };
         let Pending { id, drafted, top } = p;
         Ok(Progress::Token(self.t.append(model, id, drafted, top)))
+    }
+
+    /// Whether beam search has ended and handed out all of its best beam.
+    fn beam_finished(&mut self) -> bool {
+        let done = matches!(&self.strategy, Strategy::Beam(b) if b.done);
+        if done && self.t.done.is_none() {
+            // `append` ends the loop on the best beam's last token; this is for a best beam
+            // whose end it would not see (a stop text split by lossy decoding).
+            self.t.finish(StopReason::MaxTokens);
+        }
+        done
     }
 }
 

@@ -1,0 +1,186 @@
+//! Speculative decoding: each model step is one forward pass over the unfed ids with a draft
+//! after them (the verification pass), and the sampler's verdict on each drafted token — several
+//! tokens for one pass while the model agrees with the draft. Greedy, it gives the plain loop's
+//! tokens (tests/speculative.rs compares the two paths); seeded sampling draws as it always has
+//! (tests/golden.rs).
+
+use super::{Pending, Transcript};
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::sampling::{Sampler, SamplingParams};
+use crate::speculate::{prompt_lookup, Draft, DraftLength};
+use std::collections::VecDeque;
+
+pub(super) struct Speculative {
+    /// Where drafts come from (not `Draft::None`).
+    kind: Draft,
+    /// How many ids the backend's KV cache holds: of the transcript's, and of the pending tokens.
+    fed: usize,
+    len: DraftLength,
+    /// Working copies: the logits of a step's rows, the draft, the ids with it.
+    logits: Vec<f32>,
+    draft: Vec<u32>,
+    seq: Vec<u32>,
+    /// With a draft model: its sampler (the same settings, its own generator), how many ids its
+    /// KV cache holds, and the distribution each draft token was drawn from.
+    draft_sampler: Sampler,
+    draft_fed: usize,
+    q: Vec<Vec<f32>>,
+    /// Tokens drafted, and how many of them the model kept.
+    pub drafted: usize,
+    pub accepted: usize,
+}
+
+impl Speculative {
+    pub fn new(kind: Draft, draft_tokens: usize, sampling: &SamplingParams) -> Result<Self> {
+        let draft_sampler = Sampler::new(SamplingParams {
+            seed: sampling.seed ^ 0x5eed_d4af7,
+            ..sampling.clone()
+        })?;
+        Ok(Speculative {
+            kind,
+            fed: 0,
+            len: DraftLength::new(draft_tokens),
+            logits: Vec::new(),
+            draft: Vec::new(),
+            seq: Vec::new(),
+            draft_sampler,
+            draft_fed: 0,
+            q: Vec::new(),
+            drafted: 0,
+            accepted: 0,
+        })
+    }
+
+    /// One forward pass: the unfed ids alone (the prompt's step drafts nothing), or with a draft
+    /// after them; the sampler keeps the draft's tokens while it agrees and adds its own next one.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn step(
+        &mut self,
+        model: &mut Model,
+        draft_model: Option<&mut Model>,
+        sampler: &mut Sampler,
+        t: &Transcript,
+        max_tokens: usize,
+        n_top: usize,
+        pending: &mut VecDeque<Pending>,
+    ) -> Result<()> {
+        let ids = &t.ids;
+        let first = self.fed == 0;
+        let n_out = ids.len() - t.n_prompt;
+        // A draft may not run past max_tokens or the context.
+        let room = (max_tokens - n_out)
+            .saturating_sub(1)
+            .min(model.config.n_positions - ids.len());
+        let k = if first { 0 } else { self.len.get().min(room) };
+        match (self.kind, draft_model) {
+            (Draft::PromptLookup, _) => prompt_lookup(ids, k, &mut self.draft),
+            (Draft::None, _) => self.draft.clear(),
+            (Draft::Model, Some(dm)) => {
+                self.draft_with(dm, ids, model.config.vocab_size, k).await?
+            }
+            (Draft::Model, None) => {
+                return Err(Error::param(
+                    "draft",
+                    "a draft model was asked for but not given",
+                ))
+            }
+        }
+        let v = model.config.vocab_size;
+        self.seq.clear();
+        self.seq.extend_from_slice(ids);
+        self.seq.extend_from_slice(&self.draft);
+        // The row whose logits follow the last of `ids`, and the rows the sampler may need.
+        let (r0, need) = if self.draft.is_empty() {
+            (0, 1)
+        } else {
+            let r0 = ids.len() - 1 - self.fed;
+            (r0, r0 + 1 + self.draft.len())
+        };
+        // The head runs over a few rows at a time: after a rejected draft token, no more.
+        let chunk = model.backend.head_chunk();
+        let mut have = (r0 + chunk).min(need);
+        let rows = if self.draft.is_empty() {
+            model.forward(&self.seq, self.fed).await?
+        } else {
+            model.forward_all(&self.seq, self.fed, have).await?
+        };
+        self.logits.clear();
+        self.logits.extend_from_slice(rows);
+        self.seq.truncate(ids.len()); // now the history the sampler sees
+        let mut kept = 0;
+        for i in 0..=self.draft.len() {
+            if r0 + i >= have {
+                let more = (have + chunk).min(need);
+                self.logits.extend_from_slice(model.head_rows(have, more)?);
+                have = more;
+            }
+            let row = &mut self.logits[(r0 + i) * v..][..v];
+            let draft = self.draft.get(i).copied();
+            let mut top = Vec::new();
+            let (id, ok) = match (draft, self.kind) {
+                (Some(d), Draft::Model) => {
+                    let q = &self.q[i];
+                    sampler.verify_with_q(row, &self.seq, d, q, n_top, &mut top)
+                }
+                _ => sampler.verify(row, &self.seq, draft, n_top, &mut top),
+            };
+            pending.push_back(Pending {
+                id,
+                drafted: ok,
+                top,
+            });
+            self.seq.push(id);
+            if !ok {
+                break;
+            }
+            kept += 1;
+        }
+        self.fed = ids.len() + kept;
+        self.draft_fed = self.draft_fed.min(self.fed);
+        self.len.update(self.draft.len(), kept);
+        self.drafted += self.draft.len();
+        self.accepted += kept;
+        Ok(())
+    }
+
+    /// Up to `k` draft tokens from the draft model, each drawn from its distribution (kept in
+    /// `q`) after `ids` and the draft so far.
+    async fn draft_with(
+        &mut self,
+        dm: &mut Model,
+        ids: &[u32],
+        vocab: usize,
+        k: usize,
+    ) -> Result<()> {
+        self.draft.clear();
+        if dm.config.vocab_size != vocab {
+            return Err(Error::param(
+                "draft",
+                format!(
+                    "the draft model's vocabulary has {} ids, the model's {vocab}; they must be the same",
+                    dm.config.vocab_size
+                ),
+            ));
+        }
+        self.seq.clear();
+        self.seq.extend_from_slice(ids);
+        let k = k.min(dm.config.n_positions.saturating_sub(ids.len()));
+        for j in 0..k {
+            let logits = dm.forward(&self.seq, self.draft_fed).await?;
+            self.draft_fed = self.seq.len();
+            self.logits.clear();
+            self.logits.extend_from_slice(logits);
+            if self.q.len() <= j {
+                self.q.push(Vec::new());
+            }
+            let q = &mut self.q[j];
+            self.draft_sampler
+                .distribution(&mut self.logits, &self.seq, q);
+            let d = self.draft_sampler.draw(q);
+            self.draft.push(d);
+            self.seq.push(d);
+        }
+        Ok(())
+    }
+}
