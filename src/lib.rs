@@ -34,8 +34,8 @@ pub use error::{Error, Result};
 #[cfg(not(target_arch = "wasm32"))]
 pub use generate::generate;
 pub use generate::{
-    Beam, EarlyStopping, GenerateParams, Generation, GenerationResult, Metrics, Progress,
-    StopReason, TokenEvent,
+    Beam, EarlyStopping, GenerateParams, Generation, GenerationResult, Metrics, NextLogits,
+    Progress, StopReason, TokenEvent,
 };
 pub use model::Model;
 pub use sampling::{Candidate, SamplingParams};

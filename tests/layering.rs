@@ -61,7 +61,9 @@ fn target_of(path: &str) -> String {
         "Backend" | "BackendChoice" => "backend",
         "Model" => "model",
         "GenerateParams" | "Generation" | "GenerationResult" | "Metrics" | "StopReason"
-        | "TokenEvent" | "Progress" | "Beam" | "EarlyStopping" | "generate" => "generate",
+        | "TokenEvent" | "Progress" | "NextLogits" | "Beam" | "EarlyStopping" | "generate" => {
+            "generate"
+        }
         _ => "",
     };
     if !reexport.is_empty() {

@@ -21,6 +21,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 
 mod beam;
+mod next;
 mod plain;
 mod result;
 mod speculative;
@@ -29,6 +30,7 @@ mod transcript;
 use transcript::Transcript;
 
 pub use beam::{Beam, EarlyStopping, MAX_BEAMS};
+pub use next::NextLogits;
 
 /// The most stop texts one generation takes, and the longest (each is matched against the
 /// text's tail after every token).
