@@ -160,6 +160,8 @@ export interface ModelConfig {
   nPositions: number;
   vocabSize: number;
   nParams: number;
+  /** The end-of-text token (50256 for GPT-2). */
+  eosTokenId: number;
 }
 
 /** One candidate of the distribution the sampler drew from. */
@@ -393,6 +395,51 @@ export declare class Gpt2 {
   tokenize(text: string): Promise<number[]>;
 
   /**
+   * The next-token logits after `ids`: a score for every token of the vocabulary
+   * (`config.vocabSize` of them), to write the loop yourself:
+   *
+   *     const ids = await model.tokenize('ROMEO:');
+   *     for (let i = 0; i < 20; i++) {
+   *       const next = argmax(await model.logits(ids));   // predict, pick
+   *       ids.push(next);                                 // append
+   *       if (next === model.eosTokenId) break;
+   *     }
+   *     await model.decode(ids);
+   *
+   * Greedy, that loop gives exactly generate()'s tokens with temperature 0. `cache: true` (the
+   * default) keeps the KV cache of the longest common prefix of `ids` and the last call's ids and
+   * runs only the rest (one position per step in the loop above); `false` runs the whole sequence
+   * every call, as the lesson's naive loop. A generate() in between empties that cache (the next
+   * call runs everything). Calls wait behind the model's running generations. Rejects (code
+   * 'param') for ids that are not token ids, an empty list, and (code 'prompt_too_long') more
+   * ids than `config.nPositions`. The call's time: `lastCall`.
+   */
+  logits(ids: ArrayLike<number>, options?: { cache?: boolean }): Promise<Float32Array>;
+
+  /**
+   * The last logits() call's timings: `ms` from the call to its answer (what a loop measures),
+   * `engineMs` the forward pass in the worker, `positions` the positions it ran, `reused` those
+   * taken from the KV cache. null before the first call.
+   */
+  readonly lastCall: Readonly<{ ms: number; engineMs: number; positions: number; reused: number }> | null;
+
+  /** The text of token ids (a character whose bytes the ids split shows as U+FFFD). */
+  decode(ids: ArrayLike<number>): Promise<string>;
+
+  /** The end-of-text token's id (`config.eosTokenId`). */
+  readonly eosTokenId: number;
+
+  /**
+   * OpenAI's (legacy) completions API on this model, so code written for an OpenAI-compatible
+   * endpoint runs unchanged here. Differences: GPT-2 completes text, so there is no chat template
+   * and no chat.completions; one prompt and one choice per call (n, best_of, echo, logprobs,
+   * suffix, logit_bias and the penalties are refused unless at their defaults); `model` and
+   * `user` are ignored; `seed` repeats a sampled text here, but not the text another provider
+   * samples; defaults as OpenAI's: max_tokens 16, temperature 1, top_p 1.
+   */
+  readonly completions: Completions;
+
+  /**
    * The worker's WebAssembly memory in bytes, shared by every model of the page (weights, KV
    * caches, buffers). It grows and never shrinks while the worker lives, so it is also the peak.
    * On the CPU also this model's `weights` and `kvCache` bytes, as allocated.
@@ -430,6 +477,76 @@ export interface TokenStream extends AsyncIterableIterator<TokenEvent> {
 }
 
 export default Gpt2;
+
+/** The parameters of `model.completions.create`, as OpenAI names them. */
+export interface CompletionCreateParams {
+  prompt: string | [string];
+  /** Default 16. */
+  max_tokens?: number;
+  /** 0 to 2; default 1. 0 is greedy. */
+  temperature?: number;
+  /** Nucleus sampling; default 1. */
+  top_p?: number;
+  /** Generation ends before any of these texts (not included in the text). */
+  stop?: string | string[] | null;
+  seed?: number | null;
+  stream?: boolean;
+  /** With `include_usage: true`, a stream ends with a chunk of `usage` and no choices. */
+  stream_options?: { include_usage?: boolean } | null;
+  /** Ignored: the model is the loaded one. */
+  model?: string;
+  user?: string;
+}
+
+export interface CompletionChoice {
+  text: string;
+  index: 0;
+  logprobs: null;
+  /** 'stop' for end-of-text or a stop text; 'length' for max_tokens or the context; null in a stream until the last chunk. */
+  finish_reason: 'stop' | 'length' | null;
+}
+
+export interface CompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/** One result, or one chunk of a stream (then `choices[0].text` is one token's text). */
+export interface Completion {
+  id: string;
+  object: 'text_completion';
+  /** Unix seconds. */
+  created: number;
+  /** The loaded model's name. */
+  model: string;
+  choices: CompletionChoice[];
+  usage?: CompletionUsage;
+}
+
+/** A streamed completion: one chunk per generated token, then one with finish_reason. */
+export interface CompletionStream extends AsyncIterableIterator<Completion> {
+  /** Aborts the generation: the loop then ends with an AbortError. */
+  readonly controller: AbortController;
+}
+
+export interface Completions {
+  create(body: CompletionCreateParams & { stream: true }, options?: { signal?: AbortSignal }): Promise<CompletionStream>;
+  create(body: CompletionCreateParams & { stream?: false }, options?: { signal?: AbortSignal }): Promise<Completion & { usage: CompletionUsage }>;
+}
+
+/** The index of the largest logit: greedy decoding's pick. */
+export function argmax(logits: ArrayLike<number>): number;
+/** Probabilities from logits at `temperature` (default 1; 0 puts everything on the argmax). */
+export function softmax(logits: ArrayLike<number>, temperature?: number): Float32Array;
+/** Only the k most likely tokens' probabilities, renormalised. */
+export function topK(probs: ArrayLike<number>, k: number): Float32Array;
+/** Only the smallest set of most likely tokens whose probabilities reach p, renormalised. */
+export function topP(probs: ArrayLike<number>, p: number): Float32Array;
+/** A token drawn from `probs` with `random` (default Math.random). */
+export function sample(probs: ArrayLike<number>, random?: () => number): number;
+/** A seeded generator of uniform numbers in [0, 1). Not the engine's sampler: seeds give other texts than generate()'s. */
+export function rng(seed?: number): () => number;
 
 /** A preset: the lesson's settings for one use, and why they suit it. */
 export interface Preset {

@@ -17,6 +17,7 @@
 // when the last handle is disposed.
 
 import { BUILDS, DEMO_MODEL } from './assets.js';
+import { completionsOf } from './completions.js';
 import { EMBED_HELP, connection, idle, request, withCode } from './connection.js';
 import { PRESETS } from './presets.js';
 import { MODEL_FILES, HUB_HOST, isHubId, hubUrl, modelSource, readHere } from './sources.js';
@@ -97,6 +98,8 @@ export class Gpt2 {
   #disposed = false;
   #onBackendChange;
   #onProgress; // the load's, also told while a lost GPU's model is read again (fallBack: true)
+  #lastCall = null; // the last logits call's timings
+  #completions = null;
 
   /** Use Gpt2.load(). */
   constructor(conn, id, config, name, load) {
@@ -213,11 +216,68 @@ export class Gpt2 {
   /** Why the model runs on the CPU when WebGPU was wanted ('auto' found none, or it was lost); else undefined. */
   get gpuUnavailable() { return this.#load.live.gpuUnavailable; }
 
-  /** The model's shape: { nLayer, nHead, nEmbd, nPositions, vocabSize, nParams }. */
+  /** The model's shape: { nLayer, nHead, nEmbd, nPositions, vocabSize, nParams, eosTokenId }. */
   get config() { return this.#config; }
 
   /** The model folder's URL, or the weights file's name for local files. */
   get name() { return this.#name; }
+
+  /** The end-of-text token's id (50256 for GPT-2): a loop stops when it picks it. */
+  get eosTokenId() { return this.#config.eosTokenId; }
+
+  /** Token ids as a list of whole numbers in 0..vocabSize, or a sentence naming what is wrong. */
+  #ids(ids, what) {
+    if (!(Array.isArray(ids) || ArrayBuffer.isView(ids))) throw invalid(`${what} needs an array of token ids`);
+    const v = this.#config.vocabSize;
+    for (const id of ids) {
+      if (!(Number.isInteger(id) && id >= 0 && id < v)) {
+        throw invalid(`${what}: ${JSON.stringify(id)} is not a token id (a whole number from 0 to ${v - 1})`);
+      }
+    }
+    return Array.from(ids);
+  }
+
+  /**
+   * The next-token logits after `ids`, a Float32Array of config.vocabSize: the lesson's "logits of
+   * the sequence", to write the loop with. `cache: true` (the default) keeps the KV cache of what
+   * `ids` shares from its start with the last call's ids and runs only the rest; `false` runs the
+   * whole sequence, as the naive loop. A generation in between empties that cache. Timings of the
+   * call: `model.lastCall`. See gpt2.d.ts.
+   */
+  async logits(ids, { cache = true } = {}) {
+    if (this.#disposed) throw new Error('this model has been disposed');
+    const list = this.#ids(ids, 'logits');
+    if (list.length === 0) throw invalid('logits needs at least one token id');
+    if (list.length > this.#config.nPositions) {
+      throw withCode(new Error(`logits: ${list.length} ids do not fit the model's context of ${this.#config.nPositions} tokens`), 'prompt_too_long');
+    }
+    if (typeof cache !== 'boolean') throw invalid('the cache option must be true or false');
+    const t0 = performance.now();
+    const backend = (change) => this.#backendChanged(change);
+    const out = await request(this.#conn, { op: 'logits', model: this.#id, ids: list, cache }, { backend }).promise;
+    this.#lastCall = Object.freeze({
+      ms: performance.now() - t0, engineMs: out.ms, positions: list.length - out.reused, reused: out.reused,
+    });
+    return out.logits;
+  }
+
+  /**
+   * The last logits call's timings: `{ ms, engineMs, positions, reused }` (ms from the call to the
+   * answer; engineMs of it in the engine; positions run; positions taken from the cache); null before.
+   */
+  get lastCall() { return this.#lastCall; }
+
+  /** The text of token ids (whole characters; a character split across the ids' end shows as U+FFFD). */
+  async decode(ids) {
+    if (this.#disposed) throw new Error('this model has been disposed');
+    return request(this.#conn, { op: 'decode', model: this.#id, ids: this.#ids(ids, 'decode') }).promise;
+  }
+
+  /**
+   * OpenAI's completions API on this model: `model.completions.create({ prompt, max_tokens,
+   * temperature, top_p, stop, seed, stream })` (completions.js, gpt2.d.ts).
+   */
+  get completions() { return (this.#completions ??= completionsOf(this)); }
 
   /** Generates a continuation of `prompt`. See gpt2.d.ts for the options and the result. */
   async generate(prompt, options = {}) {
@@ -396,5 +456,7 @@ export class Gpt2 {
 
 export default Gpt2;
 export { MODEL_FILES, HUB_HOST, isHubId, hubUrl };
+/** The loop's parts for model.logits: argmax, softmax, topK, topP, sample, rng (sampling.js). */
+export { argmax, softmax, topK, topP, sample, rng } from './sampling.js';
 /** The lesson's settings by use: autocomplete, creative, extraction (`{ label, why, options }`). */
 export { PRESETS };

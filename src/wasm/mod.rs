@@ -7,7 +7,7 @@
 mod loader;
 
 use crate::backend::{cpu::CpuDtype, BackendChoice};
-use crate::generate::{GenerateParams, Generation};
+use crate::generate::{GenerateParams, Generation, NextLogits};
 use crate::model::Model;
 use crate::sampling::SamplingParams;
 use serde::{Deserialize, Serialize};
@@ -205,11 +205,14 @@ struct ConfigJs {
     n_positions: usize,
     vocab_size: usize,
     n_params: usize,
+    eos_token_id: u32,
 }
 
 struct State {
     model: Model,
     generation: Option<Generation>,
+    /// What the KV cache holds for `logits` (the JS API's `model.logits`).
+    next: NextLogits,
 }
 
 impl State {
@@ -382,11 +385,13 @@ impl Engine {
             n_positions: c.n_positions,
             vocab_size: c.vocab_size,
             n_params: c.n_params(),
+            eos_token_id: c.eos_token_id,
         };
         Engine {
             state: Rc::new(RefCell::new(Some(State {
                 model,
                 generation: None,
+                next: NextLogits::default(),
             }))),
             config,
         }
@@ -454,7 +459,7 @@ impl Engine {
         }
     }
 
-    /// The model's shape: nLayer, nHead, nEmbd, nPositions, vocabSize, nParams.
+    /// The model's shape: nLayer, nHead, nEmbd, nPositions, vocabSize, nParams, and eosTokenId.
     #[wasm_bindgen(getter)]
     pub fn config(&self) -> Result<JsValue, JsValue> {
         to_js(&self.config)
@@ -482,7 +487,32 @@ impl Engine {
         let st = s.as_mut().ok_or_else(|| error(BUSY))?;
         st.model.backend.set_profiling(opts.profile);
         st.generation = Some(Generation::new(&st.model, prompt, params).map_err(js_err)?);
+        st.next.forget(); // the generation writes the KV cache from position 0
         Ok(())
+    }
+
+    /// The next-token logits after `ids`: resolves to `{ logits: Float32Array (vocabSize),
+    /// reused }`, `reused` being how many of `ids` came from the KV cache (with `cache`, the
+    /// longest common prefix with the last call's ids; without it none). Ends any generation.
+    pub fn logits(&self, ids: Vec<u32>, cache: bool) -> js_sys::Promise {
+        let cell = self.state.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let mut st = take(&cell)?;
+            st.generation = None; // its KV cache is about to change under it
+            let State { model, next, .. } = &mut st;
+            let out = match next.logits(model, &ids, cache).await {
+                Ok((logits, reused)) => {
+                    let o = js_sys::Object::new();
+                    let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&o, &k.into(), v);
+                    let _ = set("logits", &js_sys::Float32Array::from(logits).into());
+                    let _ = set("reused", &JsValue::from(reused as u32));
+                    Ok(o.into())
+                }
+                Err(e) => Err(js_err(e)),
+            };
+            *cell.borrow_mut() = Some(st);
+            out
+        })
     }
 
     /// Runs one step; resolves to the token event, `null` after a model step that settled no

@@ -4,7 +4,7 @@
 
 /** model id → { engine, queue: Job[], running: Job | null, stepping: Promise | null, disposed, crashed } */
 export const models = new Map();
-/** generate request id → Job ({ id, model, prompt, options, aborted }) while queued or running */
+/** request id → Job while queued or running: a generate ({ id, model, prompt, options, draftModel, aborted }) or a logits call ({ id, model, logits: { ids, cache }, aborted }) */
 export const jobs = new Map();
 
 /** The model files' names by key: gpt2.js's MODEL_FILES, sent with each load (the worker has no imports). */

@@ -26,8 +26,10 @@ import { REQUESTS } from './protocol.js';
 const HANDLERS = {
   load: (msg) => respond(msg.id, () => load(msg)),
   generate: (msg) => enqueue(msg),
+  logits: (msg) => enqueue(msg),
   abort: (msg) => abort(msg.id),
   tokenize: (msg) => respond(msg.id, () => tokenize(msg)),
+  decode: (msg) => respond(msg.id, () => decode(msg)),
   dispose: (msg) => respond(msg.id, () => dispose(msg)),
   loseDevice: (msg) => respond(msg.id, () => loseDevice(msg)),
   memory: (msg) => respond(msg.id, () => ({
@@ -53,7 +55,8 @@ async function respond(id, fn) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Generation: per-model FIFO queue; each step is posted the moment it exists.
+// Generation: per-model FIFO queue; each step is posted the moment it exists. A `logits` request
+// (model.logits: a student's own loop) waits in the same queue, since both use the KV cache.
 
 function model(id) {
   const m = models.get(id);
@@ -71,14 +74,16 @@ function enqueue(msg) {
   }
   try {
     // Refused now, not when a queued request's turn comes.
-    engineModule.checkOptions(msg.options);
+    if (msg.op === 'generate') engineModule.checkOptions(msg.options);
   } catch (e) {
     return reply(msg.id, 'error', failure(e));
   }
   if (msg.draftModel !== undefined && !models.has(msg.draftModel)) {
     return reply(msg.id, 'error', { message: 'the draft model is not loaded (disposed?)' });
   }
-  const job = { id: msg.id, model: msg.model, prompt: msg.prompt, options: msg.options, draftModel: msg.draftModel, aborted: false };
+  const job = msg.op === 'logits'
+    ? { id: msg.id, model: msg.model, logits: { ids: Uint32Array.from(msg.ids), cache: msg.cache !== false }, aborted: false }
+    : { id: msg.id, model: msg.model, prompt: msg.prompt, options: msg.options, draftModel: msg.draftModel, aborted: false };
   jobs.set(job.id, job);
   m.queue.push(job);
   if (!m.running) pump(m);
@@ -89,7 +94,7 @@ async function pump(m) {
     const job = m.queue.shift();
     m.running = job;
     try {
-      reply(job.id, 'done', { value: await run(m, job) });
+      reply(job.id, 'done', { value: await (job.logits ? nextLogits(m, job) : run(m, job)) });
     } catch (e) {
       reply(job.id, 'error', failure(e));
     } finally {
@@ -136,6 +141,28 @@ async function run(m, job) {
   return { ...engine.result(), backend: engine.backend };
 }
 
+/** One forward pass for model.logits: `{ logits, reused, ms }` (ms: the engine's time for it). */
+async function nextLogits(m, job) {
+  const { engine } = m;
+  const t0 = performance.now();
+  let out;
+  try {
+    m.stepping = engine.logits(job.logits.ids, job.logits.cache);
+    out = await m.stepping;
+  } catch (e) {
+    if (e instanceof WebAssembly.RuntimeError) m.crashed = describe(e);
+    throw e;
+  } finally {
+    m.stepping = null;
+  }
+  const ms = performance.now() - t0;
+  if (engine.backend !== m.backend) {
+    m.backend = engine.backend;
+    reply(job.id, 'backend', { backend: engine.backend, reason: engine.gpuUnavailable });
+  }
+  return { logits: out.logits, reused: out.reused, ms };
+}
+
 // Yield to the event loop without setTimeout's clamping: a message to ourselves is a new task,
 // queued behind any message the page has already sent.
 const channel = new MessageChannel();
@@ -169,6 +196,13 @@ async function tokenize({ model: id, text }) {
   while (m.stepping) await m.stepping.catch(() => {}); // the engine is taken while a step runs
   m = model(id); // it may have been disposed (and freed) meanwhile
   return Array.from(m.engine.tokenize(text));
+}
+
+async function decode({ model: id, ids }) {
+  let m = model(id);
+  while (m.stepping) await m.stepping.catch(() => {}); // the engine is taken while a step runs
+  m = model(id);
+  return m.engine.decode(Uint32Array.from(ids));
 }
 
 /** Tests only: destroys the model's GPU device between two steps, as a driver reset would. */

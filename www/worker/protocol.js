@@ -18,7 +18,10 @@ export const REQUESTS = {
   generate: '{ id, op, model, prompt, options, draftModel? (a loaded model\'s id, for options.draft === \'model\') } → ' +
     'token… (backend, progress while a lost GPU\'s model is read again), done { …result, backend }',
   abort: '{ op, id (the generate request\'s) } → nothing of its own: the generation ends with done (null when it was still queued)',
+  logits: '{ id, op, model, ids (token ids), cache (false: the whole sequence again) } → backend?, done { logits ' +
+    '(Float32Array, vocabSize), reused (ids the KV cache held), ms (the engine\'s time) }; queued behind generations',
   tokenize: '{ id, op, model, text } → done [ids]',
+  decode: '{ id, op, model, ids } → done text',
   dispose: '{ id, op, model } → done; queued generations of the model get error',
   loseDevice: '{ id, op, model } → done (whether it was on the GPU); tests only: destroys the GPU device between two steps',
   memory: '{ id, op, model } → done { wasmBytes, …the model\'s weights and KV cache on the CPU }',
