@@ -23,21 +23,28 @@
 //   naiveLab     { identical, cached: { fit, totalMs, points }, naive: {…} } after the no-KV-cache lab
 //   prediction   { n, predictedMs, measuredMs, off } after "predict, then measure"
 //   speculativeLab  after the "more than one token per step" lab
+//   apiLab       { api: [{ maxTokens, n, ttftMs, tpotMs, totalMs, text }], apiFit, local, localFit, text } or
+//                { error, api } after "a real API" (numbers and texts only: never the key)
+//   codeLab      { status, error?: { message, line }, prints, steps, records, fit } after "write the loop yourself"
 //   memoryUse    { plan, wasmBytes, weights, kvCache } after a load (model.plan, model.memory())
 //   fallBackBytes  bytes of the weights read again after the GPU was lost
 
 import { Gpt2, isHubId, hubUrl } from './gpt2.js';
 import { LoopView } from './loop-view.js';
+import { LoopDiagram } from './loop-diagram.js';
 import { DEMO_MODEL as DEMO } from './assets.js';
 import { wireEmbedPanel } from './embed-code.js';
 import { numberField, listField, formOptions, chosenSource, embedSettings } from './page-form.js';
 import { runSpeculativeLab } from './lab-speculative.js';
 import { runDecodingLab } from './lab-decoding.js';
 import { runNaiveLab } from './lab-naive.js';
+import { runLengthRuns } from './lab-length.js';
+import { runCodeLab, wireCodeLab } from './lab-code.js';
+import { runApiLab, wireApiLab } from './lab-api.js';
 import { predictionText, measurePrediction } from './predict.js';
 import { PRESETS } from './presets.js';
 import { fmtMs, sentence, afterPaint, Announcer } from './text.js';
-import { drawLatency as drawLatencyOn, drawLab as drawLabOn, fitLine } from './charts.js';
+import { drawLatency as drawLatencyOn, drawLab as drawLabOn } from './charts.js';
 
 /** When this module began to run (its imports fetched and evaluated), from the page's navigation. */
 const startedAtMs = performance.now();
@@ -55,7 +62,7 @@ const spoken = new Announcer($('spoken')); // the stream for screen readers, a l
 Object.assign(window, {
   pageState: 'loading', gpt2Model: null, lastResult: null, tokenEvents: 0, visibleMs: null, firstTokenMs: null,
   loadedAtMs: null, backendChanges: [],
-  labResult: null, comparison: null, naiveLab: null, prediction: null, speculativeLab: null,
+  labResult: null, comparison: null, naiveLab: null, prediction: null, speculativeLab: null, codeLab: null, apiLab: null,
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -82,10 +89,12 @@ function clearError() {
 
 function setBusy(busy) {
   const ready = model !== null;
-  for (const id of ['generate', 'lab-run', 'cmp-run', 'spec-run', 'naive-run']) $(id).disabled = busy || !ready;
+  for (const id of ['generate', 'lab-run', 'cmp-run', 'spec-run', 'naive-run', 'code-run']) $(id).disabled = busy || !ready;
+  $('api-run').disabled = busy; // the API's part needs no model
   $('predict-run').disabled = busy || !ready || !(lastMetrics?.outputTokens > 1);
   $('load').disabled = busy;
   $('stop').disabled = !busy;
+  $('code-stop').disabled = !busy;
   window.pageState = busy ? 'busy' : ready ? 'ready' : 'error';
 }
 
@@ -210,6 +219,8 @@ async function generate() {
   out.setAttribute('aria-busy', 'true'); // screen readers wait for the whole text (spoken below hears it by lines)
   spoken.reset();
   loopView.reset(prompt);
+  diagram.reset();
+  model.tokenize(prompt).then((ids) => diagram.prompt(ids.length), () => {}); // answered before the generation starts
   resetReadout();
   latency = [];
   drawLatency();
@@ -228,6 +239,7 @@ async function generate() {
       onToken: (ev) => {
         window.tokenEvents++;
         if (ev.top) loopView.step(ev);
+        diagram.token(ev);
         latency.push(ev.elapsedMs);
         if (ev.index === 0) {
           window.firstTokenMs = performance.now() - t0;
@@ -256,6 +268,7 @@ async function generate() {
       },
     });
     window.lastResult = r;
+    diagram.end(r);
     showMetrics(r);
     const m = r.metrics;
     if (r.stopReason !== 'abort') lastMetrics = m;
@@ -315,33 +328,8 @@ function runLengthLab() {
     const repeats = Math.max(1, Math.min(10, Math.round(numberField('lab-repeats', 'Runs per length'))));
     const prompt = $('prompt').value;
     const fit = await lengthsThatFit(prompt, lengths);
-    const points = [];
     window.labResult = null;
-    drawLab(points);
-    // A first short run warms up the engine (allocations, JIT) so it does not skew the first point.
-    await model.generate(prompt, { maxTokens: 2, temperature: 0, signal });
-    const runs = fit.flatMap((n) => Array(repeats).fill(n));
-    for (const [i, n] of runs.entries()) {
-      if (signal.aborted) break;
-      $('lab-fit').textContent = `Run ${i + 1} of ${runs.length}: ${n} tokens…`;
-      const r = await model.generate(prompt, { maxTokens: n, temperature: 0, ignoreEos: true, signal });
-      if (r.stopReason === 'abort') break;
-      const m = r.metrics;
-      points.push({ n: m.outputTokens, totalMs: m.totalMs, ttftMs: m.ttftMs, tpotMs: m.tpotMs });
-      drawLab(points);
-    }
-    if (new Set(points.map((p) => p.n)).size < 2) {
-      $('lab-fit').textContent = 'Stopped before two lengths were measured; nothing to fit.';
-      return;
-    }
-    const line = fitLine(points.map((p) => p.n), points.map((p) => p.totalMs));
-    drawLab(points, line);
-    const mean = (k) => points.reduce((s, p) => s + p[k], 0) / points.length;
-    $('lab-fit').textContent = `Fit: total ≈ ${fmtMs(line.a)} + ${fmtMs(line.b)} × n, R² = ${line.r2.toFixed(4)} ` +
-      `(${points.length} runs). Measured means: time to first token ${fmtMs(mean('ttftMs'))}, time per output token ` +
-      `${fmtMs(mean('tpotMs'))}. The intercept is near the TTFT and the slope near the TPOT: waiting longer for ` +
-      'a longer answer is the slope, whatever streaming shows.';
-    window.labResult = { points, fit: line };
+    window.labResult = await runLengthRuns(model, { prompt, lengths: fit, repeats, signal }, $);
   });
 }
 
@@ -439,8 +427,29 @@ $('spec-run').addEventListener('click', () => lab('More than one token per step'
   window.speculativeLab = null;
   window.speculativeLab = await runSpeculativeLab(model, { prompt: $('prompt').value, maxTokens, signal }, $);
 }));
+const runCode = () => {
+  if (model && !controller) {
+    lab('Write the loop yourself', async (signal) => {
+      window.codeLab = null;
+      window.codeLab = await runCodeLab(model, $, signal);
+    });
+  }
+};
+$('code-run').addEventListener('click', runCode);
+$('code-stop').addEventListener('click', () => controller?.abort());
+wireCodeLab($, runCode);
+wireApiLab($);
+$('api-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  if (controller) return;
+  lab('A real API', async (signal) => {
+    window.apiLab = null;
+    window.apiLab = await runApiLab(model, $, signal);
+  });
+});
 $('boundaries').addEventListener('change', (e) => $('output').classList.toggle('boundaries', e.target.checked));
 const loopView = new LoopView($('loop'));
+const diagram = new LoopDiagram($('loop-diagram'));
 window.loopView = loopView;
 $('watch-loop').addEventListener('change', (e) => { $('loop').hidden = !e.target.checked; });
 $('loop').hidden = !$('watch-loop').checked; // a checkbox the browser restored

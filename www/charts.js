@@ -236,7 +236,8 @@ export function drawSeries(canvas, series, xLabel, yLabel, empty) {
   const xMax = Math.max(...all.map((p) => p[0])) * 1.05;
   // The slowest outliers (a GC pause) would flatten the rest: scale to the 98th percentile.
   const ys = all.map((p) => p[1]).sort((a, b) => a - b);
-  const yMax = Math.max(ys[Math.floor(0.98 * (ys.length - 1))] * 1.25, 1e-3);
+  const top = ys.length >= 50 ? ys[Math.floor(0.98 * (ys.length - 1))] * 1.25 : ys.at(-1) * 1.1; // few points: all of them
+  const yMax = Math.max(top, 1e-3);
   const { area, x, y } = axes(ctx, w, h, xMax, yMax, xLabel, yLabel, c);
   series.forEach((s, k) => {
     const colour = c[s.colour] ?? c.accent;

@@ -41,6 +41,7 @@ export function formOptions() {
     stop: stopSequences(),
     ignoreEos: $('ignore-eos').checked,
     topLogprobs: $('watch-loop').checked ? 10 : 0,
+    draft: $('draft-lookup').checked ? 'prompt-lookup' : undefined,
   };
 }
 

@@ -16,15 +16,26 @@ import { createRequire } from 'node:module';
 import { ENGINES, launchEngine, withEnginePage } from './engines.mjs';
 import { startSites } from './sites.mjs';
 import { MODEL_URL, MODEL_NAME, PROMPT, OUT } from './harness.mjs';
+import { startOpenAiServer } from './openai-server.mjs';
 
 const T = { timeout: 300_000 };
 const AXE = fs.readFileSync(path.join(path.dirname(createRequire(import.meta.url).resolve('axe-core')), 'axe.min.js'), 'utf8');
 const TAGS = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa'];
 let sites;
+let api; // the real-API lab's stand-in server
 before(async () => {
   sites = await startSites();
+  api = await startOpenAiServer();
 });
-after(() => sites?.close());
+after(async () => {
+  await sites?.close();
+  await api?.close();
+});
+
+/** A short loop for the code lab: two recorded lengths. */
+const SHORT_LOOP = 'const ids = await model.tokenize("ROMEO:");\nfor (const n of [2, 4]) {\n  const t0 = performance.now();\n' +
+  '  for (let i = 0; i < n; i++) ids.push(argmax(await model.logits(ids)));\n  record(n, performance.now() - t0);\n}\n' +
+  'print(await model.decode(ids));';
 
 const query = MODEL_NAME === 'gpt2-shakespeare' ? '' : `?model=${MODEL_URL}`;
 
@@ -65,10 +76,16 @@ async function smallLabs(page) {
   await page.fill('#naive-tokens', 6);
   await page.fill('#spec-tokens', 8);
   await page.fill('#predict-tokens', 4);
+  await page.fill('#code-box', SHORT_LOOP);
+  await page.fill('#api-base', `${api.origin}/v1`);
+  await page.fill('#api-key', api.key);
+  await page.fill('#api-model', 'ttft=20 tpot=2');
+  await page.fill('#api-lengths', '2,4');
 }
 
 const LABS = [['lab-run', 'the length lab'], ['cmp-run', 'greedy, sampling, beam'], ['naive-run', 'the no-KV-cache lab'],
-  ['spec-run', 'the speculative lab'], ['predict-run', 'predict, then measure']];
+  ['spec-run', 'the speculative lab'], ['predict-run', 'predict, then measure'], ['code-run', 'write the loop yourself'],
+  ['api-run', 'a real API']];
 
 /**
  * Focuses the control before the element with `id` (in document order), then presses Tab until
@@ -205,12 +222,12 @@ for (const name of ENGINES) {
         await page.fill('#naive-tokens', 6);
         // Each lab by Space on its focused button.
         for (const [id, what] of LABS) {
-          const before = await page.evaluate(() => [window.labResult, window.comparison, window.naiveLab, window.speculativeLab, window.prediction].filter(Boolean).length);
+          const before = await page.evaluate(() => [window.labResult, window.comparison, window.naiveLab, window.speculativeLab, window.prediction, window.codeLab, window.apiLab].filter(Boolean).length);
           await tabTo(page, id);
           await page.press('Space');
           await page.waitFor(() => window.pageState === 'busy' || window.pageState === 'ready', null, 5_000);
           await idle(page, what);
-          const after = await page.evaluate(() => [window.labResult, window.comparison, window.naiveLab, window.speculativeLab, window.prediction].filter(Boolean).length);
+          const after = await page.evaluate(() => [window.labResult, window.comparison, window.naiveLab, window.speculativeLab, window.prediction, window.codeLab, window.apiLab].filter(Boolean).length);
           assert.equal(after, before + 1, `Space on #${id} did not run ${what}`);
         }
       });
@@ -274,13 +291,17 @@ for (const name of ENGINES) {
           while (w.pageState === 'busy') await new Promise((r) => setTimeout(r, 50));
           return w.document.getElementById('error').hidden ? null : w.document.getElementById('error').textContent;
         }, id);
-        await page.evaluate(() => {
+        await page.evaluate(({ loop, server }) => {
           const d = document.getElementById('f').contentDocument;
           const set = (id, v) => { d.getElementById(id).value = String(v); };
           set('prompt', 'ROMEO:'); set('max-tokens', 12); set('temperature', 0); set('lab-lengths', '2, 4'); set('lab-repeats', 1);
           set('cmp-seeds', '1'); set('cmp-beams', '2'); set('cmp-tokens', 6); set('naive-tokens', 6); set('spec-tokens', 8);
-        });
-        for (const id of ['generate', 'lab-run', 'cmp-run', 'naive-run', 'spec-run']) assert.equal(await run(id), null, `#${id} failed`);
+          set('code-box', loop); set('api-base', `${server.origin}/v1`); set('api-key', server.key); set('api-model', 'ttft=20 tpot=2');
+          set('api-lengths', '2,4');
+        }, { loop: SHORT_LOOP, server: { origin: api.origin, key: api.key } });
+        for (const id of ['generate', 'lab-run', 'cmp-run', 'naive-run', 'spec-run', 'code-run', 'api-run']) {
+          assert.equal(await run(id), null, `#${id} failed`);
+        }
         const got = await page.evaluate(() => {
           const w = document.getElementById('f').contentWindow;
           const d = w.document;

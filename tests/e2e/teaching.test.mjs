@@ -166,3 +166,222 @@ test('completions.create gives OpenAI-shaped results and chunks that match gener
     assert.equal(r.abortName, 'AbortError');
   });
 });
+
+/** Puts `code` in the lab's box, presses Run and waits for window.codeLab. */
+async function runInBox(page, code) {
+  await page.evaluate(() => { window.codeLab = null; });
+  if (code !== undefined) await page.fill('#code-box', code);
+  await page.click('#code-run');
+  await page.waitForFunction(() => window.codeLab || !document.getElementById('error').hidden, null, { timeout: 120_000 });
+  const lab = await page.evaluate(() => window.codeLab);
+  assert.ok(lab, await page.locator('#error').innerText());
+  await ready(page);
+  return lab;
+}
+
+test('the code lab runs the shipped loop and its variants, reports errors with their line, and stops runaway code', T, async () => {
+  await withPage(env.browser, `${env.server.origin}/`, async (page) => {
+    await ready(page);
+    assert.equal(await page.evaluate(() => window.codeLab), null, 'nothing runs by itself');
+    const greedy = await runInBox(page);
+    assert.equal(greedy.status, 'done', JSON.stringify(greedy.error));
+    const want = await page.evaluate(async (p) => (await window.gpt2Model.generate(p, { maxTokens: 24, temperature: 0 })).text, 'ROMEO:');
+    assert.equal(greedy.prints[0], want, 'the box\'s greedy loop prints generate\'s greedy text');
+    assert.equal(greedy.records.length, 3);
+    assert.ok(greedy.fit && greedy.fit.b > 0, JSON.stringify(greedy.fit));
+    assert.ok(greedy.steps.length >= 24 + 10 + 1 && greedy.steps.every((s) => s.ms > 0));
+    assert.match(await page.locator('#code-fit').innerText(), /total ≈ .* \+ .* × n/);
+    await page.locator('#code-box').scrollIntoViewIfNeeded();
+    await page.locator('section[aria-labelledby="code-h"]').screenshot({ path: screenshotPath('lab-code.png') });
+    for (const variant of ['topP', 'stop', 'naive']) {
+      await page.selectOption('#code-variant', variant);
+      await page.click('#code-load');
+      const r = await runInBox(page);
+      assert.equal(r.status, 'done', `${variant}: ${JSON.stringify(r.error)}`);
+      assert.ok(r.prints.length >= 1 && r.prints.at(-1).length > 0, variant);
+      if (variant === 'stop') assert.ok(!r.prints[0].includes('\n\n'));
+      if (variant === 'naive') assert.ok(r.steps.slice(1).every((s, i) => s.reused === 0 && s.positions === r.steps[0].positions + i + 1));
+      if (variant === 'topP') {
+        const again = await runInBox(page);
+        assert.equal(again.prints[0], r.prints[0], 'a seeded rng repeats');
+      }
+    }
+    // A thrown error names its line; so does a model call that fails, and a syntax error.
+    const thrown = await runInBox(page, 'const ids = [464];\nprint("one");\nnull.x;\nprint("never");');
+    assert.equal(thrown.status, 'error');
+    assert.equal(thrown.error.line, 3, JSON.stringify(thrown.error));
+    assert.match(thrown.error.message, /TypeError/);
+    assert.deepEqual(thrown.prints, ['one']);
+    assert.match(await page.locator('#code-status').innerText(), /Line 3: TypeError/);
+    const bad = await runInBox(page, '// a bad id\n\nawait model.logits([1, 99999999]);');
+    assert.equal(bad.status, 'error');
+    assert.equal(bad.error.line, 3, JSON.stringify(bad.error));
+    assert.match(bad.error.message, /is not a token id/);
+    const syntax = await runInBox(page, 'print(1);\nconst = 5;\n');
+    assert.equal(syntax.status, 'error');
+    assert.equal(syntax.error.line, 2, JSON.stringify(syntax.error));
+    // A loop that never ends: the step cap ends one that calls the model, Stop any other.
+    await page.fill('#code-cap', '25');
+    const capped = await runInBox(page, 'const ids = [464];\nwhile (true) {\n  await model.logits(ids);\n}');
+    assert.equal(capped.status, 'error');
+    assert.match(capped.error.message, /step cap of 25 model calls/);
+    assert.equal(capped.steps.length, 25);
+    await page.fill('#code-cap', '2000');
+    const flood = await runInBox(page, 'for (;;) print("x");');
+    assert.equal(flood.status, 'error');
+    assert.match(flood.error.message, /printed or recorded more than 5000 times; stopped/);
+    assert.equal(flood.prints.length, 5000);
+    await page.evaluate(() => { window.codeLab = null; });
+    await page.fill('#code-box', 'print("spinning");\nwhile (true) {}');
+    await page.click('#code-run');
+    await page.waitForFunction(() => document.getElementById('code-output').textContent.includes('spinning'));
+    await page.click('#code-stop');
+    await page.waitForFunction(() => window.codeLab, null, { timeout: 10_000 });
+    assert.equal(await page.evaluate(() => window.codeLab.status), 'stopped');
+    await ready(page);
+    // The page still generates after all of it.
+    const after = await runInBox(page, 'print(await model.decode([await model.logits([464]).then((l) => l.indexOf(Math.max(...l)))]));');
+    assert.equal(after.status, 'done');
+  });
+});
+
+test('the code box cannot read the real-API lab\'s key; the key is not kept unless asked', T, async () => {
+  const KEY = 'sk-secret-never-read-4711';
+  await withPage(env.browser, `${env.server.origin}/`, async (page) => {
+    await ready(page);
+    await page.fill('#api-key', KEY);
+    await page.fill('#api-base', `${api.origin}/v1`);
+    const probe = `const found = [];
+const seen = new Set();
+function look(v, path, depth) {
+  if (depth > 3 || v === null || seen.has(v)) return;
+  if (typeof v === 'string') { if (v.includes('sk-secret')) found.push(path); return; }
+  if (typeof v !== 'object' && typeof v !== 'function') return;
+  seen.add(v);
+  for (const k of Object.getOwnPropertyNames(v)) { try { look(v[k], path + '.' + k, depth + 1); } catch {} }
+}
+look(self, 'self', 0);
+print(JSON.stringify({ found, document: typeof document, localStorage: typeof localStorage, parent: typeof parent,
+  opener: typeof opener, top: typeof top }));
+try { const dbs = await indexedDB.databases(); print('dbs ' + JSON.stringify(dbs)); } catch (e) { print('dbs none'); }
+try { const keys = await caches.keys(); for (const k of keys) for (const r of await (await caches.open(k)).keys()) if (r.url.includes('sk-secret')) found.push(r.url); } catch {}
+print(found.length);`;
+    const r = await runInBox(page, probe);
+    assert.equal(r.status, 'done', JSON.stringify(r.error));
+    const seen = JSON.parse(r.prints[0]);
+    assert.deepEqual(seen, { found: [], document: 'undefined', localStorage: 'undefined', parent: 'undefined', opener: 'undefined', top: 'undefined' });
+    assert.equal(r.prints.at(-1), '0');
+    // The page keeps it in the input only: not on window, not in storage.
+    const leaks = await page.evaluate((key) => {
+      const onWindow = Object.getOwnPropertyNames(window).filter((k) => {
+        try { return typeof window[k] === 'string' ? window[k].includes(key) : JSON.stringify(window[k] ?? null)?.includes(key); } catch { return false; }
+      });
+      return { onWindow, local: JSON.stringify({ ...localStorage }).includes(key), session: JSON.stringify({ ...sessionStorage }).includes(key) };
+    }, KEY);
+    assert.deepEqual(leaks, { onWindow: [], local: false, session: false });
+    // Ticked, it is kept on this device, and a new visit fills it in; unticked, it is gone.
+    await page.check('#api-remember');
+    await page.fill('#api-model', 'ttft=10 tpot=1');
+    await page.fill('#api-lengths', '2');
+    await page.fill('#api-key', api.key);
+    await page.click('#api-run');
+    await page.waitForFunction(() => window.apiLab, null, { timeout: 60_000 });
+    await page.reload();
+    await ready(page);
+    assert.equal(await page.inputValue('#api-key'), api.key);
+    assert.ok(await page.isChecked('#api-remember'));
+    await page.uncheck('#api-remember');
+    assert.equal(await page.evaluate(() => localStorage.getItem('gpt2-web.api-lab')), null);
+  });
+});
+
+test('the API lab measures the test server\'s TTFT and TPOT, fits the line beside the local model, and names each failure', T, async () => {
+  await withPage(env.browser, `${env.server.origin}/`, async (page) => {
+    await ready(page);
+    const measure = async ({ base = `${api.origin}/v1`, key = api.key, model, kind = 'completions', lengths = '4', timeout = '30' }) => {
+      await page.evaluate(() => { window.apiLab = null; });
+      await page.fill('#api-base', base);
+      await page.fill('#api-key', key);
+      await page.fill('#api-model', model);
+      await page.selectOption('#api-kind', kind);
+      await page.fill('#api-lengths', lengths);
+      await page.fill('#api-timeout', timeout);
+      await page.click('#api-run');
+      await page.waitForFunction(() => window.apiLab || !document.getElementById('error').hidden, null, { timeout: 120_000 });
+      const lab = await page.evaluate(() => window.apiLab) ?? {};
+      await ready(page);
+      return { lab, status: await page.locator('#api-status').innerText() };
+    };
+    const before = api.requests.length;
+    for (const kind of ['completions', 'chat']) {
+      const { lab } = await measure({ model: 'ttft=300 tpot=40', kind, lengths: '4,8,16' });
+      assert.ok(lab.api && lab.error === undefined, lab.error ?? await page.locator('#error').innerText());
+      assert.deepEqual(lab.api.map((r) => r.n), [4, 8, 16]);
+      for (const r of lab.api) {
+        assert.ok(r.ttftMs >= 295 && r.ttftMs < 450, `${kind} TTFT ${r.ttftMs} for a server's 300`);
+        assert.ok(r.tpotMs >= 36 && r.tpotMs < 60, `${kind} TPOT ${r.tpotMs} for a server's 40`);
+      }
+      assert.ok(Math.abs(lab.apiFit.b - 40) < 12, `slope ${lab.apiFit.b}`);
+      assert.ok(lab.apiFit.a > 250 && lab.apiFit.a < 450, `intercept ${lab.apiFit.a}`);
+      assert.ok(lab.localFit && lab.local.length === 3);
+      assert.ok(!JSON.stringify(lab).includes(api.key), 'the result hook carries no key');
+    }
+    await page.locator('section[aria-labelledby="api-h"]').screenshot({ path: screenshotPath('lab-api.png') });
+    const sent = api.requests.slice(before).filter((r) => r.method === 'POST');
+    assert.ok(sent.length === 6 && sent.every((r) => r.authorization === `Bearer ${api.key}`));
+    const failures = [
+      [{ model: 'ok', key: 'sk-wrong' }, /refused the key \(401 Unauthorized: “Incorrect API key provided\.”\)/],
+      [{ model: 'fail=403' }, /403 Forbidden/],
+      [{ model: 'fail=429' }, /Rate limited \(429.*wait 7 s/],
+      [{ model: 'ok', base: `${api.origin}/nocors/v1` }, /could not get an answer .* CORS/],
+      [{ model: 'fail=malformed' }, /Event 3 of the stream is not JSON/],
+      [{ model: 'fail=cut', lengths: '8' }, /cut off after 3 tokens|ended without \[DONE\] after 3 tokens/],
+      [{ model: 'fail=nodone' }, /ended without \[DONE\] after 4 tokens \(finish_reason length\)/],
+      [{ model: 'fail=timeout', timeout: '1' }, /No answer from .* for 1 s before it answered \(timeout\)/],
+      [{ model: 'fail=json' }, /not a stream of server-sent events/],
+      [{ model: 'ok', base: `${api.origin}/nothing` }, /Nothing at .*\(404/],
+      [{ model: 'ok', base: 'localhost:1234' }, /the base URL "localhost:1234" does not start with http:\/\/ or https:\/\//],
+    ];
+    for (const [fields, says] of failures) {
+      const { lab, status } = await measure(fields);
+      const text = lab.error ?? (await page.locator('#error').innerText());
+      assert.match(text, says, JSON.stringify(fields));
+      if (lab.error) assert.equal(status, lab.error);
+    }
+  });
+});
+
+test('the loop diagram follows a plain and a speculative generation, with a text equivalent', T, async () => {
+  await withPage(env.browser, `${env.server.origin}/`, async (page) => {
+    await ready(page);
+    const gen = async () => {
+      await page.evaluate(() => { window.lastResult = null; });
+      await page.click('#generate');
+      await page.waitForFunction(() => window.lastResult, null, { timeout: 60_000 });
+      return page.evaluate(() => ({
+        r: window.lastResult, cells: document.querySelectorAll('#loop-diagram .cell').length,
+        prompt: document.querySelectorAll('#loop-diagram .cell.prompt').length,
+        drafted: document.querySelectorAll('#loop-diagram .cell.drafted').length,
+        text: document.getElementById('loop-diagram-text').textContent,
+      }));
+    };
+    await page.fill('#prompt', 'ROMEO:');
+    await page.fill('#max-tokens', '20');
+    await page.fill('#temperature', '0');
+    const plain = await gen();
+    const m = plain.r.metrics;
+    assert.equal(plain.cells, m.promptTokens + m.outputTokens);
+    assert.equal(plain.prompt, m.promptTokens);
+    assert.match(plain.text, new RegExp(`^The loop ran ${m.outputTokens} steps for ${m.outputTokens} tokens: a prefill of ${m.promptTokens} positions`));
+    assert.match(plain.text, new RegExp(`The last: Step ${m.outputTokens}: the model ran 1 new position, reading the KV cache for the ${m.promptTokens + m.outputTokens - 2} before it`));
+    await page.locator('#loop-diagram').screenshot({ path: screenshotPath('loop-live.png') });
+    await page.fill('#prompt', 'DESDEMONA:\nSing willow, willow, willow: sing all a green willow.\n'.repeat(3) + 'Sing willow,');
+    await page.check('#draft-lookup');
+    const spec = await gen();
+    const s = spec.r.metrics;
+    assert.ok(s.acceptedDraftTokens > 0, JSON.stringify(s));
+    assert.equal(spec.drafted, s.acceptedDraftTokens);
+    assert.match(spec.text, new RegExp(`ran ${s.targetForwards} steps for ${s.outputTokens} tokens.*${s.acceptedDraftTokens} tokens from kept drafts`));
+    await page.uncheck('#draft-lookup');
+  });
+});
