@@ -247,11 +247,11 @@ export class Gpt2 {
    */
   async logits(ids, { cache = true } = {}) {
     if (this.#disposed) throw new Error('this model has been disposed');
+    if ((Array.isArray(ids) || ArrayBuffer.isView(ids)) && ids.length > this.#config.nPositions) {
+      throw withCode(new Error(`logits: ${ids.length} ids do not fit the model's context of ${this.#config.nPositions} tokens`), 'prompt_too_long');
+    }
     const list = this.#ids(ids, 'logits');
     if (list.length === 0) throw invalid('logits needs at least one token id');
-    if (list.length > this.#config.nPositions) {
-      throw withCode(new Error(`logits: ${list.length} ids do not fit the model's context of ${this.#config.nPositions} tokens`), 'prompt_too_long');
-    }
     if (typeof cache !== 'boolean') throw invalid('the cache option must be true or false');
     const t0 = performance.now();
     const backend = (change) => this.#backendChanged(change);

@@ -152,6 +152,38 @@ self.__run().then(() => self.postMessage({ type: 'done' }), (e) => self.postMess
 }));
 `;
 
+/**
+ * The syntax error of `code` as `{ message, line }`, from compiling it (not running it) as an
+ * async function body in a worker of its own: Firefox and WebKit put the line on the SyntaxError
+ * (`lineNumber`, `line`), counting the two lines of the function's header. Null when it compiles,
+ * when the engine gives no line, or after a second.
+ */
+function syntaxError(code) {
+  const src = `const AF = Object.getPrototypeOf(async function () {}).constructor;
+self.onmessage = ({ data }) => {
+  try { new AF(data); postMessage(null); } catch (e) { postMessage({ message: String(e), line: e.lineNumber ?? e.line ?? null }); }
+};`;
+  const url = URL.createObjectURL(new Blob([src], { type: 'text/javascript' }));
+  return new Promise((resolve) => {
+    let w;
+    const done = (v) => {
+      clearTimeout(timer);
+      w?.terminate();
+      URL.revokeObjectURL(url);
+      resolve(v);
+    };
+    const timer = setTimeout(() => done(null), 1000);
+    try {
+      w = new Worker(url);
+    } catch {
+      return done(null);
+    }
+    w.onerror = () => done(null);
+    w.onmessage = ({ data }) => done(data && Number.isInteger(data.line) && data.line > 2 ? { message: data.message, line: data.line - 2 } : null);
+    w.postMessage(code);
+  });
+}
+
 /** The line of the student's code (1-based) a stack names, or null. */
 function lineIn(stack, url, first, count) {
   const esc = url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -194,10 +226,14 @@ export function runCode(model, code, { cap = 2000, signal, on = {} } = {}) {
     } catch (e) {
       return end({ status: 'error', error: { message: `the sandbox could not start (${e.message}): the page's Content-Security-Policy must allow worker-src blob:`, line: null } });
     }
-    worker.onerror = (e) => {
+    worker.onerror = async (e) => {
       e.preventDefault();
-      const line = e.lineno ? e.lineno - first + 1 : null;
-      end({ status: 'error', error: { message: e.message || 'the code could not run (a syntax error?)', line: line >= 1 && line <= count ? line : null } });
+      if (ended) return;
+      const at = e.lineno ? e.lineno - first + 1 : null;
+      if (at >= 1 && at <= count) return end({ status: 'error', error: { message: e.message, line: at } });
+      // Firefox tells a worker's parent nothing of a syntax error: ask a compiler for it.
+      const found = await syntaxError(code);
+      end({ status: 'error', error: found ?? { message: e.message || 'the code could not run (a syntax error?)', line: null } });
     };
     worker.onmessage = async ({ data }) => {
       if (ended) return;

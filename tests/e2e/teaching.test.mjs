@@ -8,6 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { serveAndLaunch, withPage, screenshotPath, PROMPT } from './harness.mjs';
 import { startOpenAiServer } from './openai-server.mjs';
+import { ENGINES, launchEngine, withEnginePage } from './engines.mjs';
 
 const T = { timeout: 240_000 };
 const env = serveAndLaunch();
@@ -385,3 +386,60 @@ test('the loop diagram follows a plain and a speculative generation, with a text
     await page.uncheck('#draft-lookup');
   });
 });
+
+// In every engine: the sandbox's errors carry their line (each engine writes stacks and syntax
+// errors its own way), Stop ends a busy loop, and the API lab reads the test server's stream.
+
+for (const name of ENGINES) {
+  test(`${name}: the code lab names the line of a thrown, a model-call and a syntax error; the API lab measures the stream`, T, async () => {
+    const engine = await launchEngine(name);
+    try {
+      await withEnginePage(engine, async (page) => {
+        await page.goto(`${env.server.origin}/`);
+        await page.waitFor(() => window.pageState === 'ready', null, 90_000);
+        const run = async (code) => {
+          await page.evaluate(() => { window.codeLab = null; });
+          await page.fill('#code-box', code);
+          await page.click('#code-run');
+          await page.waitFor(() => window.codeLab && window.pageState === 'ready', null, 60_000);
+          return page.evaluate(() => window.codeLab);
+        };
+        const ok = await run('const ids = await model.tokenize("ROMEO:");\nids.push(argmax(await model.logits(ids)));\nprint(await model.decode(ids));');
+        assert.equal(ok.status, 'done', JSON.stringify(ok.error));
+        assert.ok(ok.prints[0].startsWith('ROMEO:'));
+        for (const [code, line, says] of [
+          ['print(1);\nprint(2);\nundefinedThing();', 3, /ReferenceError/],
+          ['\n\nawait model.logits([1, 99999999]);', 3, /is not a token id/],
+          ['print(1);\nconst = 5;', 2, /SyntaxError|syntax|unexpected/i],
+        ]) {
+          const r = await run(code);
+          assert.equal(r.status, 'error');
+          assert.equal(r.error.line, line, `${name}: ${JSON.stringify(r.error)}`);
+          assert.match(r.error.message, says);
+        }
+        await page.evaluate(() => { window.codeLab = null; });
+        await page.fill('#code-box', 'while (true) {}');
+        await page.click('#code-run');
+        await page.waitFor(() => window.pageState === 'busy', null, 10_000);
+        await page.click('#code-stop');
+        await page.waitFor(() => window.codeLab && window.pageState === 'ready', null, 10_000);
+        assert.equal(await page.evaluate(() => window.codeLab.status), 'stopped');
+        await page.evaluate(() => { window.apiLab = null; });
+        await page.fill('#api-base', `${api.origin}/v1`);
+        await page.fill('#api-key', api.key);
+        await page.fill('#api-model', 'ttft=200 tpot=30');
+        await page.fill('#api-lengths', '4,8');
+        await page.click('#api-run');
+        await page.waitFor(() => window.apiLab && window.pageState === 'ready', null, 60_000);
+        const lab = await page.evaluate(() => window.apiLab);
+        assert.ok(lab.api, JSON.stringify(lab));
+        for (const r of lab.api) {
+          assert.ok(r.ttftMs >= 195 && r.ttftMs < 400, `${name} TTFT ${r.ttftMs} for 200`);
+          assert.ok(r.tpotMs >= 26 && r.tpotMs < 50, `${name} TPOT ${r.tpotMs} for 30`);
+        }
+      });
+    } finally {
+      await engine.close();
+    }
+  });
+}
