@@ -30,6 +30,11 @@
 #                             widget, transformers.js and wllama (tools/bench_cold.mjs)
 #   ./build.sh bench --sizes  every GPT-2 size (124M to 1.5B, random weights of the real shapes):
 #                             memory predicted vs measured, load time and TPOT, browser and native
+#   ./build.sh gpu-check [--quick]  everything GPU-side in one go: native `gpt2 bench --backend
+#                             webgpu` on the 124M/355M/774M/1.5B shapes beside the CPU, then Chromium
+#                             with WebGPU on this machine's adapter beside its CPU path; fails when
+#                             the native engine finds no adapter. --quick (./build.sh test, on
+#                             lavapipe and SwiftShader): the demo model only
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -169,6 +174,48 @@ run_tests() {
   build
   say "browser tests (Chromium, Firefox, WebKit)"
   (cd tests/e2e && node --test --test-concurrency=1 ./*.test.mjs)
+  gpu_check --quick
+}
+
+# ./build.sh gpu-check [--quick]: the GPU check, made to run in one call on a machine lent with a
+# GPU (under 8 minutes on one) and in CI on software adapters (lavapipe natively, SwiftShader in
+# Chromium), so it cannot rot. Each native line: ms/token, TTFT, compute dispatches per decode
+# token and the adapter (gpt2 bench), then the CPU's q8 on the same model for the ratio.
+gpu_check() {
+  local quick=0 bin models=() shape m lengths prompt
+  [ "${1:-}" = --quick ] && quick=1
+  apt_install chromium mesa-vulkan-drivers
+  need_node_modules
+  if [ "$quick" = 1 ]; then
+    cargo build --bin gpt2 # the test build's (dependencies optimised): the demo model needs no more
+    bin="$CARGO_TARGET_DIR/debug/gpt2"
+    models=(www/models/gpt2-shakespeare)
+    lengths=8,32 prompt=16
+  else
+    cargo build --release --bin gpt2
+    bin="$CARGO_TARGET_DIR/release/gpt2"
+    python3 -c 'import numpy, safetensors' 2>/dev/null || python3 -m pip install --quiet numpy safetensors
+    for shape in gpt2 gpt2-medium gpt2-large gpt2-xl; do
+      m="$HOME/.cache/gpt2-web/bench/$shape"
+      [ -f "$m/model.safetensors" ] || python3 tools/make_random_checkpoint.py --shape "$shape" --out "$m"
+      models+=("$m")
+    done
+    lengths=16,128 prompt=64
+  fi
+  for m in "${models[@]}"; do
+    say "gpu-check: $m on WebGPU (native)"
+    "$bin" bench --model "$m" --backend webgpu --lengths "$lengths" --prompt-tokens "$prompt"
+    say "gpu-check: $m on the CPU, q8 (native), for the ratio"
+    "$bin" bench --model "$m" --backend cpu --dtype q8 --lengths "$lengths" --prompt-tokens "$prompt"
+  done
+  say "gpu-check: Chromium with WebGPU beside its CPU path"
+  if [ "$quick" = 1 ]; then
+    # SwiftShader takes seconds per token: a few tokens show that the path runs, not its speed.
+    GPT2_WEBGPU_ADAPTER=swiftshader node tools/bench_web.mjs --model www/models/gpt2-shakespeare --engines chromium \
+      --threads 1 --runs 1 --tokens 4 --webgpu --label 'the demo model (16 M parameters)'
+  else
+    node tools/bench_web.mjs --model "${models[0]}" --engines chromium --threads 1 --runs 3 --tokens 128 --webgpu
+  fi
 }
 
 # ./build.sh bench [--peer] [bench_web.mjs options]: the native lab, then the browser benchmark on
@@ -289,5 +336,6 @@ case "$cmd" in
     build
     (cd tests/e2e && GPT2_SOAK=${1:-1000} node --test soak.test.mjs) ;;
   bench) bench "$@" ;;
-  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | site | package | soak [N] | fuzz [SECONDS] | bench [--peer | --cold | --sizes]]" >&2; exit 2 ;;
+  gpu-check) build; gpu_check "$@" ;;
+  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | site | package | soak [N] | fuzz [SECONDS] | bench [--peer | --cold | --sizes] | gpu-check [--quick]]" >&2; exit 2 ;;
 esac

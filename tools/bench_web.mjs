@@ -6,7 +6,7 @@
 //
 //   node tools/bench_web.mjs --model DIR [--onnx DIR] [--gguf DIR] [--peer] [--runs 5] [--tokens 128]
 //                            [--threads 1,2] [--engines chromium,firefox,webkit] [--json FILE]
-//                            [--no-vnni] [--bound-ms MS] [--weights-mb MB]
+//                            [--no-vnni] [--bound-ms MS] [--weights-mb MB] [--webgpu] [--label TEXT]
 //
 // Each configuration runs on a page of its own (its own worker and wasm instance): load, then the
 // first generation after load timed on its own (what a student's first Generate meets), then
@@ -52,7 +52,15 @@ const JSON_OUT = opt('--json', null);
 // becomes vpmaddubsw + vpmaddwd + vpaddd, as on CPUs without it (AMD Zen 4, Intel before Alder
 // Lake): the other machine class, measured on this one.
 const NO_VNNI = args.includes('--no-vnni');
-const CHROMIUM_FLAGS = NO_VNNI ? ['--js-flags=--no-enable-avx-vnni'] : [];
+// --webgpu: a row of gpt2-web on WebGPU in Chromium (f32 weights on the GPU), beside its CPU rows:
+// Chromium's hardware adapter (Vulkan), or SwiftShader with GPT2_WEBGPU_ADAPTER=swiftshader (CI).
+const WEBGPU = args.includes('--webgpu');
+/** What the model is, for the table's heading. */
+const LABEL = opt('--label', 'GPT-2-124M shape (seeded random weights)');
+const GPU_FLAGS = process.env.GPT2_WEBGPU_ADAPTER === 'swiftshader'
+  ? ['--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader']
+  : ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--ignore-gpu-blocklist'];
+const CHROMIUM_FLAGS = [...(NO_VNNI ? ['--js-flags=--no-enable-avx-vnni'] : []), ...(WEBGPU ? GPU_FLAGS : [])];
 // --bound-ms: the q8 bandwidth bound per token that the native lab printed (./build.sh bench
 // passes it), to print browser decode against it.
 const BOUND_MS = opt('--bound-ms', null) === null ? null : Number(opt('--bound-ms', null));
@@ -100,11 +108,12 @@ fs.writeFileSync(path.join(root, 'bench.html'), '<!doctype html><meta charset="u
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** Runs in the page: loads our engine through gpt2.js and warms it up; `oursRun` then times it. */
-async function oursLoad({ dtype, threads, prompt, build, tokens }) {
+async function oursLoad({ dtype, threads, prompt, build, tokens, backend = 'cpu' }) {
   const { Gpt2 } = await import('/gpt2.js');
   const t0 = performance.now();
-  const model = await Gpt2.load({ model: 'models/bench/', backend: 'cpu', dtype, threads, build });
+  const model = await Gpt2.load({ model: 'models/bench/', backend, dtype, threads, build });
   const loadMs = performance.now() - t0;
+  if (model.backend !== backend) throw new Error(`it runs on ${model.backend}: ${model.gpuUnavailable ?? 'no reason given'}`);
   const promptTokens = (await model.tokenize(prompt)).length;
   const one = async (n) => {
     let first = 0;
@@ -120,7 +129,7 @@ async function oursLoad({ dtype, threads, prompt, build, tokens }) {
   };
   const first = await one(tokens); // the first generation after load, as a student's first Generate
   window.bench = { model, one, prompt };
-  return { loadMs, promptTokens, threads: model.threads ?? 1, build: model.build, first: { ttftMs: first.ttftMs, tpotMs: first.tpotMs } };
+  return { loadMs, promptTokens, threads: model.threads ?? 1, build: model.build, adapter: model.adapter, first: { ttftMs: first.ttftMs, tpotMs: first.tpotMs } };
 }
 
 /** Runs in the page: one timed generation of the engine that `oursLoad` or `peerLoad` loaded. */
@@ -247,6 +256,7 @@ async function benchEngine(engine) {
     if (threads === 1 && own !== 'pkg') configs.push({ engine: 'gpt2-web', dtype: 'q8', threads, build: 'pkg' });
     if (PEER && ONNX) for (const dtype of ['q8', 'fp32']) configs.push({ engine: 'transformers.js', dtype, threads });
     if (PEER && GGUF) for (const dtype of ['q8_0', 'f32']) configs.push({ engine: 'wllama', dtype, threads });
+    if (WEBGPU && threads === 1 && engine.name === 'chromium') configs.push({ engine: 'gpt2-web WebGPU', dtype: 'f32', threads, backend: 'webgpu' });
   }
   const shared = await sharedMemory(engine);
   for (const threads of THREADS) {
@@ -276,18 +286,19 @@ async function benchEngine(engine) {
           });
         }
         await o.page.goto(`${threads > 1 ? isolated.origin : plain.origin}/bench.html`);
-        const load = { 'gpt2-web': oursLoad, 'transformers.js': peerLoad, wllama: wllamaLoad }[c.engine];
+        const load = { 'gpt2-web': oursLoad, 'gpt2-web WebGPU': oursLoad, 'transformers.js': peerLoad, wllama: wllamaLoad }[c.engine];
         try {
-          o.load = await inPage(o, load, { dtype: c.dtype, threads, prompt: PROMPT, tokens: TOKENS, build: c.build });
+          o.load = await inPage(o, load, { dtype: c.dtype, threads, prompt: PROMPT, tokens: TOKENS, build: c.build, backend: c.backend });
         } catch (e) {
-          if (c.engine === 'gpt2-web') throw e;
+          // Ours must run; so must WebGPU where SwiftShader was asked for (CI: it cannot rot).
+          if (c.engine === 'gpt2-web' || (c.backend === 'webgpu' && process.env.GPT2_WEBGPU_ADAPTER === 'swiftshader')) throw e;
           // A peer that does not run in this engine is a row that says so, not a failed benchmark.
           o.failed = e.message.split('\n')[0];
           process.stderr.write(`bench: ${engine.name}: ${c.engine} ${c.dtype} ${threads} thread(s) does not run: ${o.failed}\n`);
           continue;
         }
         process.stderr.write(`bench: ${engine.name}: ${c.engine} ${c.dtype}${c.build ? ` ${c.build}` : ''} ${threads} thread(s) ` +
-          `loaded in ${(o.load.loadMs / 1000).toFixed(1)} s\n`);
+          `loaded in ${(o.load.loadMs / 1000).toFixed(1)} s${o.load.adapter ? ` on ${o.load.adapter}` : ''}\n`);
       }
       const running = open.filter((o) => !o.failed);
       for (let i = 0; i < RUNS; i++) {
@@ -366,7 +377,7 @@ const best = (r, key, peer = 'transformers.js') => {
 const fmt = (v, d = 1) => (v === null || v === undefined ? '—' : v.toFixed(d));
 const ratio = (v, b) => (b === null ? '—' : `${(v / b).toFixed(2)}×`);
 const lines = [
-  `GPT-2-124M shape (seeded random weights), ${64}-token prompt, ${TOKENS} new tokens, greedy; ` +
+  `${LABEL}, ${64}-token prompt, ${TOKENS} new tokens, greedy; ` +
   `median of ${RUNS} runs after the first; headless ${versions.join(', ')}; ${cpuName()}` +
   (NO_VNNI ? '; V8 with AVX-VNNI off (--no-enable-avx-vnni)' : ''),
   '',
@@ -394,6 +405,12 @@ for (const n of notes) lines.push('', n);
 // The first generation after load against the later ones: the warm-up at load is meant to make
 // them the same (JIT tiers, first-use allocations).
 const ours = rows.filter((r) => r.engine === 'gpt2-web' && !r.failed);
+for (const g of rows.filter((r) => r.engine === 'gpt2-web WebGPU')) {
+  const cpu = ours.find((r) => r.browser === g.browser && r.dtype === 'q8' && r.threadsUsed === 1 && !r.forced);
+  lines.push('', g.failed ? `WebGPU in ${g.browser}: does not run: ${g.failed}`
+    : `WebGPU in ${g.browser} ÷ its CPU (q8, 1 thread): TTFT ${fmt(g.ttftMs / cpu.ttftMs, 2)}×, ms/token ${fmt(g.tpotMs / cpu.tpotMs, 2)}× ` +
+      `(${fmt(g.tpotMs, 1)} vs ${fmt(cpu.tpotMs, 1)} ms/token; the target is ≤ 0.5×, twice as fast)`);
+}
 lines.push('', 'First generation after load ÷ the later ones (TTFT / ms per token), gpt2-web:');
 for (const r of ours) {
   lines.push(`- ${r.browser} ${r.dtype} \`${r.build}\` ${r.threadsUsed} thread(s): ` +
