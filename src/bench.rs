@@ -235,6 +235,9 @@ impl BenchReport {
             self.bound_ms_per_token * self.tpot_over_bound,
             self.tpot_over_bound
         );
+        if self.adapter.is_some() {
+            s += "  (the CPU's read rate and bound: this GPU's own bandwidth is not measured)\n";
+        }
         if let Some(p) = &self.profile {
             let (pre, dec) = (&p.prompt, &p.decode);
             let per_token = dec.tokens.max(1) as f64;
