@@ -33,9 +33,7 @@ export function softmax(logits, temperature = 1) {
   }
   const out = new Float32Array(logits.length);
   if (temperature === 0) {
-    let best = 0;
-    for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
-    out[best] = 1;
+    out[argmax(logits)] = 1;
     return out;
   }
   let max = -Infinity;

@@ -1,5 +1,5 @@
 // The generate options are written in three places that must agree: the engine's table
-// (src/wasm/mod.rs `struct Options` and its Default, snake_case as serde reads them), the JS API's
+// (src/wasm/options.rs `struct Options` and its Default, snake_case as serde reads them), the JS API's
 // checks (www/gpt2.js OPTION_TYPES) and the types users read (www/gpt2.d.ts GenerateOptions, each
 // with "Default X." in its doc). The Rust table is the reference: a name, a type or a default that
 // drifts in one place fails here, naming the option and the place. No browser.
@@ -19,7 +19,7 @@ const between = (text, start, end) => {
 
 /** The engine's options: camelCase name → { rust type, default as JS would write it }. */
 function rustOptions() {
-  const src = read('src/wasm/mod.rs');
+  const src = read('src/wasm/options.rs');
   const fields = [...between(src, 'struct Options {', '\n}').matchAll(/^\s+(\w+): ([^,]+),$/gm)].map((m) => [m[1], m[2]]);
   const defaults = Object.fromEntries([...between(src, 'impl Default for Options {', '\n}\n').matchAll(/^\s+(\w+): (.+),$/gm)]
     .map((m) => [m[1], m[2]]));
@@ -33,7 +33,7 @@ function rustOptions() {
     return v; // true, false
   };
   return Object.fromEntries(fields.map(([name, type]) => {
-    assert.ok(name in defaults, `src/wasm/mod.rs: Options::default() has no ${name}`);
+    assert.ok(name in defaults, `src/wasm/options.rs: Options::default() has no ${name}`);
     return [camel(name), { type, dflt: js(defaults[name]) }];
   }));
 }
@@ -60,9 +60,9 @@ const RUST_TO_JS = { f64: 'number', f32: 'number', bool: 'boolean', String: 'str
 test('the engine, the JS checks and the .d.ts name the same generate options', () => {
   const rust = Object.keys(rustOptions()).sort();
   assert.ok(rust.length >= 15, `found ${rust.length} engine options`);
-  assert.deepEqual(Object.keys(jsOptions()).sort(), rust, 'www/gpt2.js OPTION_TYPES and src/wasm/mod.rs Options differ');
+  assert.deepEqual(Object.keys(jsOptions()).sort(), rust, 'www/gpt2.js OPTION_TYPES and src/wasm/options.rs Options differ');
   const dts = Object.keys(dtsOptions()).filter((k) => k !== 'signal' && k !== 'onToken').sort();
-  assert.deepEqual(dts, rust, 'www/gpt2.d.ts GenerateOptions and src/wasm/mod.rs Options differ');
+  assert.deepEqual(dts, rust, 'www/gpt2.d.ts GenerateOptions and src/wasm/options.rs Options differ');
 });
 
 test('each option has one type: the engine\'s, the JS check\'s and the .d.ts\'s agree', () => {

@@ -109,30 +109,39 @@ async function pump(m) {
   }
 }
 
+/**
+ * One engine call that runs the model (a step, a logits pass): the engine is taken meanwhile
+ * (tokenize and dispose wait for `m.stepping`), a trap (a Rust panic) marks the model crashed so
+ * later requests say so instead of "busy", and a change of backend during the call (the GPU was
+ * lost) is told to the request `id` before its answer.
+ */
+async function engineCall(m, id, call) {
+  let out;
+  try {
+    m.stepping = call();
+    out = await m.stepping;
+  } catch (e) {
+    if (e instanceof WebAssembly.RuntimeError) m.crashed = describe(e);
+    throw e;
+  } finally {
+    m.stepping = null;
+  }
+  const { backend } = m.engine;
+  if (backend !== m.backend) {
+    m.backend = backend;
+    reply(id, 'backend', { backend, reason: m.engine.gpuUnavailable });
+  }
+  return out;
+}
+
 async function run(m, job) {
   const { engine } = m;
   engine.start(job.prompt, job.options);
   for (;;) {
     if (job.aborted || m.disposed) engine.cancel(); // ends before the next forward pass
-    let token;
-    try {
-      const draft = job.draftModel === undefined ? null : models.get(job.draftModel);
-      if (job.draftModel !== undefined && !draft) throw new Error('the draft model was disposed during generation');
-      m.stepping = draft ? engine.stepWith(draft.engine) : engine.step();
-      token = await m.stepping;
-    } catch (e) {
-      // A trap (a Rust panic) leaves the engine unusable; say so instead of "busy" from now on.
-      if (e instanceof WebAssembly.RuntimeError) m.crashed = describe(e);
-      throw e;
-    } finally {
-      m.stepping = null;
-    }
-    // The step may have moved the model to the CPU (the GPU was lost): say so before its token.
-    const backend = engine.backend;
-    if (backend !== m.backend) {
-      m.backend = backend;
-      reply(job.id, 'backend', { backend, reason: engine.gpuUnavailable });
-    }
+    const draft = job.draftModel === undefined ? null : models.get(job.draftModel);
+    if (job.draftModel !== undefined && !draft) throw new Error('the draft model was disposed during generation');
+    const token = await engineCall(m, job.id, () => (draft ? engine.stepWith(draft.engine) : engine.step()));
     if (token === undefined) break;
     if (token !== null) reply(job.id, 'token', { token }); // null: a beam step settled none
     await nextTask(); // lets an 'abort' message in
@@ -143,24 +152,9 @@ async function run(m, job) {
 
 /** One forward pass for model.logits: `{ logits, reused, ms }` (ms: the engine's time for it). */
 async function nextLogits(m, job) {
-  const { engine } = m;
   const t0 = performance.now();
-  let out;
-  try {
-    m.stepping = engine.logits(job.logits.ids, job.logits.cache);
-    out = await m.stepping;
-  } catch (e) {
-    if (e instanceof WebAssembly.RuntimeError) m.crashed = describe(e);
-    throw e;
-  } finally {
-    m.stepping = null;
-  }
-  const ms = performance.now() - t0;
-  if (engine.backend !== m.backend) {
-    m.backend = engine.backend;
-    reply(job.id, 'backend', { backend: engine.backend, reason: engine.gpuUnavailable });
-  }
-  return { logits: out.logits, reused: out.reused, ms };
+  const { logits, reused } = await engineCall(m, job.id, () => m.engine.logits(job.logits.ids, job.logits.cache));
+  return { logits, reused, ms: performance.now() - t0 };
 }
 
 // Yield to the event loop without setTimeout's clamping: a message to ourselves is a new task,
