@@ -25,6 +25,8 @@ pub struct BenchReport {
     pub backend: String,
     /// The CPU backend's weight format ("f32", "q8"); the GPU runs f32.
     pub dtype: String,
+    /// The 8-bit kernel (`q8::kernel()`), when the CPU runs q8.
+    pub kernel: Option<String>,
     /// The GPU adapter, when on the GPU.
     pub adapter: Option<String>,
     /// Compute dispatches of one decode step, when on the GPU.
@@ -175,6 +177,8 @@ pub fn run(
     Ok(BenchReport {
         backend: model.backend.name().to_string(),
         dtype: model.backend.dtype_name().to_string(),
+        kernel: (model.backend.name() == "cpu" && model.backend.dtype_name() == "q8")
+            .then(|| crate::backend::cpu::q8::kernel().to_string()),
         adapter: model.backend.gpu_adapter().map(str::to_string),
         gpu_dispatches_per_token: dispatches,
         n_params: model.config.n_params(),
@@ -198,11 +202,14 @@ impl BenchReport {
     /// The report as a plain-text table.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "backend {} ({} weights) | {:.1}M parameters | {:.1} MB of weights read per token\n\
+            "backend {} ({} weights{}) | {:.1}M parameters | {:.1} MB of weights read per token\n\
              prompt: {} tokens; greedy, forced length; median of runs\n\n\
              {:>6} {:>12} {:>10} {:>10}\n",
             self.backend,
             self.dtype,
+            self.kernel
+                .as_ref()
+                .map_or(String::new(), |k| format!(", kernel {k}")),
             self.n_params as f64 / 1e6,
             self.weight_bytes_per_token / 1e6,
             self.prompt_tokens,

@@ -1,15 +1,17 @@
-// A/B of two (or more) builds of the page in one headless Chromium: the prompt forward (a
-// 64-token TTFT) and the time per token, with the builds taking turns round after round, so that
-// a noisy machine slows them alike. Prints the minimum and the median of each. For a kernel
-// change: build the old commit's www/ in a worktree, then compare.
+// A/B of two (or more) builds of the page, or of the CPU's 8-bit kernels, in one headless
+// Chromium: the prompt forward (a 64-token TTFT) and the time per token, with the contestants
+// taking turns round after round, so that a noisy machine slows them alike. Prints the minimum and
+// the median of each, then one profiled run's layer products: the prompt GEMM's rate (GMAC/s) and
+// a decode step's products. For a kernel change: build the old commit's www/ in a worktree, then
+// compare; for the kernels of one build: --kernels.
 //
 //   node tools/bench_ab.mjs [--model DIR] [--threads 1] [--dtype q8] [--rounds 5] [--no-vnni]
-//                           [--prompt-copies 1]
-//                           WWW_A WWW_B [WWW_C …]
+//                           [--prompt-copies 1] [--kernels dot-add,dot-i16]
+//                           WWW_A [WWW_B …]
 //
-// Each round runs, in each build: three 1-token generations (their times are TTFTs) and one of
-// 48 tokens (its time per token). --model defaults to the GPT-2-124M-shaped bench checkpoint
-// that ./build.sh bench makes.
+// Each round runs, in each contestant: three 1-token generations (their times are TTFTs) and one
+// of 48 tokens (its time per token). --model defaults to the GPT-2-124M-shaped bench checkpoint
+// that ./build.sh bench makes. --kernels: each www/ once per kernel named (Gpt2.load's `kernel`).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -35,8 +37,9 @@ if (!(Number.isInteger(COPIES) && COPIES >= 1 && COPIES <= 15)) {
   console.error('bench_ab: --prompt-copies takes 1 to 15 (the context is 1024 tokens)');
   process.exit(2);
 }
-if (roots.length < 2 || roots.some((r) => !fs.existsSync(path.join(r, 'gpt2.js')))) {
-  console.error('bench_ab: give two or more www/ folders (each with gpt2.js and built pkg*/)');
+const KERNELS = flags.has('--kernels') ? flags.get('--kernels').split(',') : [undefined];
+if (roots.length * KERNELS.length < 2 || roots.some((r) => !fs.existsSync(path.join(r, 'gpt2.js')))) {
+  console.error('bench_ab: give two or more www/ folders (each with gpt2.js and built pkg*/), or one and --kernels A,B');
   process.exit(2);
 }
 if (!fs.existsSync(path.join(MODEL, 'model.safetensors'))) {
@@ -59,14 +62,19 @@ for (const r of roots) {
 const browser = await launch(flags.has('--no-vnni') ? ['--js-flags=--no-enable-avx-vnni'] : []);
 try {
   const pages = [];
-  for (const s of servers) {
-    const page = await (await browser.newContext()).newPage();
-    await page.goto(`${s.origin}/ab.html`);
-    await page.evaluate(async ({ threads, dtype }) => {
-      const { Gpt2 } = await import('/gpt2.js');
-      window.model = await Gpt2.load({ model: 'models/bench/', backend: 'cpu', dtype, threads });
-    }, { threads: THREADS, dtype: DTYPE });
-    pages.push(page);
+  const names = [];
+  for (const [i, s] of servers.entries()) {
+    for (const kernel of KERNELS) {
+      const page = await (await browser.newContext()).newPage();
+      await page.goto(`${s.origin}/ab.html`);
+      const running = await page.evaluate(async ({ threads, dtype, kernel }) => {
+        const { Gpt2 } = await import('/gpt2.js');
+        window.model = await Gpt2.load({ model: 'models/bench/', backend: 'cpu', dtype, threads, kernel });
+        return `${window.model.build}, kernel ${window.model.kernel}`;
+      }, { threads: THREADS, dtype: DTYPE, kernel });
+      pages.push(page);
+      names.push(`${roots[i]} (${running})`);
+    }
   }
   const promptTokens = (await pages[0].evaluate((p) => window.model.tokenize(p), PROMPT)).length;
   const results = pages.map(() => ({ ttft: [], tpot: [] }));
@@ -90,8 +98,18 @@ try {
   console.log(`${DTYPE}, ${THREADS} thread(s), ${ROUNDS} rounds${flags.has('--no-vnni') ? ', V8 with AVX-VNNI off' : ''}: ` +
     `prompt = a ${promptTokens}-token TTFT (ms), TPOT over 48 tokens (ms); min / median`);
   for (const [i, r] of results.entries()) {
-    console.log(`${roots[i]}: prompt ${Math.min(...r.ttft).toFixed(1)} / ${median(r.ttft).toFixed(1)} | ` +
+    console.log(`${names[i]}: prompt ${Math.min(...r.ttft).toFixed(1)} / ${median(r.ttft).toFixed(1)} | ` +
       `TPOT ${Math.min(...r.tpot).toFixed(2)} / ${median(r.tpot).toFixed(2)}`);
+  }
+  // One profiled run each: the layers' GEMM rate for the prompt, a decode step's products.
+  const cfg = JSON.parse(fs.readFileSync(path.join(MODEL, 'config.json'), 'utf8'));
+  const macs = cfg.n_layer * (cfg.n_embd * 4 * cfg.n_embd + 2 * cfg.n_embd * (cfg.n_inner ?? 4 * cfg.n_embd));
+  console.log('one profiled run each: prompt layers\' matmul ms (GMAC/s), lm_head ms | decode ms per token: matmul, lm_head');
+  for (const [i, page] of pages.entries()) {
+    const { prompt: p, decode: d } = await page.evaluate(async (prompt) => (await window.model.generate(prompt,
+      { maxTokens: 48, temperature: 0, ignoreEos: true, profile: true })).profile, PROMPT);
+    console.log(`${names[i]}: prompt ${p.phases.matmul.toFixed(1)} ms (${(promptTokens * macs / p.phases.matmul / 1e6).toFixed(1)} GMAC/s), ` +
+      `lm_head ${p.phases.lm_head.toFixed(1)} | decode ${(d.phases.matmul / d.tokens).toFixed(2)} + ${(d.phases.lm_head / d.tokens).toFixed(2)} ms`);
   }
 } finally {
   await browser.close();

@@ -133,6 +133,15 @@ export interface LoadOptions {
    */
   build?: 'pkg' | 'pkg-relaxed' | 'pkg-threads';
   /**
+   * The CPU's 8-bit kernel, by name, instead of the engine's choice (for benchmarks: every kernel
+   * gives the same numbers). With relaxed SIMD: 'dot-add' (its four-way 8-bit dot: one
+   * instruction where the CPU has one, e.g. AVX-VNNI, five in V8 without) or 'dot-i16' (its 16-bit
+   * dot, widened: three instructions everywhere); without: 'widen'. 'auto' (default) asks the
+   * engine which lowering it has. It applies to the page's worker, every model in it;
+   * `model.kernel` says which runs. One the build lacks fails the load with a sentence.
+   */
+  kernel?: 'auto' | 'dot-add' | 'dot-i16' | 'widen';
+  /**
    * Called as each file downloads (throttled to about every 50 ms, and once when a file is
    * complete), and again, with `fallBack: true`, while a lost GPU's model is read again.
    */
@@ -354,6 +363,8 @@ export declare class Gpt2 {
   readonly threads: number;
   /** Which wasm build runs: 'pkg' (simd128), 'pkg-relaxed' (+ relaxed SIMD) or 'pkg-threads' (+ atomics). */
   readonly build: 'pkg' | 'pkg-relaxed' | 'pkg-threads';
+  /** The CPU's 8-bit kernel in the worker at load: 'dot-add', 'dot-i16' or 'widen' (see LoadOptions.kernel). */
+  readonly kernel: 'dot-add' | 'dot-i16' | 'widen';
   /** The GPU adapter in words while on WebGPU (e.g. "google swiftshader (WebGPU, a software fallback adapter)"), else undefined. */
   readonly adapter: string | undefined;
   /**

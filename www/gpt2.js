@@ -28,6 +28,9 @@ const invalid = (message) => withCode(new Error(message), 'param');
 
 const BACKENDS = ['auto', 'cpu', 'webgpu'];
 const DTYPES = ['q8', 'f32', 'f16'];
+// The CPU's 8-bit kernels (src/backend/cpu/q8/simd128.rs): 'auto' picks the one this engine
+// lowers to fewer instructions on this CPU; the rest are for benchmarks.
+const KERNELS = ['auto', 'dot-add', 'dot-i16', 'widen'];
 
 /** What generate() accepts besides signal and onToken, with each value's JS type. */
 const OPTION_TYPES = {
@@ -115,7 +118,7 @@ export class Gpt2 {
 
   /** Downloads (or reads) a model and builds it in the worker. See gpt2.d.ts. */
   static async load({
-    model = DEMO_MODEL, backend = 'auto', dtype = 'q8', threads, build, memoryLimit, onProgress, onBackendChange,
+    model = DEMO_MODEL, backend = 'auto', dtype = 'q8', threads, build, kernel, memoryLimit, onProgress, onBackendChange,
     revision, file, hubHost,
   } = {}) {
     if (!BACKENDS.includes(backend)) {
@@ -129,6 +132,9 @@ export class Gpt2 {
     }
     if (build !== undefined && !Object.hasOwn(BUILDS, build)) {
       throw invalid(`unknown build "${build}"; choose ${Object.keys(BUILDS).join(', ')}`);
+    }
+    if (kernel !== undefined && !KERNELS.includes(kernel)) {
+      throw invalid(`unknown kernel "${kernel}"; choose ${KERNELS.join(', ')}`);
     }
     if (memoryLimit !== undefined && !(Number.isFinite(memoryLimit) && memoryLimit >= 1)) {
       throw invalid(`invalid memoryLimit: ${JSON.stringify(memoryLimit)} is not a number of bytes`);
@@ -146,14 +152,14 @@ export class Gpt2 {
     if (source.files && globalThis.location?.protocol === 'file:') source.files = await readHere(source.files);
     const conn = connection();
     // Files given as bytes are never shared; a folder URL is, per backend and dtype.
-    const key = source.urls ? `${backend} ${dtype} ${build} ${name}` : null;
+    const key = source.urls ? `${backend} ${dtype} ${build} ${kernel} ${name}` : null;
     let load = key !== null ? conn.loads.get(key) : undefined;
     if (!load) {
       load = { key, refs: 0, listeners: new Set() };
       const progress = ({ file, loaded, total, tensor, cached, plan }) => {
         for (const f of load.listeners) f({ file, loaded, total, tensor, cached, ...(plan ? { plan } : {}) });
       };
-      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, build, platform, builds: BUILDS, files: names }, { progress });
+      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, build, kernel, platform, builds: BUILDS, files: names }, { progress });
       load.promise = promise.then((info) => ({ id, info }));
       if (key !== null) conn.loads.set(key, load);
     }
@@ -178,7 +184,7 @@ export class Gpt2 {
     }
     // What runs where, shared by the handles of this model: it changes if the GPU is lost.
     const { info } = loaded;
-    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
+    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
     const handle = new Gpt2(conn, loaded.id, info.config, name, load);
     handle.#onBackendChange = onBackendChange;
     handle.#onProgress = onProgress;
@@ -207,6 +213,9 @@ export class Gpt2 {
 
   /** Which wasm build runs: 'pkg' (simd128), 'pkg-relaxed' (relaxed SIMD) or 'pkg-threads'. */
   get build() { return this.#load.live.build; }
+
+  /** The CPU's 8-bit kernel in the worker: 'dot-add', 'dot-i16' or 'widen' (see gpt2.d.ts). */
+  get kernel() { return this.#load.live.kernel; }
 
   /** The weight format in use: 'q8' or 'f32' on the CPU, 'f32' on WebGPU. */
   get dtype() { return this.#load.live.dtype; }

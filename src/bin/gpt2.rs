@@ -72,6 +72,10 @@ struct ModelArgs {
     /// The weight format: q8 or f32 on the CPU (WebGPU then runs f32), f16 on WebGPU
     #[arg(long, value_enum, default_value = "q8")]
     dtype: DtypeArg,
+    /// The CPU's 8-bit kernel: auto (the best this CPU has) or one it has by name (avx2,
+    /// avx-vnni, avx512-vnni, portable); the same integer sums in each, for timing them
+    #[arg(long, default_value = "auto", value_name = "NAME")]
+    kernel: String,
 }
 
 impl ModelArgs {
@@ -81,6 +85,7 @@ impl ModelArgs {
             BackendArg::Cpu => BackendChoice::Cpu,
             BackendArg::Webgpu => BackendChoice::WebGpu,
         };
+        gpt2_web::backend::cpu::q8::set_kernel(&self.kernel)?;
         let (dtype, f16) = match self.dtype {
             DtypeArg::Q8 => (CpuDtype::Q8, false),
             DtypeArg::F32 => (CpuDtype::F32, false),
@@ -199,7 +204,7 @@ fn drafter(arg: Option<&str>, model: &ModelArgs) -> CliResult<(gpt2_web::Draft, 
         Some(dir) if Path::new(dir).join("config.json").is_file() || gpt2_web::weights::gguf::is_gguf_file(dir) => {
             let args = ModelArgs {
                 model: PathBuf::from(dir),
-                ..*model
+                ..model.clone()
             };
             Ok((gpt2_web::Draft::Model, Some(args.load()?)))
         }

@@ -231,6 +231,22 @@ pub fn check_memory(
     })
 }
 
+/// The CPU's 8-bit kernel in this instance: "dot-add" or "dot-i16" (relaxed SIMD's four-way dot,
+/// or its 16-bit dot widened: whichever this engine lowers to fewer instructions on this CPU,
+/// unless `setKernel` named one), "widen" (SIMD without relaxed SIMD).
+#[wasm_bindgen]
+pub fn kernel() -> String {
+    crate::backend::cpu::q8::kernel().into()
+}
+
+/// Makes every later 8-bit product of this instance use the kernel `name` ("auto", or one of
+/// this build's: see `kernel`), for benchmarks; the numbers are the same in each. Throws the
+/// sentence for a name this build does not have.
+#[wasm_bindgen(js_name = setKernel)]
+pub fn set_kernel(name: &str) -> Result<(), JsValue> {
+    crate::backend::cpu::q8::set_kernel(name).map_err(js_err)
+}
+
 /// Checks generation options (the JS API's names) without running anything, so a queued
 /// `generate` is refused when it is called, not when its turn comes.
 #[wasm_bindgen(js_name = checkOptions)]

@@ -4,6 +4,7 @@
 // checks.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { launch, startServer, withPage, nativeGenerate, MODEL_URL, MODEL_DIR, PROMPT } from './harness.mjs';
 
 const T = { timeout: 180_000 };
@@ -23,10 +24,10 @@ after(async () => {
 });
 
 /** In a blank page of `origin`: load with `opts`, generate greedily, report what runs. */
-async function run(origin, opts) {
+async function run(origin, opts, engine = browser) {
   const url = `${origin}/__builds-test.html`;
   let got;
-  await withPage(browser, 'about:blank', async (page) => {
+  await withPage(engine, 'about:blank', async (page) => {
     // The blank page gets the headers its server would send (cross-origin isolation or not).
     const headers = origin === isolated.origin
       ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' }
@@ -38,7 +39,7 @@ async function run(origin, opts) {
       const model = await Gpt2.load({ model: folder, backend: 'cpu', ...opts });
       const r = await model.generate(prompt, { maxTokens: n, temperature: 0, profile: true });
       const unprofiled = await model.generate(prompt, { maxTokens: 2 });
-      const info = { isolated: self.crossOriginIsolated, threads: model.threads, build: model.build, dtype: model.dtype, layers: model.config.nLayer };
+      const info = { isolated: self.crossOriginIsolated, threads: model.threads, build: model.build, kernel: model.kernel, dtype: model.dtype, layers: model.config.nLayer };
       const promptTokens = (await model.tokenize(prompt)).length;
       model.dispose();
       return { ...info, tokens: r.tokens, text: r.text, profile: r.profile, promptTokens, unprofiled: 'profile' in unprofiled };
@@ -98,6 +99,42 @@ test('cross-origin isolated page: two threads, the threaded build, the same toke
   assert.deepEqual(single.tokens, native.tokens);
 });
 
+// The relaxed-SIMD build's two 8-bit kernels (src/backend/cpu/q8/simd128.rs): V8 lowers the
+// four-way dot to one vpdpbusd where the CPU has AVX-VNNI (or vpdpbssd with AVX-VNNI-INT8), else to
+// five instructions, where the 16-bit dot widened takes three. The engine asks V8 which it has.
+const cpuFlags = fs.existsSync('/proc/cpuinfo') ? (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1] ?? '').trim().split(/\s+/) : [];
+const x86 = cpuFlags.includes('avx2');
+const v8Vnni = cpuFlags.includes('avx_vnni') || cpuFlags.includes('avx_vnni_int8');
+
+test('8-bit kernels: the engine picks by how V8 lowers the dot, and each kernel gives the CLI\'s tokens', T, async (t) => {
+  if (!x86) return t.skip('the expected choice is known for x86-64 CPUs only'); // this project's machines all are
+  const native = nativeGenerate(PROMPT, N, 'q8', MODEL_DIR);
+  const auto = await run(plain.origin, { dtype: 'q8' });
+  assert.equal(auto.kernel, v8Vnni ? 'dot-add' : 'dot-i16', `CPU with${v8Vnni ? '' : 'out'} AVX-VNNI`);
+  for (const kernel of ['dot-add', 'dot-i16']) {
+    const got = await run(plain.origin, { dtype: 'q8', kernel });
+    assert.equal(got.kernel, kernel);
+    assert.deepEqual(got.tokens, native.tokens, `${kernel}: greedy tokens differ from the CLI`);
+  }
+  // The threaded build: the pool's threads share the choice (and the same numbers).
+  const threaded = await run(isolated.origin, { threads: 2, kernel: 'dot-i16' });
+  assert.deepEqual([threaded.build, threaded.kernel], ['pkg-threads', 'dot-i16']);
+  assert.deepEqual(threaded.tokens, native.tokens);
+  // The portable build has one kernel.
+  const portable = await run(plain.origin, { build: 'pkg' });
+  assert.equal(portable.kernel, 'widen');
+  assert.deepEqual(portable.tokens, native.tokens);
+  // V8 told to leave AVX-VNNI alone lowers as on the CPUs without it: the engine sees that.
+  const noVnni = await launch(['--js-flags=--no-enable-avx-vnni']);
+  try {
+    const got = await run(plain.origin, { dtype: 'q8' }, noVnni);
+    assert.equal(got.kernel, 'dot-i16');
+    assert.deepEqual(got.tokens, native.tokens);
+  } finally {
+    await noVnni.close();
+  }
+});
+
 test('dtype and threads options are checked with sentences', T, async () => {
   const url = `${plain.origin}/__builds-test.html`;
   await withPage(browser, 'about:blank', async (page) => {
@@ -106,8 +143,14 @@ test('dtype and threads options are checked with sentences', T, async () => {
     const got = await page.evaluate(async (folder) => {
       const { Gpt2 } = await import('/gpt2.js');
       const fail = (opts) => Gpt2.load({ model: folder, ...opts }).then(() => null, (e) => e.message);
-      return { dtype: await fail({ dtype: 'q4' }), threads: await fail({ threads: 0 }), frac: await fail({ threads: 1.5 }) };
+      return {
+        dtype: await fail({ dtype: 'q4' }), threads: await fail({ threads: 0 }), frac: await fail({ threads: 1.5 }),
+        kernel: await fail({ kernel: 'vnni' }), lacking: await fail({ kernel: 'widen' }),
+      };
     }, `/${MODEL_URL}`);
+    assert.equal(got.kernel, 'unknown kernel "vnni"; choose auto, dot-add, dot-i16, widen');
+    // The relaxed-SIMD build runs here; it has no 'widen' kernel, and says which it has.
+    assert.match(got.lacking, /kernel.*"widen"; this build on this CPU has auto, dot-add, dot-i16$/);
     assert.equal(got.dtype, 'unknown dtype "q4"; choose q8, f32, f16');
     assert.equal(got.threads, 'invalid threads: 0 is not a whole number from 1 to 64');
     assert.equal(got.frac, 'invalid threads: 1.5 is not a whole number from 1 to 64');

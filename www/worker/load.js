@@ -6,7 +6,7 @@ import { FILES, models, reply, setFiles } from './base.js';
 import { adapterName, threadsFor, warmUp, wasm } from './engine.js';
 import { fileWeights, homeOrigins, openCache, otherLayouts, smallFetcher, smallReader, urlWeights, vocabAndMerges } from './files.js';
 
-export async function load({ id, source, backend, dtype, threads, build: only, platform, builds, files: names }) {
+export async function load({ id, source, backend, dtype, threads, build: only, kernel, platform, builds, files: names }) {
   setFiles(names);
   // The load's phases, in ms from its start (Gpt2#loadTimings; `./build.sh bench --cold` prints them).
   const t0 = performance.now();
@@ -54,6 +54,8 @@ export async function load({ id, source, backend, dtype, threads, build: only, p
     if (opening) [weights, first] = await opening;
     weights.stores = small.stores;
   }
+  // The 8-bit kernel, when named (for benchmarks): the worker's one wasm instance, every model in it.
+  if (kernel !== undefined) mod.setKernel(kernel);
   mark('configMs');
   const files = { config, tokenizer, mark }; // mark: streamModel times the tokenizer it builds
   const entry = { m: null }; // the model, for the progress of a later fall-back's reading
@@ -87,7 +89,7 @@ export async function load({ id, source, backend, dtype, threads, build: only, p
   entry.m = m;
   models.set(id, m);
   return {
-    backend: m.backend, dtype: engine.dtype, threads: running, build, config: engine.config, adapter: await adapterName(engine),
+    backend: m.backend, dtype: engine.dtype, threads: running, build, kernel: mod.kernel(), config: engine.config, adapter: await adapterName(engine),
     gpuUnavailable: engine.gpuUnavailable ?? gpuUnavailable, plan, timings,
   };
 }

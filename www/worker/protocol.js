@@ -12,9 +12,9 @@
 export const REQUESTS = {
   load: '{ id, op, source: { urls } | { files } (a GGUF file: `weights` alone; its header holds the rest), backend, dtype, ' +
     'threads, platform: { bytes, what } | null (a lower memory limit: gpt2.js\'s platformMemory), build (a build\'s name, ' +
-    'or undefined for the worker\'s choice), builds: { [name]: { js, wasm } } (assets.js: absolute URLs), ' +
+    'or undefined for the worker\'s choice), kernel (the CPU\'s 8-bit kernel by name, or undefined), builds: { [name]: { js, wasm } } (assets.js: absolute URLs), ' +
     'files: { config, weights, tokenizer } (their names, for sentences) } → progress…, done { backend, dtype, threads, build, ' +
-    'config, adapter, gpuUnavailable, plan, timings }',
+    'kernel, config, adapter, gpuUnavailable, plan, timings }',
   generate: '{ id, op, model, prompt, options, draftModel? (a loaded model\'s id, for options.draft === \'model\') } → ' +
     'token… (backend, progress while a lost GPU\'s model is read again), done { …result, backend }',
   abort: '{ op, id (the generate request\'s) } → nothing of its own: the generation ends with done (null when it was still queued)',

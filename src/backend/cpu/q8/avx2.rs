@@ -14,7 +14,7 @@ const STEPS: usize = QK * RG / 32;
 
 /// The integer dot instruction: `vpmaddubsw` + `vpmaddwd` + `vpaddd` on AVX2, one `vpdpbusd`
 /// with AVX-VNNI (Intel since Alder Lake, AMD since Zen 5) or AVX-512 VNNI (Zen 4, Xeons).
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dot {
     Avx2,
     AvxVnni,
@@ -22,13 +22,34 @@ pub enum Dot {
 }
 
 impl Dot {
+    /// In the order of their discriminants.
+    pub const ALL: [Dot; 3] = [Dot::Avx2, Dot::AvxVnni, Dot::Avx512Vnni];
+
+    /// The best this CPU has (it has AVX2 and FMA: the caller checked).
     pub fn detect() -> Dot {
-        if is_x86_feature_detected!("avxvnni") {
-            Dot::AvxVnni
-        } else if is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
-            Dot::Avx512Vnni
-        } else {
-            Dot::Avx2
+        [Dot::AvxVnni, Dot::Avx512Vnni]
+            .into_iter()
+            .find(|d| d.supported())
+            .unwrap_or(Dot::Avx2)
+    }
+
+    /// Whether this CPU has the instruction (given AVX2 and FMA).
+    pub fn supported(self) -> bool {
+        match self {
+            Dot::Avx2 => true,
+            Dot::AvxVnni => is_x86_feature_detected!("avxvnni"),
+            Dot::Avx512Vnni => {
+                is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl")
+            }
+        }
+    }
+
+    /// The name `gpt2 --kernel` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dot::Avx2 => "avx2",
+            Dot::AvxVnni => "avx-vnni",
+            Dot::Avx512Vnni => "avx512-vnni",
         }
     }
 }

@@ -17,9 +17,11 @@
 //! a block are one load. Rows are padded to a multiple of 4 and columns to a multiple of 32
 //! with zeros.
 //!
-//! Kernels: wasm relaxed SIMD (when built with `+relaxed-simd`), wasm simd128
-//! (`i32x4.dot_i16x8_s` over widened bytes), x86-64 AVX2 (chosen at run time), and a portable
-//! one that is also the tests' reference. None of them allocates.
+//! Kernels: wasm relaxed SIMD (when built with `+relaxed-simd`; its 8-bit dot taken in one of
+//! two ways, whichever the engine lowers to fewer instructions on this CPU), wasm simd128
+//! (`i32x4.dot_i16x8_s` over widened bytes), x86-64 AVX2 with or without VNNI (chosen at run
+//! time), and a portable one that is also the tests' reference. None of them allocates.
+//! `kernel()` names the one in use, `set_kernel` picks another.
 
 /// Values per block.
 pub const QK: usize = 32;
@@ -388,6 +390,26 @@ impl Q8Act {
             (*scale, *offset) = (s, -OFFSET * sum);
         }
     }
+}
+
+/// The name of the 8-bit kernel in use: `dot-add` or `dot-i16` (wasm with relaxed SIMD: its
+/// four-way dot, or a 16-bit dot widened), `widen` (wasm simd128), `avx2`, `avx-vnni` or
+/// `avx512-vnni` (x86-64), `portable`.
+pub fn kernel() -> &'static str {
+    Simd::get().name()
+}
+
+/// The kernels this build can run on this CPU, by name.
+pub fn kernels() -> Vec<&'static str> {
+    Simd::available().into_iter().map(Simd::name).collect()
+}
+
+/// Makes every later 8-bit product of this process (in wasm: of this instance, every model in
+/// it) use the kernel named `name` (one of `kernels()`), or the automatic choice for "auto".
+/// The integer sums are the same in every kernel (the portable one differs from the others only
+/// in f32 rounding); only the speed changes. For benchmarks and A/B runs.
+pub fn set_kernel(name: &str) -> crate::Result<()> {
+    Simd::choose(name)
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -1,6 +1,6 @@
-//! Which of the 8-bit dot-product kernels runs (chosen once, from the target and, on x86-64, the
-//! CPU's features), and the length checks in front of them: the only place that calls into the
-//! kernels' `unsafe` functions.
+//! Which of the 8-bit dot-product kernels runs (chosen once, from the target and the CPU's or
+//! the engine's features, unless `choose` named one), and the length checks in front of them:
+//! the only place that calls into the kernels' `unsafe` functions.
 
 #[cfg(target_arch = "x86_64")]
 use super::avx2;
@@ -8,21 +8,50 @@ use super::portable;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 use super::simd128;
 use super::{QK, RG, TILE};
+use core::sync::atomic::{AtomicU8, Ordering};
 
 /// The dot-product kernel in use: four interleaved weight rows against one activation row.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Simd {
     Portable,
     #[cfg(target_arch = "x86_64")]
     Avx2(avx2::Dot),
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    Simd128,
+    Simd128(simd128::Dot),
 }
 
+/// The kernel `choose` named (`Simd::code`); 0: the automatic one.
+static CHOSEN: AtomicU8 = AtomicU8::new(0);
+
 impl Simd {
+    /// The kernel in use: the one `choose` named, else the best this build has on this CPU.
     pub(super) fn get() -> Simd {
+        match CHOSEN.load(Ordering::Relaxed) {
+            0 => Self::auto(),
+            #[cfg(target_arch = "x86_64")]
+            c @ 2..=4 => Simd::Avx2(avx2::Dot::ALL[c as usize - 2]),
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            c @ 5..=7 => Simd::Simd128(simd128::Dot::ALL[c as usize - 5]),
+            _ => Simd::Portable,
+        }
+    }
+
+    /// One byte per kernel, for `CHOSEN`.
+    fn code(self) -> u8 {
+        match self {
+            Simd::Portable => 1,
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2(d) => 2 + d as u8,
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Simd::Simd128(d) => 5 + d as u8,
+        }
+    }
+
+    /// The automatic choice: on x86-64 by the CPU's features; in wasm with relaxed SIMD by how
+    /// the engine lowers its 8-bit dot (`simd128::Dot::probe`).
+    fn auto() -> Simd {
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        return Simd::Simd128;
+        return Simd::Simd128(simd128::Dot::probe());
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
@@ -30,6 +59,72 @@ impl Simd {
         }
         #[allow(unreachable_code)]
         Simd::Portable
+    }
+
+    /// Every kernel this build can run on this CPU; in wasm, those with SIMD (the portable one
+    /// is only the native tests' reference there).
+    pub(super) fn available() -> Vec<Simd> {
+        #[allow(unused_mut)]
+        let mut all = vec![Simd::Portable];
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        all.clear();
+        #[cfg(target_arch = "x86_64")]
+        if let Simd::Avx2(best) = Self::auto() {
+            all.push(Simd::Avx2(avx2::Dot::Avx2));
+            for d in [avx2::Dot::AvxVnni, avx2::Dot::Avx512Vnni] {
+                if d.supported() {
+                    all.push(Simd::Avx2(d));
+                }
+            }
+            debug_assert!(all.contains(&Simd::Avx2(best)));
+        }
+        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        all.extend([
+            Simd::Simd128(simd128::Dot::Add),
+            Simd::Simd128(simd128::Dot::I16),
+        ]);
+        #[cfg(all(
+            target_arch = "wasm32",
+            target_feature = "simd128",
+            not(target_feature = "relaxed-simd")
+        ))]
+        all.push(Simd::Simd128(simd128::Dot::Widen));
+        all
+    }
+
+    /// The kernel's name, as `kernel()` reports it and `choose` takes it.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Simd::Portable => "portable",
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2(d) => d.name(),
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Simd::Simd128(d) => d.name(),
+        }
+    }
+
+    /// Makes every later product in this process (or wasm instance) use the kernel named `name`,
+    /// or the automatic choice again for "auto". All of them give the same integer sums; their
+    /// speeds differ, which is what naming one is for (benchmarks, A/B).
+    pub(super) fn choose(name: &str) -> crate::Result<()> {
+        if name == "auto" {
+            CHOSEN.store(0, Ordering::Relaxed);
+            return Ok(());
+        }
+        let all = Self::available();
+        match all.iter().find(|s| s.name() == name) {
+            Some(s) => {
+                CHOSEN.store(s.code(), Ordering::Relaxed);
+                Ok(())
+            }
+            None => Err(crate::Error::param(
+                "kernel",
+                format!(
+                    "\"{name}\"; this build on this CPU has auto, {}",
+                    all.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+                ),
+            )),
+        }
     }
 
     /// out[l] = Σ_b ws[b][l] · xs[b] · (Σ_k w[b][l][k] · x[b][k] + xo[b]) for the four rows l
@@ -56,7 +151,11 @@ impl Simd {
                 avx2::dot_rows::<1>(dot, w, ws, x, xs, xo, nb, core::array::from_mut(out))
             },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Simd::Simd128 => unsafe { simd128::dot4(w, ws, x, xs, xo, out) },
+            Simd::Simd128(simd128::Dot::I16) => unsafe {
+                simd128::dot4::<true>(w, ws, x, xs, xo, out)
+            },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Simd::Simd128(_) => unsafe { simd128::dot4::<false>(w, ws, x, xs, xo, out) },
         }
     }
 
@@ -79,7 +178,11 @@ impl Simd {
             // SAFETY: the lengths are checked above: one group of `nb` blocks, `TILE`
             // activation rows of `nb` blocks.
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Simd::Simd128 => unsafe { simd128::dot4x4(w, ws, x, xs, xo, out) },
+            Simd::Simd128(simd128::Dot::I16) => unsafe {
+                simd128::dot4x4::<true>(w, ws, x, xs, xo, out)
+            },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Simd::Simd128(_) => unsafe { simd128::dot4x4::<false>(w, ws, x, xs, xo, out) },
             // SAFETY: as above, and the CPU features were detected in `get`.
             #[cfg(target_arch = "x86_64")]
             Simd::Avx2(dot) => unsafe { avx2::dot_rows::<TILE>(dot, w, ws, x, xs, xo, nb, out) },
@@ -116,9 +219,14 @@ impl Simd {
             // SAFETY: the lengths are checked above: two groups of `nb` blocks, one activation
             // row of `nb` blocks.
             #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
-            Simd::Simd128 => {
+            Simd::Simd128(dot) => {
                 let mut both = [[0f32; RG]; 2];
-                unsafe { simd128::dot8(w, ws, x, xs, xo, &mut both) };
+                match dot {
+                    simd128::Dot::I16 => unsafe {
+                        simd128::dot8::<true>(w, ws, x, xs, xo, &mut both)
+                    },
+                    _ => unsafe { simd128::dot8::<false>(w, ws, x, xs, xo, &mut both) },
+                }
                 (*o0, *o1) = (both[0], both[1]);
             }
             _ => {
@@ -149,7 +257,11 @@ impl Simd {
             // SAFETY: the lengths are checked above: two groups of `nb` blocks, `TILE`
             // activation rows of `nb` blocks.
             #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
-            Simd::Simd128 => unsafe { simd128::dot8x4(w, ws, x, xs, xo, out) },
+            Simd::Simd128(simd128::Dot::I16) => unsafe {
+                simd128::dot8x4::<true>(w, ws, x, xs, xo, out)
+            },
+            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            Simd::Simd128(_) => unsafe { simd128::dot8x4::<false>(w, ws, x, xs, xo, out) },
             _ => {
                 let (w0, w1) = w.split_at(nb * RG * QK);
                 let (s0, s1) = ws.split_at(nb * RG);

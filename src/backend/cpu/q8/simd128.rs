@@ -4,9 +4,81 @@
 //! four rows, row by row, so one dot of that vector with four activation bytes splatted to
 //! every lane leaves row l's partial sum in lane l: no horizontal sums, and an activation row's
 //! splat serves all four rows.
+//!
+//! Relaxed SIMD offers two 8-bit dots, and which is faster depends on how the engine lowers them
+//! on this CPU (`Dot`); the kernels take either, and the integers are the same.
 
 use super::{QK, RG, TILE};
 use core::arch::wasm32::*;
+
+/// How a kernel takes the dot of four signed activation bytes with four unsigned 7-bit weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(target_feature = "relaxed-simd"), allow(dead_code))]
+pub enum Dot {
+    /// `i32x4.relaxed_dot_i8x16_i7x16_add_s`: one instruction where the engine has a four-way
+    /// 8-bit dot (V8 with AVX-VNNI: `vpdpbusd`; with AVX-VNNI-INT8: `vpdpbssd`; Arm: `sdot`).
+    /// V8 without one makes it five: `vpmaddubsw`, `vpmaddwd` and `vpaddd`, and two more that
+    /// make the 16-bit ones `vpmaddwd` takes, at every use.
+    Add,
+    /// `i16x8.relaxed_dot_i8x16_i7x16_s`, then `i32x4.dot_i16x8_s` with 16-bit ones and
+    /// `i32x4.add`: three instructions in every engine (`vpmaddubsw`, `vpmaddwd`, `vpaddd`).
+    /// Exact for our operands: a pair of products is at most 2 · 127 · 127 = 32258, inside i16,
+    /// so the 16-bit step neither wraps nor saturates. (`i32x4.extadd_pairwise_i16x8_s` is the
+    /// same sum, but V8 loads the address of its ones into a register at every use: the prompt's
+    /// product took 1.5× as long with it.)
+    I16,
+    /// simd128 without relaxed SIMD: bytes widened to 16 bits and `i32x4.dot_i16x8_s`.
+    Widen,
+}
+
+impl Dot {
+    /// In the order of their discriminants.
+    pub const ALL: [Dot; 3] = [Dot::Add, Dot::I16, Dot::Widen];
+
+    /// Which lowering this engine gives `i32x4.relaxed_dot_i8x16_i7x16_add_s`, told by the one
+    /// input where lowerings differ: a weight byte of 255, outside i7's range, times 127. A
+    /// four-way dot instruction adds the four products exactly (4 · 127 · 255 = 129540 as
+    /// unsigned bytes, −508 as signed ones); V8 without one sums pairs in `vpmaddubsw`, which
+    /// saturates each at 32767, so the lane is 65534. That engine gets `I16` (three instructions
+    /// instead of five); every other answer keeps `Add`. Unlike timing the two, this costs
+    /// nothing and cannot be misled by a JIT tier that has not arrived yet or a busy machine.
+    pub fn probe() -> Dot {
+        #[cfg(target_feature = "relaxed-simd")]
+        {
+            let a = i8x16_splat(core::hint::black_box(127));
+            let b = i8x16_splat(core::hint::black_box(-1));
+            let r = i32x4_relaxed_dot_i8x16_i7x16_add(a, b, i32x4_splat(0));
+            if i32x4_extract_lane::<0>(core::hint::black_box(r)) == 2 * i16::MAX as i32 {
+                return Dot::I16;
+            }
+            Dot::Add
+        }
+        #[cfg(not(target_feature = "relaxed-simd"))]
+        Dot::Widen
+    }
+
+    /// The name `Gpt2.load`'s `kernel` option takes and `model.kernel` reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dot::Add => "dot-add",
+            Dot::I16 => "dot-i16",
+            Dot::Widen => "widen",
+        }
+    }
+}
+
+/// `acc` + the four-way dots of signed `x` and unsigned 7-bit `w` bytes, taken as `I16` says
+/// (`Dot::I16` when true, `Dot::Add` when false): the same integers either way.
+#[cfg(target_feature = "relaxed-simd")]
+#[inline(always)]
+fn dot_add<const I16: bool>(x: v128, w: v128, acc: v128) -> v128 {
+    if I16 {
+        let pairs = i16x8_relaxed_dot_i8x16_i7x16(x, w); // (row l: columns 0+1, 2+3) in lanes 2l, 2l+1
+        i32x4_add(acc, i32x4_dot_i16x8(pairs, i16x8_splat(1)))
+    } else {
+        i32x4_relaxed_dot_i8x16_i7x16_add(x, w, acc)
+    }
+}
 
 /// Vectors per block of a group: 32 columns × 4 rows / 16 bytes.
 const STEPS: usize = QK * RG / 16;
@@ -18,7 +90,7 @@ const STEPS: usize = QK * RG / 16;
 /// `wb` points at the block's 128 weight bytes, `xb[k]` at row k's 32 activation bytes, `xo[k]`
 /// at row k's correction for the block.
 #[inline(always)]
-unsafe fn block_dots<const N: usize>(
+unsafe fn block_dots<const N: usize, const I16: bool>(
     wb: *const v128,
     xb: [*const i8; N],
     xo: [*const i32; N],
@@ -38,17 +110,17 @@ unsafe fn block_dots<const N: usize>(
         if N >= 4 {
             for j in 0..STEPS {
                 // SAFETY: step j lies inside the block.
-                unsafe { dot_step(v128_load(wb.add(j)), xb, j, &mut c0) };
+                unsafe { dot_step::<N, I16>(v128_load(wb.add(j)), xb, j, &mut c0) };
             }
             return c0;
         }
         for j in (0..STEPS).step_by(4) {
             // SAFETY: steps j to j + 3 lie inside the block.
             unsafe {
-                dot_step(v128_load(wb.add(j)), xb, j, &mut c0);
-                dot_step(v128_load(wb.add(j + 1)), xb, j + 1, &mut c1);
-                dot_step(v128_load(wb.add(j + 2)), xb, j + 2, &mut c2);
-                dot_step(v128_load(wb.add(j + 3)), xb, j + 3, &mut c3);
+                dot_step::<N, I16>(v128_load(wb.add(j)), xb, j, &mut c0);
+                dot_step::<N, I16>(v128_load(wb.add(j + 1)), xb, j + 1, &mut c1);
+                dot_step::<N, I16>(v128_load(wb.add(j + 2)), xb, j + 2, &mut c2);
+                dot_step::<N, I16>(v128_load(wb.add(j + 3)), xb, j + 3, &mut c3);
             }
         }
         core::array::from_fn(|k| i32x4_add(i32x4_add(c0[k], c1[k]), i32x4_add(c2[k], c3[k])))
@@ -89,11 +161,16 @@ unsafe fn block_dots<const N: usize>(
 /// As `block_dots`, and j < STEPS.
 #[cfg(target_feature = "relaxed-simd")]
 #[inline(always)]
-unsafe fn dot_step<const N: usize>(w: v128, xb: [*const i8; N], j: usize, acc: &mut [v128; N]) {
+unsafe fn dot_step<const N: usize, const I16: bool>(
+    w: v128,
+    xb: [*const i8; N],
+    j: usize,
+    acc: &mut [v128; N],
+) {
     for k in 0..N {
         // SAFETY: step j's four activation bytes lie inside the block.
         let x = unsafe { v128_load32_splat(xb[k].add(4 * j) as *const u32) };
-        acc[k] = i32x4_relaxed_dot_i8x16_i7x16_add(x, w, acc[k]);
+        acc[k] = dot_add::<I16>(x, w, acc[k]);
     }
 }
 
@@ -114,7 +191,7 @@ fn scale_add(acc: v128, d: v128, s: v128, sx: v128) -> v128 {
 /// `w` holds `nb` blocks of four rows and `ws` their scales; `x`, `xs`, `xo` hold `N` rows of
 /// `nb` blocks.
 #[inline(always)]
-unsafe fn dot_rows<const N: usize>(
+unsafe fn dot_rows<const N: usize, const I16: bool>(
     w: &[i8],
     ws: &[f32],
     x: &[i8],
@@ -129,7 +206,7 @@ unsafe fn dot_rows<const N: usize>(
     for b in 0..nb {
         // SAFETY: block b of the group and of each activation row are in bounds.
         unsafe {
-            let d = block_dots::<N>(
+            let d = block_dots::<N, I16>(
                 wp.add(b * STEPS),
                 core::array::from_fn(|k| xp.add((k * nb + b) * QK)),
                 core::array::from_fn(|k| xop.add(k * nb + b)),
@@ -151,9 +228,16 @@ unsafe fn dot_rows<const N: usize>(
 /// `w` holds `xs.len()` blocks of four rows, `ws` their scales, `x` `xs.len()` blocks, `xo`
 /// `xs.len()` offsets.
 #[inline]
-pub unsafe fn dot4(w: &[i8], ws: &[f32], x: &[i8], xs: &[f32], xo: &[i32], out: &mut [f32; RG]) {
+pub unsafe fn dot4<const I16: bool>(
+    w: &[i8],
+    ws: &[f32],
+    x: &[i8],
+    xs: &[f32],
+    xo: &[i32],
+    out: &mut [f32; RG],
+) {
     // SAFETY: the caller's contract, for one activation row.
-    unsafe { dot_rows::<1>(w, ws, x, xs, xo, xs.len(), core::array::from_mut(out)) }
+    unsafe { dot_rows::<1, I16>(w, ws, x, xs, xo, xs.len(), core::array::from_mut(out)) }
 }
 
 /// `dot4` for `TILE` activation rows, which share each load of the weights; each row's
@@ -163,7 +247,7 @@ pub unsafe fn dot4(w: &[i8], ws: &[f32], x: &[i8], xs: &[f32], xo: &[i32], out: 
 /// `w` holds `nb` blocks of four rows and `ws` their scales, `x` `TILE` rows of `nb`
 /// blocks, `xs` and `xo` `TILE` rows of `nb`, where `nb = xs.len() / TILE`.
 #[inline]
-pub unsafe fn dot4x4(
+pub unsafe fn dot4x4<const I16: bool>(
     w: &[i8],
     ws: &[f32],
     x: &[i8],
@@ -177,7 +261,7 @@ pub unsafe fn dot4x4(
     for (p, out) in out.chunks_exact_mut(2).enumerate() {
         let (x, xs, xo) = (&x[2 * p * nb * QK..], &xs[2 * p * nb..], &xo[2 * p * nb..]);
         // SAFETY: the caller's contract, for rows 2p and 2p + 1.
-        unsafe { dot_rows::<2>(w, ws, x, xs, xo, nb, out.try_into().unwrap()) }
+        unsafe { dot_rows::<2, I16>(w, ws, x, xs, xo, nb, out.try_into().unwrap()) }
     }
 }
 
@@ -192,7 +276,7 @@ pub unsafe fn dot4x4(
 /// blocks, `xs` and `xo` `TILE` rows of `nb`, where `nb = xs.len() / TILE`.
 #[cfg(target_feature = "relaxed-simd")]
 #[inline]
-pub unsafe fn dot8x4(
+pub unsafe fn dot8x4<const I16: bool>(
     w: &[i8],
     ws: &[f32],
     x: &[i8],
@@ -216,8 +300,8 @@ pub unsafe fn dot8x4(
                 let wv = [v128_load(wb[0].add(j)), v128_load(wb[1].add(j))];
                 for k in 0..TILE {
                     let xv = v128_load32_splat(xb[k].add(4 * j) as *const u32);
-                    c[0][k] = i32x4_relaxed_dot_i8x16_i7x16_add(xv, wv[0], c[0][k]);
-                    c[1][k] = i32x4_relaxed_dot_i8x16_i7x16_add(xv, wv[1], c[1][k]);
+                    c[0][k] = dot_add::<I16>(xv, wv[0], c[0][k]);
+                    c[1][k] = dot_add::<I16>(xv, wv[1], c[1][k]);
                 }
             }
             for h in 0..2 {
@@ -247,7 +331,7 @@ pub unsafe fn dot8x4(
 /// `nb` values, where `nb = xs.len()`.
 #[cfg(target_feature = "relaxed-simd")]
 #[inline]
-pub unsafe fn dot8(
+pub unsafe fn dot8<const I16: bool>(
     w: &[i8],
     ws: &[f32],
     x: &[i8],
@@ -270,9 +354,8 @@ pub unsafe fn dot8(
                 let x0 = v128_load32_splat(xb.add(4 * j) as *const u32);
                 let x1 = v128_load32_splat(xb.add(4 * j + 4) as *const u32);
                 for h in 0..2 {
-                    c0[h] = i32x4_relaxed_dot_i8x16_i7x16_add(x0, v128_load(wb[h].add(j)), c0[h]);
-                    c1[h] =
-                        i32x4_relaxed_dot_i8x16_i7x16_add(x1, v128_load(wb[h].add(j + 1)), c1[h]);
+                    c0[h] = dot_add::<I16>(x0, v128_load(wb[h].add(j)), c0[h]);
+                    c1[h] = dot_add::<I16>(x1, v128_load(wb[h].add(j + 1)), c1[h]);
                 }
             }
             let sx = v128_load32_splat(xsp.add(b));

@@ -13,17 +13,30 @@ pub(in crate::backend::cpu) fn data(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-/// The kernel in use, and on x86-64 each narrower instruction set the CPU also has.
+/// Every kernel this CPU has (the one in use among them).
 fn kernels() -> Vec<Simd> {
-    #[allow(unused_mut)]
-    let mut all = vec![Simd::get()];
-    #[cfg(target_arch = "x86_64")]
-    if let Simd::Avx2(dot) = all[0] {
-        if dot != avx2::Dot::Avx2 {
-            all.push(Simd::Avx2(avx2::Dot::Avx2));
-        }
-    }
+    let all = Simd::available();
+    assert!(all.contains(&Simd::get()), "{all:?}");
     all
+}
+
+/// The kernel's names: the one in use among those listed; an unknown one refused with the list.
+/// (Choosing another one here would change it under the tests running beside this one.)
+#[test]
+fn kernels_by_name() {
+    let names = super::kernels();
+    assert!(names.contains(&super::kernel()), "{names:?}");
+    assert!(names.contains(&"portable"));
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        assert!(names.contains(&"avx2"), "{names:?}");
+    }
+    let e = super::set_kernel("vnni-please").unwrap_err().to_string();
+    assert!(
+        e.contains("vnni-please") && e.contains(&names.join(", ")),
+        "{e}"
+    );
+    super::set_kernel("auto").unwrap();
 }
 
 /// Every kernel against the f32 product, at sizes that are not multiples of 4 rows or
