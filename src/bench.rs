@@ -178,7 +178,7 @@ pub fn run(
         backend: model.backend.name().to_string(),
         dtype: model.backend.dtype_name().to_string(),
         kernel: (model.backend.name() == "cpu" && model.backend.dtype_name() == "q8")
-            .then(|| crate::backend::cpu::q8::kernel().to_string()),
+            .then(crate::backend::cpu::q8::kernel),
         adapter: model.backend.gpu_adapter().map(str::to_string),
         gpu_dispatches_per_token: dispatches,
         n_params: model.config.n_params(),

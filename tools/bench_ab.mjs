@@ -70,7 +70,7 @@ try {
       const running = await page.evaluate(async ({ threads, dtype, kernel }) => {
         const { Gpt2 } = await import('/gpt2.js');
         window.model = await Gpt2.load({ model: 'models/bench/', backend: 'cpu', dtype, threads, kernel });
-        return `${window.model.build}, kernel ${window.model.kernel}`;
+        return `${window.model.build}, kernel ${window.model.kernel}${window.model.kernelTimes ? `, timed ${window.model.kernelTimes}` : ''}`;
       }, { threads: THREADS, dtype: DTYPE, kernel });
       pages.push(page);
       names.push(`${roots[i]} (${running})`);

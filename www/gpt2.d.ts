@@ -135,10 +135,12 @@ export interface LoadOptions {
   /**
    * The CPU's 8-bit kernel, by name, instead of the engine's choice (for benchmarks: every kernel
    * gives the same numbers). With relaxed SIMD: 'dot-add' (its four-way 8-bit dot: one
-   * instruction where the CPU has one, e.g. AVX-VNNI, five in V8 without) or 'dot-i16' (its 16-bit
-   * dot, widened: three instructions everywhere); without: 'widen'. 'auto' (default) asks the
-   * engine which lowering it has. It applies to the page's worker, every model in it;
-   * `model.kernel` says which runs. One the build lacks fails the load with a sentence.
+   * instruction where the CPU has one, e.g. AVX-VNNI, five in V8 without), 'dot-i16' (its 16-bit
+   * dot, widened: three instructions everywhere) or 'widen' (bytes widened to 16 bits, no 8-bit
+   * dot); without relaxed SIMD only 'widen'. 'auto' (default): the engine asks V8 how it lowers the
+   * four-way dot, and where that is not one instruction it times 'dot-i16' and 'widen' once (about
+   * 30 ms at load) for a decode step and for a prompt. It applies to the page's worker, every model
+   * in it; `model.kernel` says which runs. One the build lacks fails the load with a sentence.
    */
   kernel?: 'auto' | 'dot-add' | 'dot-i16' | 'widen';
   /**
@@ -363,8 +365,13 @@ export declare class Gpt2 {
   readonly threads: number;
   /** Which wasm build runs: 'pkg' (simd128), 'pkg-relaxed' (+ relaxed SIMD) or 'pkg-threads' (+ atomics). */
   readonly build: 'pkg' | 'pkg-relaxed' | 'pkg-threads';
-  /** The CPU's 8-bit kernel in the worker at load: 'dot-add', 'dot-i16' or 'widen' (see LoadOptions.kernel). */
-  readonly kernel: 'dot-add' | 'dot-i16' | 'widen';
+  /**
+   * The CPU's 8-bit kernel in the worker at load: 'dot-add', 'dot-i16' or 'widen' (see
+   * LoadOptions.kernel), or "A (prompt), B (decode)" when timing chose two.
+   */
+  readonly kernel: string;
+  /** What the load timed to choose the 8-bit kernel ("decode: dot-i16 21.0 µs, widen 25.3 µs; prompt: …"), or null. */
+  readonly kernelTimes: string | null;
   /** The GPU adapter in words while on WebGPU (e.g. "google swiftshader (WebGPU, a software fallback adapter)"), else undefined. */
   readonly adapter: string | undefined;
   /**

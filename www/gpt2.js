@@ -184,7 +184,7 @@ export class Gpt2 {
     }
     // What runs where, shared by the handles of this model: it changes if the GPU is lost.
     const { info } = loaded;
-    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
+    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
     const handle = new Gpt2(conn, loaded.id, info.config, name, load);
     handle.#onBackendChange = onBackendChange;
     handle.#onProgress = onProgress;
@@ -216,6 +216,9 @@ export class Gpt2 {
 
   /** The CPU's 8-bit kernel in the worker: 'dot-add', 'dot-i16' or 'widen' (see gpt2.d.ts). */
   get kernel() { return this.#load.live.kernel; }
+
+  /** What the load timed to choose the 8-bit kernel, or null (see gpt2.d.ts). */
+  get kernelTimes() { return this.#load.live.kernelTimes; }
 
   /** The weight format in use: 'q8' or 'f32' on the CPU, 'f32' on WebGPU. */
   get dtype() { return this.#load.live.dtype; }

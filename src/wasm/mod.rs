@@ -236,7 +236,15 @@ pub fn check_memory(
 /// unless `setKernel` named one), "widen" (SIMD without relaxed SIMD).
 #[wasm_bindgen]
 pub fn kernel() -> String {
-    crate::backend::cpu::q8::kernel().into()
+    crate::backend::cpu::q8::kernel()
+}
+
+/// Where the engine cannot tell its 8-bit kernels apart by itself (no four-way 8-bit dot on this
+/// CPU), times them (about 30 ms) and makes the faster one, for a decode step and for a prompt,
+/// the automatic choice: what it measured, or undefined where there was nothing to decide.
+#[wasm_bindgen(js_name = calibrateKernels)]
+pub fn calibrate_kernels() -> Option<String> {
+    crate::backend::cpu::q8::calibrate()
 }
 
 /// Makes every later 8-bit product of this instance use the kernel `name` ("auto", or one of

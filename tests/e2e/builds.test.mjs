@@ -39,7 +39,10 @@ async function run(origin, opts, engine = browser) {
       const model = await Gpt2.load({ model: folder, backend: 'cpu', ...opts });
       const r = await model.generate(prompt, { maxTokens: n, temperature: 0, profile: true });
       const unprofiled = await model.generate(prompt, { maxTokens: 2 });
-      const info = { isolated: self.crossOriginIsolated, threads: model.threads, build: model.build, kernel: model.kernel, dtype: model.dtype, layers: model.config.nLayer };
+      const info = {
+        isolated: self.crossOriginIsolated, threads: model.threads, build: model.build, kernel: model.kernel,
+        kernelTimes: model.kernelTimes, dtype: model.dtype, layers: model.config.nLayer,
+      };
       const promptTokens = (await model.tokenize(prompt)).length;
       model.dispose();
       return { ...info, tokens: r.tokens, text: r.text, profile: r.profile, promptTokens, unprofiled: 'profile' in unprofiled };
@@ -99,36 +102,48 @@ test('cross-origin isolated page: two threads, the threaded build, the same toke
   assert.deepEqual(single.tokens, native.tokens);
 });
 
-// The relaxed-SIMD build's two 8-bit kernels (src/backend/cpu/q8/simd128.rs): V8 lowers the
-// four-way dot to one vpdpbusd where the CPU has AVX-VNNI (or vpdpbssd with AVX-VNNI-INT8), else to
-// five instructions, where the 16-bit dot widened takes three. The engine asks V8 which it has.
+// The relaxed-SIMD build's 8-bit kernels (src/backend/cpu/q8/simd128.rs): V8 lowers the four-way
+// dot to one vpdpbusd where the CPU has AVX-VNNI (or vpdpbssd with AVX-VNNI-INT8), else to five
+// instructions; the 16-bit dot widened takes three, and bytes widened to 16 bits need no 8-bit dot.
+// The engine asks V8 which lowering it has; without the one instruction it times the other two.
 const cpuFlags = fs.existsSync('/proc/cpuinfo') ? (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1] ?? '').trim().split(/\s+/) : [];
 const x86 = cpuFlags.includes('avx2');
 const v8Vnni = cpuFlags.includes('avx_vnni') || cpuFlags.includes('avx_vnni_int8');
+// What timing may choose: one kernel for both, or one for a prompt's products and one for a step's.
+const TIMED = /^(dot-i16|widen)( \(prompt\), (dot-i16|widen) \(decode\))?$/;
+const TIMES = /^decode: dot-i16 [\d.]+ µs, widen [\d.]+ µs; prompt: dot-i16 [\d.]+ µs, widen [\d.]+ µs$/;
 
 test('8-bit kernels: the engine picks by how V8 lowers the dot, and each kernel gives the CLI\'s tokens', T, async (t) => {
   if (!x86) return t.skip('the expected choice is known for x86-64 CPUs only'); // this project's machines all are
   const native = nativeGenerate(PROMPT, N, 'q8', MODEL_DIR);
   const auto = await run(plain.origin, { dtype: 'q8' });
-  assert.equal(auto.kernel, v8Vnni ? 'dot-add' : 'dot-i16', `CPU with${v8Vnni ? '' : 'out'} AVX-VNNI`);
-  for (const kernel of ['dot-add', 'dot-i16']) {
+  if (v8Vnni) {
+    assert.deepEqual([auto.kernel, auto.kernelTimes], ['dot-add', null], 'a CPU with AVX-VNNI: one instruction, nothing to time');
+  } else {
+    assert.match(auto.kernel, TIMED);
+    assert.match(auto.kernelTimes, TIMES);
+  }
+  assert.deepEqual(auto.tokens, native.tokens);
+  for (const kernel of ['dot-add', 'dot-i16', 'widen']) {
     const got = await run(plain.origin, { dtype: 'q8', kernel });
-    assert.equal(got.kernel, kernel);
+    assert.deepEqual([got.kernel, got.kernelTimes], [kernel, null], 'a kernel named is not timed');
     assert.deepEqual(got.tokens, native.tokens, `${kernel}: greedy tokens differ from the CLI`);
   }
   // The threaded build: the pool's threads share the choice (and the same numbers).
   const threaded = await run(isolated.origin, { threads: 2, kernel: 'dot-i16' });
   assert.deepEqual([threaded.build, threaded.kernel], ['pkg-threads', 'dot-i16']);
   assert.deepEqual(threaded.tokens, native.tokens);
-  // The portable build has one kernel.
+  // The portable build has one kernel, and nothing to time.
   const portable = await run(plain.origin, { build: 'pkg' });
-  assert.equal(portable.kernel, 'widen');
+  assert.deepEqual([portable.kernel, portable.kernelTimes], ['widen', null]);
   assert.deepEqual(portable.tokens, native.tokens);
-  // V8 told to leave AVX-VNNI alone lowers as on the CPUs without it: the engine sees that.
+  // V8 told to leave AVX-VNNI alone lowers as on the CPUs without it: the engine sees that and
+  // times the other two.
   const noVnni = await launch(['--js-flags=--no-enable-avx-vnni']);
   try {
     const got = await run(plain.origin, { dtype: 'q8' }, noVnni);
-    assert.equal(got.kernel, 'dot-i16');
+    assert.match(got.kernel, TIMED);
+    assert.match(got.kernelTimes, TIMES);
     assert.deepEqual(got.tokens, native.tokens);
   } finally {
     await noVnni.close();
@@ -145,12 +160,12 @@ test('dtype and threads options are checked with sentences', T, async () => {
       const fail = (opts) => Gpt2.load({ model: folder, ...opts }).then(() => null, (e) => e.message);
       return {
         dtype: await fail({ dtype: 'q4' }), threads: await fail({ threads: 0 }), frac: await fail({ threads: 1.5 }),
-        kernel: await fail({ kernel: 'vnni' }), lacking: await fail({ kernel: 'widen' }),
+        kernel: await fail({ kernel: 'vnni' }), lacking: await fail({ build: 'pkg', kernel: 'dot-add' }),
       };
     }, `/${MODEL_URL}`);
     assert.equal(got.kernel, 'unknown kernel "vnni"; choose auto, dot-add, dot-i16, widen');
-    // The relaxed-SIMD build runs here; it has no 'widen' kernel, and says which it has.
-    assert.match(got.lacking, /kernel.*"widen"; this build on this CPU has auto, dot-add, dot-i16$/);
+    // The portable build has no 8-bit dot, and says which kernels it has.
+    assert.match(got.lacking, /kernel.*"dot-add"; this build on this CPU has auto, widen$/);
     assert.equal(got.dtype, 'unknown dtype "q4"; choose q8, f32, f16');
     assert.equal(got.threads, 'invalid threads: 0 is not a whole number from 1 to 64');
     assert.equal(got.frac, 'invalid threads: 1.5 is not a whole number from 1 to 64');

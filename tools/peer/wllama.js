@@ -16,6 +16,16 @@ import { Wllama } from './node_modules/@wllama/wllama/esm/index.js';
 const WASM = new URL('./node_modules/@wllama/wllama/esm/wasm/wllama.wasm', import.meta.url).href;
 const FIRST_WORDS = ['This', 'That', 'Then', 'There', 'Now', 'So', 'But', 'And', 'Here', 'Yes', 'No', 'Oh'];
 
+/** Whether this engine has 64-bit wasm memories. */
+function memory64() {
+  try {
+    new WebAssembly.Memory({ address: 'i64', initial: 1n });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Loads the GGUF at `url` and returns `{ once, loadMs, promptTokens, threads, versions }`; `once()`
  * is one greedy generation of `maxNewTokens` (end of text ignored) with its timings. `vary: false`
@@ -23,6 +33,10 @@ const FIRST_WORDS = ['This', 'That', 'Then', 'There', 'Now', 'So', 'But', 'And',
  */
 export async function wllamaLoad({ url, threads = 1, prompt, maxNewTokens = 128, vary = true }) {
   if (vary && !/^It\b/.test(prompt)) throw new Error('wllamaLoad: the prompt must start with "It" (its first word is varied per run)');
+  // Without JSPI or memory64 (WebKit) wllama switches to its compatibility build, which it fetches
+  // from a CDN: say so, rather than fail on whatever comes first offline.
+  const lacks = [!WebAssembly.Suspending && 'JSPI', !memory64() && 'memory64'].filter(Boolean);
+  if (lacks.length) throw new Error(`this engine has no ${lacks.join(' and ')}, which wllama's own build needs; its compatibility build comes from a CDN (not offline)`);
   const logs = [];
   const logger = { debug: () => {}, log: (...a) => logs.push(a.join(' ')), warn: (...a) => logs.push(a.join(' ')), error: (...a) => logs.push(a.join(' ')) };
   const wllama = new Wllama({ default: WASM }, { suppressNativeLog: true, allowOffline: true, logger });

@@ -38,7 +38,7 @@ fn product(
     out: &mut [f32],
     stride: usize,
 ) {
-    let (kernel, nb, all) = (Simd::get(), act.blocks, m.blocks);
+    let (kernel, nb, all) = (Simd::get(act.rows), act.blocks, m.blocks);
     let mut outs = [[0f32; RG]; TILE];
     let mut i = 0;
     while i < act.rows {

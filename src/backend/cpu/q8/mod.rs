@@ -187,6 +187,7 @@ impl Q8Matrix {
         );
         let (t, n, groups) = (act.rows, self.rows, self.rows.div_ceil(RG));
         let y = &mut y[..t * n];
+        let kernel = Simd::get(t);
         #[cfg(feature = "threads")]
         {
             use rayon::prelude::*;
@@ -195,7 +196,7 @@ impl Q8Matrix {
                 let per = groups.div_ceil(4 * threads); // a few chunks per thread for balance
                 y.par_chunks_mut(per * RG).enumerate().for_each(|(c, y)| {
                     let g0 = c * per;
-                    self.part(act, bias, 0..1, g0..(g0 + per).min(groups), y);
+                    self.part(kernel, act, bias, 0..1, g0..(g0 + per).min(groups), y);
                 });
                 return;
             }
@@ -203,12 +204,12 @@ impl Q8Matrix {
                 let per = t.div_ceil(threads);
                 y.par_chunks_mut(per * n).enumerate().for_each(|(c, y)| {
                     let i0 = c * per;
-                    self.part(act, bias, i0..(i0 + per).min(t), 0..groups, y);
+                    self.part(kernel, act, bias, i0..(i0 + per).min(t), 0..groups, y);
                 });
                 return;
             }
         }
-        self.part(act, bias, 0..t, 0..groups, y);
+        self.part(kernel, act, bias, 0..t, 0..groups, y);
     }
 
     /// The outputs of activation rows `is` and row groups `gs` into `y`, whose element
@@ -216,13 +217,13 @@ impl Q8Matrix {
     /// from its first element on.
     fn part(
         &self,
+        kernel: Simd,
         act: &Q8Act,
         bias: Option<&[f32]>,
         is: std::ops::Range<usize>,
         gs: std::ops::Range<usize>,
         y: &mut [f32],
     ) {
-        let kernel = Simd::get();
         let nb = self.blocks;
         let mut outs = [[[0f32; RG]; TILE]; 2];
         let mut g = gs.start;
@@ -393,10 +394,86 @@ impl Q8Act {
 }
 
 /// The name of the 8-bit kernel in use: `dot-add` or `dot-i16` (wasm with relaxed SIMD: its
-/// four-way dot, or a 16-bit dot widened), `widen` (wasm simd128), `avx2`, `avx-vnni` or
-/// `avx512-vnni` (x86-64), `portable`.
-pub fn kernel() -> &'static str {
-    Simd::get().name()
+/// four-way dot, or its 16-bit dot widened), `widen` (wasm simd128: bytes widened to 16 bits),
+/// `avx2`, `avx-vnni` or `avx512-vnni` (x86-64), `portable`; "A (prompt), B (decode)" when a
+/// prompt's products and a decode step's use different ones.
+pub fn kernel() -> String {
+    let (prompt, decode) = (Simd::get(TILE).name(), Simd::get(1).name());
+    if prompt == decode {
+        prompt.into()
+    } else {
+        format!("{prompt} (prompt), {decode} (decode)")
+    }
+}
+
+/// Where the automatic choice cannot tell the kernels apart (`Simd::undecided`: in wasm on a
+/// CPU without a four-way 8-bit dot), times them on this CPU and makes the faster one the
+/// automatic choice, for a decode step's product (one activation row) and for a prompt's
+/// apart. The products are GPT-2 small's width over a matrix that stays in the L2 cache (what
+/// the kernels compute, not what memory delivers), in rounds that alternate the kernels, each
+/// kernel's first round (its compile) not counted; the work of each is counted over windows of
+/// the clock (whose resolution may be 0.1 ms or coarser), summed over the rounds. About 30 ms.
+/// Returns what it measured, or None where there was nothing to decide. Every kernel gives the
+/// same integer sums: only the speed depends on this.
+pub fn calibrate() -> Option<String> {
+    let kernels = Simd::undecided();
+    if kernels.len() < 2 {
+        return None;
+    }
+    let (rows, cols, prompt_rows) = (256, 768, 2 * TILE);
+    // Seeded values: the kernels' speed does not depend on them.
+    let mut s = 0x9e37_79b9u32;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        (s as f32 / u32::MAX as f32) - 0.5
+    };
+    let w: Vec<f32> = (0..rows * cols).map(|_| next()).collect();
+    let x: Vec<f32> = (0..prompt_rows * cols).map(|_| next()).collect();
+    let m = Q8Matrix::quantize(&w, rows, cols, cols, 1).ok()?;
+    let (mut one, mut many) = (Q8Act::default(), Q8Act::default());
+    one.quantize(&x[..cols], cols);
+    many.quantize(&x, cols);
+    let mut y = vec![0f32; prompt_rows * rows];
+    let groups = rows.div_ceil(RG);
+    let mut report = Vec::new();
+    for (decode, act) in [(true, &one), (false, &many)] {
+        // Products per ms of each kernel, over the rounds after the first.
+        let mut work = vec![(0usize, 0f64); kernels.len()];
+        for round in 0..5 {
+            for (k, &kernel) in kernels.iter().enumerate() {
+                let (t0, mut n) = (crate::platform::now_ms(), 0);
+                let mut t = t0;
+                while t - t0 < 1.5 {
+                    for _ in 0..4 {
+                        m.part(kernel, act, None, 0..act.rows, 0..groups, &mut y);
+                    }
+                    n += 4;
+                    t = crate::platform::now_ms();
+                }
+                if round > 0 {
+                    work[k].0 += n;
+                    work[k].1 += t - t0;
+                }
+            }
+        }
+        let rate = |k: usize| work[k].0 as f64 / work[k].1.max(1e-3);
+        let best = (0..kernels.len())
+            .max_by(|&a, &b| rate(a).total_cmp(&rate(b)))
+            .unwrap_or(0); // kernels is not empty
+        Simd::set_timed(decode, kernels[best]);
+        let us = |k: usize| 1e3 / rate(k);
+        report.push(format!(
+            "{}: {}",
+            if decode { "decode" } else { "prompt" },
+            (0..kernels.len())
+                .map(|k| format!("{} {:.1} µs", kernels[k].name(), us(k)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Some(report.join("; "))
 }
 
 /// The kernels this build can run on this CPU, by name.

@@ -23,17 +23,51 @@ pub(super) enum Simd {
 /// The kernel `choose` named (`Simd::code`); 0: the automatic one.
 static CHOSEN: AtomicU8 = AtomicU8::new(0);
 
+/// The automatic choice that `calibrate` timed, for one activation row (a decode step's
+/// product) and for several (a prompt's): `Simd::code`, 0 until it ran.
+static TIMED: [AtomicU8; 2] = [AtomicU8::new(0), AtomicU8::new(0)];
+
 impl Simd {
-    /// The kernel in use: the one `choose` named, else the best this build has on this CPU.
-    pub(super) fn get() -> Simd {
+    /// The kernel for a product of `rows` activation rows: the one `choose` named, else the one
+    /// `calibrate` timed fastest for that shape, else the best this build has on this CPU.
+    pub(super) fn get(rows: usize) -> Simd {
         match CHOSEN.load(Ordering::Relaxed) {
-            0 => Self::auto(),
+            0 => match TIMED[(rows > 1) as usize].load(Ordering::Relaxed) {
+                0 => Self::auto(),
+                c => Self::from_code(c),
+            },
+            c => Self::from_code(c),
+        }
+    }
+
+    fn from_code(c: u8) -> Simd {
+        match c {
             #[cfg(target_arch = "x86_64")]
-            c @ 2..=4 => Simd::Avx2(avx2::Dot::ALL[c as usize - 2]),
+            2..=4 => Simd::Avx2(avx2::Dot::ALL[c as usize - 2]),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            c @ 5..=7 => Simd::Simd128(simd128::Dot::ALL[c as usize - 5]),
+            5..=7 => Simd::Simd128(simd128::Dot::ALL[c as usize - 5]),
             _ => Simd::Portable,
         }
+    }
+
+    /// The kernels the automatic choice cannot tell apart without timing them: in wasm, when
+    /// the engine has no four-way 8-bit dot, its 16-bit dot (`I16`) against bytes widened to 16
+    /// bits (`Widen`), whose speeds depend on the CPU (both multiply twice per 16 weights, in
+    /// different instructions). Empty elsewhere, and when `choose` named a kernel.
+    pub(super) fn undecided() -> Vec<Simd> {
+        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        if CHOSEN.load(Ordering::Relaxed) == 0 && Self::auto() != Simd::Simd128(simd128::Dot::Add) {
+            return vec![
+                Simd::Simd128(simd128::Dot::I16),
+                Simd::Simd128(simd128::Dot::Widen),
+            ];
+        }
+        Vec::new()
+    }
+
+    /// Makes `s` the automatic choice for products of one activation row (`decode`) or several.
+    pub(super) fn set_timed(decode: bool, s: Simd) {
+        TIMED[(!decode) as usize].store(s.code(), Ordering::Relaxed);
     }
 
     /// One byte per kernel, for `CHOSEN`.
@@ -83,11 +117,7 @@ impl Simd {
             Simd::Simd128(simd128::Dot::Add),
             Simd::Simd128(simd128::Dot::I16),
         ]);
-        #[cfg(all(
-            target_arch = "wasm32",
-            target_feature = "simd128",
-            not(target_feature = "relaxed-simd")
-        ))]
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         all.push(Simd::Simd128(simd128::Dot::Widen));
         all
     }
@@ -104,7 +134,7 @@ impl Simd {
     }
 
     /// Makes every later product in this process (or wasm instance) use the kernel named `name`,
-    /// or the automatic choice again for "auto". All of them give the same integer sums; their
+    /// or the automatic choice again for "auto" (what `calibrate` timed, if it ran). All of them give the same integer sums; their
     /// speeds differ, which is what naming one is for (benchmarks, A/B).
     pub(super) fn choose(name: &str) -> crate::Result<()> {
         if name == "auto" {
@@ -150,12 +180,9 @@ impl Simd {
             Simd::Avx2(dot) => unsafe {
                 avx2::dot_rows::<1>(dot, w, ws, x, xs, xo, nb, core::array::from_mut(out))
             },
+            // SAFETY: as above.
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Simd::Simd128(simd128::Dot::I16) => unsafe {
-                simd128::dot4::<true>(w, ws, x, xs, xo, out)
-            },
-            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Simd::Simd128(_) => unsafe { simd128::dot4::<false>(w, ws, x, xs, xo, out) },
+            Simd::Simd128(dot) => unsafe { simd128::dot4(dot, w, ws, x, xs, xo, out) },
         }
     }
 
@@ -178,11 +205,7 @@ impl Simd {
             // SAFETY: the lengths are checked above: one group of `nb` blocks, `TILE`
             // activation rows of `nb` blocks.
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Simd::Simd128(simd128::Dot::I16) => unsafe {
-                simd128::dot4x4::<true>(w, ws, x, xs, xo, out)
-            },
-            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Simd::Simd128(_) => unsafe { simd128::dot4x4::<false>(w, ws, x, xs, xo, out) },
+            Simd::Simd128(dot) => unsafe { simd128::dot4x4(dot, w, ws, x, xs, xo, out) },
             // SAFETY: as above, and the CPU features were detected in `get`.
             #[cfg(target_arch = "x86_64")]
             Simd::Avx2(dot) => unsafe { avx2::dot_rows::<TILE>(dot, w, ws, x, xs, xo, nb, out) },
@@ -219,13 +242,13 @@ impl Simd {
             // SAFETY: the lengths are checked above: two groups of `nb` blocks, one activation
             // row of `nb` blocks.
             #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
-            Simd::Simd128(dot) => {
+            Simd::Simd128(dot @ (simd128::Dot::Add | simd128::Dot::I16)) => {
                 let mut both = [[0f32; RG]; 2];
                 match dot {
                     simd128::Dot::I16 => unsafe {
-                        simd128::dot8::<true>(w, ws, x, xs, xo, &mut both)
+                        simd128::dot8::<{ simd128::I16 }>(w, ws, x, xs, xo, &mut both)
                     },
-                    _ => unsafe { simd128::dot8::<false>(w, ws, x, xs, xo, &mut both) },
+                    _ => unsafe { simd128::dot8::<{ simd128::ADD }>(w, ws, x, xs, xo, &mut both) },
                 }
                 (*o0, *o1) = (both[0], both[1]);
             }
@@ -258,10 +281,13 @@ impl Simd {
             // activation rows of `nb` blocks.
             #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
             Simd::Simd128(simd128::Dot::I16) => unsafe {
-                simd128::dot8x4::<true>(w, ws, x, xs, xo, out)
+                simd128::dot8x4::<{ simd128::I16 }>(w, ws, x, xs, xo, out)
             },
+            // SAFETY: as above.
             #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
-            Simd::Simd128(_) => unsafe { simd128::dot8x4::<false>(w, ws, x, xs, xo, out) },
+            Simd::Simd128(simd128::Dot::Add) => unsafe {
+                simd128::dot8x4::<{ simd128::ADD }>(w, ws, x, xs, xo, out)
+            },
             _ => {
                 let (w0, w1) = w.split_at(nb * RG * QK);
                 let (s0, s1) = ws.split_at(nb * RG);

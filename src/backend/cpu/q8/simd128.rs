@@ -67,12 +67,19 @@ impl Dot {
     }
 }
 
-/// `acc` + the four-way dots of signed `x` and unsigned 7-bit `w` bytes, taken as `I16` says
-/// (`Dot::I16` when true, `Dot::Add` when false): the same integers either way.
+/// `Dot` as the kernels' const generic parameter.
+#[cfg(target_feature = "relaxed-simd")]
+pub(super) const ADD: u8 = Dot::Add as u8;
+#[cfg(target_feature = "relaxed-simd")]
+pub(super) const I16: u8 = Dot::I16 as u8;
+const WIDEN: u8 = Dot::Widen as u8;
+
+/// `acc` + the four-way dots of signed `x` and unsigned 7-bit `w` bytes, taken as `DOT` says
+/// (`I16`, else `ADD`): the same integers either way.
 #[cfg(target_feature = "relaxed-simd")]
 #[inline(always)]
-fn dot_add<const I16: bool>(x: v128, w: v128, acc: v128) -> v128 {
-    if I16 {
+fn dot_add<const DOT: u8>(x: v128, w: v128, acc: v128) -> v128 {
+    if DOT == I16 {
         let pairs = i16x8_relaxed_dot_i8x16_i7x16(x, w); // (row l: columns 0+1, 2+3) in lanes 2l, 2l+1
         i32x4_add(acc, i32x4_dot_i16x8(pairs, i16x8_splat(1)))
     } else {
@@ -90,7 +97,7 @@ const STEPS: usize = QK * RG / 16;
 /// `wb` points at the block's 128 weight bytes, `xb[k]` at row k's 32 activation bytes, `xo[k]`
 /// at row k's correction for the block.
 #[inline(always)]
-unsafe fn block_dots<const N: usize, const I16: bool>(
+unsafe fn block_dots<const N: usize, const DOT: u8>(
     wb: *const v128,
     xb: [*const i8; N],
     xo: [*const i32; N],
@@ -101,7 +108,7 @@ unsafe fn block_dots<const N: usize, const I16: bool>(
     let init: [v128; N] =
         core::array::from_fn(|k| unsafe { v128_load32_splat(xo[k] as *const u32) });
     #[cfg(target_feature = "relaxed-simd")]
-    {
+    if DOT != WIDEN {
         // One row alone gets four independent chains of dots, so that each dot's latency (5
         // cycles with VNNI) is hidden; a tile's four rows are four chains already (more spill
         // out of the engine's 15 vector registers). Integer sums: the result is the same.
@@ -110,24 +117,27 @@ unsafe fn block_dots<const N: usize, const I16: bool>(
         if N >= 4 {
             for j in 0..STEPS {
                 // SAFETY: step j lies inside the block.
-                unsafe { dot_step::<N, I16>(v128_load(wb.add(j)), xb, j, &mut c0) };
+                unsafe { dot_step::<N, DOT>(v128_load(wb.add(j)), xb, j, &mut c0) };
             }
             return c0;
         }
         for j in (0..STEPS).step_by(4) {
             // SAFETY: steps j to j + 3 lie inside the block.
             unsafe {
-                dot_step::<N, I16>(v128_load(wb.add(j)), xb, j, &mut c0);
-                dot_step::<N, I16>(v128_load(wb.add(j + 1)), xb, j + 1, &mut c1);
-                dot_step::<N, I16>(v128_load(wb.add(j + 2)), xb, j + 2, &mut c2);
-                dot_step::<N, I16>(v128_load(wb.add(j + 3)), xb, j + 3, &mut c3);
+                dot_step::<N, DOT>(v128_load(wb.add(j)), xb, j, &mut c0);
+                dot_step::<N, DOT>(v128_load(wb.add(j + 1)), xb, j + 1, &mut c1);
+                dot_step::<N, DOT>(v128_load(wb.add(j + 2)), xb, j + 2, &mut c2);
+                dot_step::<N, DOT>(v128_load(wb.add(j + 3)), xb, j + 3, &mut c3);
             }
         }
-        core::array::from_fn(|k| i32x4_add(i32x4_add(c0[k], c1[k]), i32x4_add(c2[k], c3[k])))
+        return core::array::from_fn(|k| {
+            i32x4_add(i32x4_add(c0[k], c1[k]), i32x4_add(c2[k], c3[k]))
+        });
     }
-    #[cfg(not(target_feature = "relaxed-simd"))]
     {
-        // Pairs of products: lanes (row 0: columns 0-1, 2-3; row 1: …) in `lo`, rows 2 and 3 in
+        // `WIDEN`: bytes widened to 16 bits, pairs of products by `i32x4.dot_i16x8_s` (no
+        // 8-bit dot; two multiplies per 16 weights, as relaxed SIMD's without VNNI). Pairs of
+        // products: lanes (row 0: columns 0-1, 2-3; row 1: …) in `lo`, rows 2 and 3 in
         // `hi`; the pairs are added at the end of the block.
         let mut lo = [i32x4_splat(0); N];
         let mut hi = [i32x4_splat(0); N];
@@ -161,7 +171,7 @@ unsafe fn block_dots<const N: usize, const I16: bool>(
 /// As `block_dots`, and j < STEPS.
 #[cfg(target_feature = "relaxed-simd")]
 #[inline(always)]
-unsafe fn dot_step<const N: usize, const I16: bool>(
+unsafe fn dot_step<const N: usize, const DOT: u8>(
     w: v128,
     xb: [*const i8; N],
     j: usize,
@@ -170,7 +180,7 @@ unsafe fn dot_step<const N: usize, const I16: bool>(
     for k in 0..N {
         // SAFETY: step j's four activation bytes lie inside the block.
         let x = unsafe { v128_load32_splat(xb[k].add(4 * j) as *const u32) };
-        acc[k] = dot_add::<I16>(x, w, acc[k]);
+        acc[k] = dot_add::<DOT>(x, w, acc[k]);
     }
 }
 
@@ -191,7 +201,7 @@ fn scale_add(acc: v128, d: v128, s: v128, sx: v128) -> v128 {
 /// `w` holds `nb` blocks of four rows and `ws` their scales; `x`, `xs`, `xo` hold `N` rows of
 /// `nb` blocks.
 #[inline(always)]
-unsafe fn dot_rows<const N: usize, const I16: bool>(
+unsafe fn dot_rows<const N: usize, const DOT: u8>(
     w: &[i8],
     ws: &[f32],
     x: &[i8],
@@ -206,7 +216,7 @@ unsafe fn dot_rows<const N: usize, const I16: bool>(
     for b in 0..nb {
         // SAFETY: block b of the group and of each activation row are in bounds.
         unsafe {
-            let d = block_dots::<N, I16>(
+            let d = block_dots::<N, DOT>(
                 wp.add(b * STEPS),
                 core::array::from_fn(|k| xp.add((k * nb + b) * QK)),
                 core::array::from_fn(|k| xop.add(k * nb + b)),
@@ -228,7 +238,8 @@ unsafe fn dot_rows<const N: usize, const I16: bool>(
 /// `w` holds `xs.len()` blocks of four rows, `ws` their scales, `x` `xs.len()` blocks, `xo`
 /// `xs.len()` offsets.
 #[inline]
-pub unsafe fn dot4<const I16: bool>(
+pub unsafe fn dot4(
+    dot: Dot,
     w: &[i8],
     ws: &[f32],
     x: &[i8],
@@ -236,8 +247,15 @@ pub unsafe fn dot4<const I16: bool>(
     xo: &[i32],
     out: &mut [f32; RG],
 ) {
-    // SAFETY: the caller's contract, for one activation row.
-    unsafe { dot_rows::<1, I16>(w, ws, x, xs, xo, xs.len(), core::array::from_mut(out)) }
+    let (nb, out) = (xs.len(), core::array::from_mut(out));
+    // SAFETY (each arm): the caller's contract, for one activation row.
+    match dot {
+        #[cfg(target_feature = "relaxed-simd")]
+        Dot::Add => unsafe { dot_rows::<1, ADD>(w, ws, x, xs, xo, nb, out) },
+        #[cfg(target_feature = "relaxed-simd")]
+        Dot::I16 => unsafe { dot_rows::<1, I16>(w, ws, x, xs, xo, nb, out) },
+        _ => unsafe { dot_rows::<1, WIDEN>(w, ws, x, xs, xo, nb, out) },
+    }
 }
 
 /// `dot4` for `TILE` activation rows, which share each load of the weights; each row's
@@ -247,7 +265,8 @@ pub unsafe fn dot4<const I16: bool>(
 /// `w` holds `nb` blocks of four rows and `ws` their scales, `x` `TILE` rows of `nb`
 /// blocks, `xs` and `xo` `TILE` rows of `nb`, where `nb = xs.len() / TILE`.
 #[inline]
-pub unsafe fn dot4x4<const I16: bool>(
+pub unsafe fn dot4x4(
+    dot: Dot,
     w: &[i8],
     ws: &[f32],
     x: &[i8],
@@ -260,8 +279,15 @@ pub unsafe fn dot4x4<const I16: bool>(
     let nb = xs.len() / TILE;
     for (p, out) in out.chunks_exact_mut(2).enumerate() {
         let (x, xs, xo) = (&x[2 * p * nb * QK..], &xs[2 * p * nb..], &xo[2 * p * nb..]);
-        // SAFETY: the caller's contract, for rows 2p and 2p + 1.
-        unsafe { dot_rows::<2, I16>(w, ws, x, xs, xo, nb, out.try_into().unwrap()) }
+        let out: &mut [[f32; RG]; 2] = out.try_into().unwrap(); // chunks of 2
+                                                                // SAFETY (each arm): the caller's contract, for rows 2p and 2p + 1.
+        match dot {
+            #[cfg(target_feature = "relaxed-simd")]
+            Dot::Add => unsafe { dot_rows::<2, ADD>(w, ws, x, xs, xo, nb, out) },
+            #[cfg(target_feature = "relaxed-simd")]
+            Dot::I16 => unsafe { dot_rows::<2, I16>(w, ws, x, xs, xo, nb, out) },
+            _ => unsafe { dot_rows::<2, WIDEN>(w, ws, x, xs, xo, nb, out) },
+        }
     }
 }
 
@@ -276,7 +302,7 @@ pub unsafe fn dot4x4<const I16: bool>(
 /// blocks, `xs` and `xo` `TILE` rows of `nb`, where `nb = xs.len() / TILE`.
 #[cfg(target_feature = "relaxed-simd")]
 #[inline]
-pub unsafe fn dot8x4<const I16: bool>(
+pub unsafe fn dot8x4<const DOT: u8>(
     w: &[i8],
     ws: &[f32],
     x: &[i8],
@@ -300,8 +326,8 @@ pub unsafe fn dot8x4<const I16: bool>(
                 let wv = [v128_load(wb[0].add(j)), v128_load(wb[1].add(j))];
                 for k in 0..TILE {
                     let xv = v128_load32_splat(xb[k].add(4 * j) as *const u32);
-                    c[0][k] = dot_add::<I16>(xv, wv[0], c[0][k]);
-                    c[1][k] = dot_add::<I16>(xv, wv[1], c[1][k]);
+                    c[0][k] = dot_add::<DOT>(xv, wv[0], c[0][k]);
+                    c[1][k] = dot_add::<DOT>(xv, wv[1], c[1][k]);
                 }
             }
             for h in 0..2 {
@@ -331,7 +357,7 @@ pub unsafe fn dot8x4<const I16: bool>(
 /// `nb` values, where `nb = xs.len()`.
 #[cfg(target_feature = "relaxed-simd")]
 #[inline]
-pub unsafe fn dot8<const I16: bool>(
+pub unsafe fn dot8<const DOT: u8>(
     w: &[i8],
     ws: &[f32],
     x: &[i8],
@@ -354,8 +380,8 @@ pub unsafe fn dot8<const I16: bool>(
                 let x0 = v128_load32_splat(xb.add(4 * j) as *const u32);
                 let x1 = v128_load32_splat(xb.add(4 * j + 4) as *const u32);
                 for h in 0..2 {
-                    c0[h] = dot_add::<I16>(x0, v128_load(wb[h].add(j)), c0[h]);
-                    c1[h] = dot_add::<I16>(x1, v128_load(wb[h].add(j + 1)), c1[h]);
+                    c0[h] = dot_add::<DOT>(x0, v128_load(wb[h].add(j)), c0[h]);
+                    c1[h] = dot_add::<DOT>(x1, v128_load(wb[h].add(j + 1)), c1[h]);
                 }
             }
             let sx = v128_load32_splat(xsp.add(b));
