@@ -6,12 +6,13 @@
 // compare; for the kernels of one build: --kernels.
 //
 //   node tools/bench_ab.mjs [--model DIR] [--threads 1] [--dtype q8] [--rounds 5] [--no-vnni]
-//                           [--prompt-copies 1] [--kernels dot-add,dot-i16]
+//                           [--prompt-copies 1] [--kernels dot-add,dot-i16] [--build pkg]
 //                           WWW_A [WWW_B …]
 //
 // Each round runs, in each contestant: three 1-token generations (their times are TTFTs) and one
 // of 48 tokens (its time per token). --model defaults to the GPT-2-124M-shaped bench checkpoint
-// that ./build.sh bench makes. --kernels: each www/ once per kernel named (Gpt2.load's `kernel`).
+// that ./build.sh bench makes. --kernels: each www/ once per kernel named (Gpt2.load's `kernel`);
+// --build: that wasm build instead of the page's choice (`pkg`: the portable one WebKit runs).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -67,11 +68,11 @@ try {
     for (const kernel of KERNELS) {
       const page = await (await browser.newContext()).newPage();
       await page.goto(`${s.origin}/ab.html`);
-      const running = await page.evaluate(async ({ threads, dtype, kernel }) => {
+      const running = await page.evaluate(async ({ threads, dtype, kernel, build }) => {
         const { Gpt2 } = await import('/gpt2.js');
-        window.model = await Gpt2.load({ model: 'models/bench/', backend: 'cpu', dtype, threads, kernel });
+        window.model = await Gpt2.load({ model: 'models/bench/', backend: 'cpu', dtype, threads, kernel, build });
         return `${window.model.build}, kernel ${window.model.kernel}${window.model.kernelTimes ? `, timed ${window.model.kernelTimes}` : ''}`;
-      }, { threads: THREADS, dtype: DTYPE, kernel });
+      }, { threads: THREADS, dtype: DTYPE, kernel, build: flags.get('--build') });
       pages.push(page);
       names.push(`${roots[i]} (${running})`);
     }

@@ -274,9 +274,17 @@ pub unsafe fn dot4x4(
     xo: &[i32],
     out: &mut [[f32; RG]; TILE],
 ) {
-    // Two rows at a time, four dot chains each: eight chains in flight without spilling out of
-    // the engine's vector registers (the group's weights come from L1 the second time).
     let nb = xs.len() / TILE;
+    if dot == Dot::Widen || cfg!(not(target_feature = "relaxed-simd")) {
+        // Widening: the four rows at once, so each step's weights are widened once for all four
+        // (eight accumulators, the two widened halves and an activation: within the engine's
+        // vector registers).
+        // SAFETY: the caller's contract, for the four rows.
+        return unsafe { dot_rows::<TILE, WIDEN>(w, ws, x, xs, xo, nb, out) };
+    }
+    // An 8-bit dot: two rows at a time, four dot chains each: eight chains in flight without
+    // spilling out of the engine's vector registers (the group's weights come from L1 the
+    // second time).
     for (p, out) in out.chunks_exact_mut(2).enumerate() {
         let (x, xs, xo) = (&x[2 * p * nb * QK..], &xs[2 * p * nb..], &xo[2 * p * nb..]);
         let out: &mut [[f32; RG]; 2] = out.try_into().unwrap(); // chunks of 2
