@@ -28,8 +28,8 @@ const invalid = (message) => withCode(new Error(message), 'param');
 
 const BACKENDS = ['auto', 'cpu', 'webgpu'];
 const DTYPES = ['q8', 'f32', 'f16'];
-// The CPU's 8-bit kernels (src/backend/cpu/q8/simd128.rs): 'auto' picks the one this engine
-// lowers to fewer instructions on this CPU; the rest are for benchmarks.
+// The CPU's 8-bit kernels (src/backend/cpu/q8/simd128.rs): 'auto' asks the engine, or times them
+// (src/backend/cpu/q8/choice.rs); naming one is for benchmarks.
 const KERNELS = ['auto', 'dot-add', 'dot-i16', 'widen'];
 
 /** What generate() accepts besides signal and onToken, with each value's JS type. */
@@ -151,7 +151,7 @@ export class Gpt2 {
     const { name, source, names } = modelSource(model, { revision, file, hubHost });
     if (source.files && globalThis.location?.protocol === 'file:') source.files = await readHere(source.files);
     const conn = connection();
-    // Files given as bytes are never shared; a folder URL is, per backend and dtype.
+    // Files given as bytes are never shared; a folder URL is, per backend, dtype, build and kernel.
     const key = source.urls ? `${backend} ${dtype} ${build} ${kernel} ${name}` : null;
     let load = key !== null ? conn.loads.get(key) : undefined;
     if (!load) {
@@ -214,7 +214,7 @@ export class Gpt2 {
   /** Which wasm build runs: 'pkg' (simd128), 'pkg-relaxed' (relaxed SIMD) or 'pkg-threads'. */
   get build() { return this.#load.live.build; }
 
-  /** The CPU's 8-bit kernel in the worker: 'dot-add', 'dot-i16' or 'widen' (see gpt2.d.ts). */
+  /** The CPU's 8-bit kernel in the worker: 'dot-add', 'dot-i16', 'widen' or one for each shape (see gpt2.d.ts). */
   get kernel() { return this.#load.live.kernel; }
 
   /** What the load timed to choose the 8-bit kernel, or null (see gpt2.d.ts). */

@@ -231,17 +231,18 @@ pub fn check_memory(
     })
 }
 
-/// The CPU's 8-bit kernel in this instance: "dot-add" or "dot-i16" (relaxed SIMD's four-way dot,
-/// or its 16-bit dot widened: whichever this engine lowers to fewer instructions on this CPU,
-/// unless `setKernel` named one), "widen" (SIMD without relaxed SIMD).
+/// The CPU's 8-bit kernel in this instance: "dot-add", "dot-i16" or "widen" (relaxed SIMD's
+/// four-way dot, its 16-bit dot widened, bytes widened to 16 bits: `q8::choice`), or "A (prompt),
+/// B (decode)" when timing chose two.
 #[wasm_bindgen]
 pub fn kernel() -> String {
     crate::backend::cpu::q8::kernel()
 }
 
 /// Where the engine cannot tell its 8-bit kernels apart by itself (no four-way 8-bit dot on this
-/// CPU), times them (about 30 ms) and makes the faster one, for a decode step and for a prompt,
-/// the automatic choice: what it measured, or undefined where there was nothing to decide.
+/// CPU), times them (about 30 ms, once per instance) and makes the faster one, for a decode step
+/// and for a prompt, the automatic choice: what it measured, or undefined where there is nothing
+/// to decide (a four-way dot, or a kernel named by `setKernel`).
 #[wasm_bindgen(js_name = calibrateKernels)]
 pub fn calibrate_kernels() -> Option<String> {
     crate::backend::cpu::q8::calibrate()

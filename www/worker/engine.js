@@ -127,18 +127,6 @@ export async function warmUp(engine) {
   }
 }
 
-let calibration; // what calibrateKernels measured, once per worker (its one wasm instance)
-
-/**
- * Where the engine cannot choose its 8-bit kernel by asking (a CPU without a four-way 8-bit dot:
- * the 16-bit dot against bytes widened to 16 bits), it times them once, about 30 ms, after the
- * warm-up has compiled the one in use. What it measured, or null where there was nothing to time.
- */
-export function calibrateKernels(mod) {
-  if (calibration === undefined) calibration = mod.calibrateKernels() ?? null;
-  return calibration;
-}
-
 /**
  * The GPU adapter in words, or undefined on the CPU. Browsers often leave the adapter's description
  * empty (the engine then says "unnamed adapter"); the vendor and architecture fill in for it.

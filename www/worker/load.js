@@ -3,7 +3,7 @@
 // the CPU when the GPU fails, the phases timed. (Part of the worker: see www/worker/main.js.)
 
 import { FILES, models, reply, setFiles } from './base.js';
-import { adapterName, calibrateKernels, threadsFor, warmUp, wasm } from './engine.js';
+import { adapterName, threadsFor, warmUp, wasm } from './engine.js';
 import { fileWeights, homeOrigins, openCache, otherLayouts, smallFetcher, smallReader, urlWeights, vocabAndMerges } from './files.js';
 
 export async function load({ id, source, backend, dtype, threads, build: only, kernel, platform, builds, files: names }) {
@@ -84,7 +84,9 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
   await Promise.all([...(weights.stores ?? []).map((store) => store()), weights.stored()]);
   mark('weightsMs');
   await warmUp(engine);
-  const kernelTimes = runsQ8OnCpu(engine) && (kernel ?? 'auto') === 'auto' ? calibrateKernels(mod) : null;
+  // Where the engine cannot pick its 8-bit kernel by asking, it times the candidates once per
+  // worker, now that the warm-up has compiled the one in use (nothing when a kernel was named).
+  const kernelTimes = engine.backend === 'cpu' && engine.dtype === 'q8' ? mod.calibrateKernels() ?? null : null;
   mark('warmUpMs');
   const m = { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null, backend: engine.backend };
   entry.m = m;
@@ -93,11 +95,6 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
     backend: m.backend, dtype: engine.dtype, threads: running, build, kernel: mod.kernel(), kernelTimes, config: engine.config, adapter: await adapterName(engine),
     gpuUnavailable: engine.gpuUnavailable ?? gpuUnavailable, plan, timings,
   };
-}
-
-/** Whether the engine runs on the CPU with 8-bit weights (where the 8-bit kernels run). */
-function runsQ8OnCpu(engine) {
-  return engine.backend === 'cpu' && engine.dtype === 'q8';
 }
 
 /**

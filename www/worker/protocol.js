@@ -14,7 +14,7 @@ export const REQUESTS = {
     'threads, platform: { bytes, what } | null (a lower memory limit: gpt2.js\'s platformMemory), build (a build\'s name, ' +
     'or undefined for the worker\'s choice), kernel (the CPU\'s 8-bit kernel by name, or undefined), builds: { [name]: { js, wasm } } (assets.js: absolute URLs), ' +
     'files: { config, weights, tokenizer } (their names, for sentences) } → progress…, done { backend, dtype, threads, build, ' +
-    'kernel, config, adapter, gpuUnavailable, plan, timings }',
+    'kernel, kernelTimes, config, adapter, gpuUnavailable, plan, timings }',
   generate: '{ id, op, model, prompt, options, draftModel? (a loaded model\'s id, for options.draft === \'model\') } → ' +
     'token… (backend, progress while a lost GPU\'s model is read again), done { …result, backend }',
   abort: '{ op, id (the generate request\'s) } → nothing of its own: the generation ends with done (null when it was still queued)',

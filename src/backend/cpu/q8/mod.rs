@@ -17,11 +17,10 @@
 //! a block are one load. Rows are padded to a multiple of 4 and columns to a multiple of 32
 //! with zeros.
 //!
-//! Kernels: wasm relaxed SIMD (when built with `+relaxed-simd`; its 8-bit dot taken in one of
-//! two ways, whichever the engine lowers to fewer instructions on this CPU), wasm simd128
-//! (`i32x4.dot_i16x8_s` over widened bytes), x86-64 AVX2 with or without VNNI (chosen at run
-//! time), and a portable one that is also the tests' reference. None of them allocates.
-//! `kernel()` names the one in use, `set_kernel` picks another.
+//! Kernels: wasm relaxed SIMD (its four-way 8-bit dot, or its 16-bit dot widened), wasm simd128
+//! (`i32x4.dot_i16x8_s` over widened bytes, also in the relaxed builds), x86-64 AVX2 with or
+//! without VNNI, and a portable one that is also the tests' reference. None of them allocates.
+//! `choice` picks one (`kernel()` names it, `set_kernel` names another).
 
 /// Values per block.
 pub const QK: usize = 32;
@@ -393,107 +392,13 @@ impl Q8Act {
     }
 }
 
-/// The name of the 8-bit kernel in use: `dot-add` or `dot-i16` (wasm with relaxed SIMD: its
-/// four-way dot, or its 16-bit dot widened), `widen` (wasm simd128: bytes widened to 16 bits),
-/// `avx2`, `avx-vnni` or `avx512-vnni` (x86-64), `portable`; "A (prompt), B (decode)" when a
-/// prompt's products and a decode step's use different ones.
-pub fn kernel() -> String {
-    let (prompt, decode) = (Simd::get(TILE).name(), Simd::get(1).name());
-    if prompt == decode {
-        prompt.into()
-    } else {
-        format!("{prompt} (prompt), {decode} (decode)")
-    }
-}
-
-/// Where the automatic choice cannot tell the kernels apart (`Simd::undecided`: in wasm on a
-/// CPU without a four-way 8-bit dot), times them on this CPU and makes the faster one the
-/// automatic choice, for a decode step's product (one activation row) and for a prompt's
-/// apart. The products are GPT-2 small's width over a matrix that stays in the L2 cache (what
-/// the kernels compute, not what memory delivers), in rounds that alternate the kernels, each
-/// kernel's first round (its compile) not counted; the work of each is counted over windows of
-/// the clock (whose resolution may be 0.1 ms or coarser), summed over the rounds. About 30 ms.
-/// Returns what it measured, or None where there was nothing to decide. Every kernel gives the
-/// same integer sums: only the speed depends on this.
-pub fn calibrate() -> Option<String> {
-    let kernels = Simd::undecided();
-    if kernels.len() < 2 {
-        return None;
-    }
-    let (rows, cols, prompt_rows) = (256, 768, 2 * TILE);
-    // Seeded values: the kernels' speed does not depend on them.
-    let mut s = 0x9e37_79b9u32;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 17;
-        s ^= s << 5;
-        (s as f32 / u32::MAX as f32) - 0.5
-    };
-    let w: Vec<f32> = (0..rows * cols).map(|_| next()).collect();
-    let x: Vec<f32> = (0..prompt_rows * cols).map(|_| next()).collect();
-    let m = Q8Matrix::quantize(&w, rows, cols, cols, 1).ok()?;
-    let (mut one, mut many) = (Q8Act::default(), Q8Act::default());
-    one.quantize(&x[..cols], cols);
-    many.quantize(&x, cols);
-    let mut y = vec![0f32; prompt_rows * rows];
-    let groups = rows.div_ceil(RG);
-    let mut report = Vec::new();
-    for (decode, act) in [(true, &one), (false, &many)] {
-        // Products per ms of each kernel, over the rounds after the first.
-        let mut work = vec![(0usize, 0f64); kernels.len()];
-        for round in 0..5 {
-            for (k, &kernel) in kernels.iter().enumerate() {
-                let (t0, mut n) = (crate::platform::now_ms(), 0);
-                let mut t = t0;
-                while t - t0 < 1.5 {
-                    for _ in 0..4 {
-                        m.part(kernel, act, None, 0..act.rows, 0..groups, &mut y);
-                    }
-                    n += 4;
-                    t = crate::platform::now_ms();
-                }
-                if round > 0 {
-                    work[k].0 += n;
-                    work[k].1 += t - t0;
-                }
-            }
-        }
-        let rate = |k: usize| work[k].0 as f64 / work[k].1.max(1e-3);
-        let best = (0..kernels.len())
-            .max_by(|&a, &b| rate(a).total_cmp(&rate(b)))
-            .unwrap_or(0); // kernels is not empty
-        Simd::set_timed(decode, kernels[best]);
-        let us = |k: usize| 1e3 / rate(k);
-        report.push(format!(
-            "{}: {}",
-            if decode { "decode" } else { "prompt" },
-            (0..kernels.len())
-                .map(|k| format!("{} {:.1} µs", kernels[k].name(), us(k)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    Some(report.join("; "))
-}
-
-/// The kernels this build can run on this CPU, by name.
-pub fn kernels() -> Vec<&'static str> {
-    Simd::available().into_iter().map(Simd::name).collect()
-}
-
-/// Makes every later 8-bit product of this process (in wasm: of this instance, every model in
-/// it) use the kernel named `name` (one of `kernels()`), or the automatic choice for "auto".
-/// The integer sums are the same in every kernel (the portable one differs from the others only
-/// in f32 rounding); only the speed changes. For benchmarks and A/B runs.
-pub fn set_kernel(name: &str) -> crate::Result<()> {
-    Simd::choose(name)
-}
-
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod choice;
 mod kv;
 mod portable;
 
+pub use choice::{calibrate, kernel, kernels, set_kernel};
 pub use kv::{Keys, Values};
 mod simd;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]

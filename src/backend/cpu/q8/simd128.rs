@@ -5,8 +5,9 @@
 //! every lane leaves row l's partial sum in lane l: no horizontal sums, and an activation row's
 //! splat serves all four rows.
 //!
-//! Relaxed SIMD offers two 8-bit dots, and which is faster depends on how the engine lowers them
-//! on this CPU (`Dot`); the kernels take either, and the integers are the same.
+//! A kernel takes its dot one of three ways (`Dot`: relaxed SIMD's two 8-bit dots, or plain
+//! widening); which is fastest depends on how the engine lowers them on this CPU, and the
+//! integers are the same.
 
 use super::{QK, RG, TILE};
 use core::arch::wasm32::*;
@@ -27,7 +28,8 @@ pub enum Dot {
     /// same sum, but V8 loads the address of its ones into a register at every use: the prompt's
     /// product took 1.5× as long with it.)
     I16,
-    /// simd128 without relaxed SIMD: bytes widened to 16 bits and `i32x4.dot_i16x8_s`.
+    /// Bytes widened to 16 bits and `i32x4.dot_i16x8_s`: the only way without relaxed SIMD, and
+    /// a candidate with it where there is no four-way dot (`choice::calibrate` times it).
     Widen,
 }
 
@@ -40,7 +42,8 @@ impl Dot {
     /// four-way dot instruction adds the four products exactly (4 · 127 · 255 = 129540 as
     /// unsigned bytes, −508 as signed ones); V8 without one sums pairs in `vpmaddubsw`, which
     /// saturates each at 32767, so the lane is 65534. That engine gets `I16` (three instructions
-    /// instead of five); every other answer keeps `Add`. Unlike timing the two, this costs
+    /// instead of five; `choice::calibrate` then times it against `Widen`); every other answer
+    /// keeps `Add`. Unlike timing the two, this costs
     /// nothing and cannot be misled by a JIT tier that has not arrived yet or a busy machine.
     pub fn probe() -> Dot {
         #[cfg(target_feature = "relaxed-simd")]
@@ -275,28 +278,29 @@ pub unsafe fn dot4x4(
     out: &mut [[f32; RG]; TILE],
 ) {
     let nb = xs.len() / TILE;
-    if dot == Dot::Widen || cfg!(not(target_feature = "relaxed-simd")) {
-        // Widening: the four rows at once, so each step's weights are widened once for all four
-        // (eight accumulators, the two widened halves and an activation: within the engine's
-        // vector registers).
-        // SAFETY: the caller's contract, for the four rows.
-        return unsafe { dot_rows::<TILE, WIDEN>(w, ws, x, xs, xo, nb, out) };
-    }
     // An 8-bit dot: two rows at a time, four dot chains each: eight chains in flight without
     // spilling out of the engine's vector registers (the group's weights come from L1 the
     // second time).
-    for (p, out) in out.chunks_exact_mut(2).enumerate() {
-        let (x, xs, xo) = (&x[2 * p * nb * QK..], &xs[2 * p * nb..], &xo[2 * p * nb..]);
-        let out: &mut [[f32; RG]; 2] = out.try_into().unwrap(); // chunks of 2
-                                                                // SAFETY (each arm): the caller's contract, for rows 2p and 2p + 1.
-        match dot {
-            #[cfg(target_feature = "relaxed-simd")]
-            Dot::Add => unsafe { dot_rows::<2, ADD>(w, ws, x, xs, xo, nb, out) },
-            #[cfg(target_feature = "relaxed-simd")]
-            Dot::I16 => unsafe { dot_rows::<2, I16>(w, ws, x, xs, xo, nb, out) },
-            _ => unsafe { dot_rows::<2, WIDEN>(w, ws, x, xs, xo, nb, out) },
+    #[cfg(target_feature = "relaxed-simd")]
+    if dot != Dot::Widen {
+        for (p, out) in out.chunks_exact_mut(2).enumerate() {
+            let (x, xs, xo) = (&x[2 * p * nb * QK..], &xs[2 * p * nb..], &xo[2 * p * nb..]);
+            let out: &mut [[f32; RG]; 2] = out.try_into().unwrap(); // chunks of 2
+                                                                    // SAFETY (each arm): the caller's contract, for rows 2p and 2p + 1.
+            match dot {
+                Dot::I16 => unsafe { dot_rows::<2, I16>(w, ws, x, xs, xo, nb, out) },
+                _ => unsafe { dot_rows::<2, ADD>(w, ws, x, xs, xo, nb, out) },
+            }
         }
+        return;
     }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    let _ = dot; // widening is all this build has
+                 // Widening: the four rows at once, so each step's weights are widened once for all four
+                 // (eight accumulators, the two widened halves and an activation: within the engine's
+                 // vector registers).
+                 // SAFETY: the caller's contract, for the four rows.
+    unsafe { dot_rows::<TILE, WIDEN>(w, ws, x, xs, xo, nb, out) }
 }
 
 /// `dot4x4` for two groups at once (`w` and `ws` hold the first group's blocks, then the
