@@ -274,7 +274,9 @@ async function generate() {
     if (r.stopReason !== 'abort') lastMetrics = m;
     updatePrediction();
     spoken.end();
-    $('status').textContent = `Done: ${m.outputTokens} tokens in ${fmtMs(m.totalMs)} (${r.stopReason.replace('_', ' ')}).` +
+    // A sampled text names its seed, so the student can run the same text again.
+    const seed = options.temperature > 0 ? ` Seed ${options.seed}${$('seed').value.trim() === '' ? ' (random: type it into Seed to repeat this text)' : ''}.` : '';
+    $('status').textContent = `Done: ${m.outputTokens} tokens in ${fmtMs(m.totalMs)} (${r.stopReason.replace('_', ' ')}).${seed}` +
       (window.backendChanges.length > switches ? ` ${$('backend-note').textContent}` : '');
   } catch (e) {
     $('status').textContent = '';

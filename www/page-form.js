@@ -29,6 +29,12 @@ function stopSequences() {
     .map(unescape);
 }
 
+/** The Seed field, or a random seed when it is empty (sampled text then varies between runs). */
+export function seedField() {
+  if ($('seed').value.trim() === '') return Math.floor(Math.random() * 2 ** 31);
+  return numberField('seed', 'Seed');
+}
+
 export function formOptions() {
   return {
     maxTokens: numberField('max-tokens', 'Max tokens'),
@@ -37,7 +43,7 @@ export function formOptions() {
     topP: numberField('top-p', 'Top-p'),
     minP: numberField('min-p', 'Min-p'),
     repetitionPenalty: numberField('repetition-penalty', 'Repetition penalty'),
-    seed: numberField('seed', 'Seed'),
+    seed: seedField(),
     stop: stopSequences(),
     ignoreEos: $('ignore-eos').checked,
     topLogprobs: $('watch-loop').checked ? 10 : 0,
@@ -82,7 +88,7 @@ export function embedSettings() {
     ['top-k', sampled && o.topK > 0 ? o.topK : undefined],
     ['top-p', sampled && o.topP < 1 ? o.topP : undefined],
     ['min-p', sampled && o.minP > 0 ? o.minP : undefined],
-    ['seed', sampled ? o.seed : undefined],
+    ['seed', sampled && $('seed').value.trim() !== '' ? o.seed : undefined],
     ['stop', o.stop.length ? stopAttribute(o.stop) : undefined],
     ['readout', true],
     ['watch', o.topLogprobs > 0],

@@ -7,7 +7,8 @@
 //   model         model folder URL, relative to the page (default: the demo model beside this script;
 //                 the npm package has none)
 //   backend       auto | cpu | webgpu (default auto)
-//   prompt        the starting text, editable by the reader (default "ROMEO:")
+//   prompt        the starting text, editable by the reader (default "ROMEO." and a newline, the demo
+//                 corpus's own form for a speaker)
 //   max-tokens, temperature, top-k, top-p, min-p, seed   as in gpt2.js's generate() (max-tokens default 48;
 //                 without seed, each sampled run draws a new one, so Generate again gives new text)
 //   stop          a stop text (write \n for a newline), or a JSON list of texts: stop='["\n\n", "."]'
@@ -128,7 +129,7 @@ export class Gpt2Generator extends HTMLElement {
 
   connectedCallback() {
     if (!this.#ui.prompt.dataset.set) {
-      this.#ui.prompt.value = this.getAttribute('prompt') ?? 'ROMEO:';
+      this.#ui.prompt.value = this.getAttribute('prompt') ?? 'ROMEO.\n';
       this.#ui.prompt.dataset.set = '1';
     }
     this.#render();
