@@ -1,6 +1,6 @@
 // The core of gpt2-web in every engine (Chromium, Firefox, WebKit; engines.mjs): one test body per
-// engine for the API (greedy equals the CLI, callbacks exact, abort), the page's Generate and its
-// readout, the widget from another origin, the iframe embed, a failing load's sentence, the offline
+// engine for the API (greedy equals the CLI, callbacks exact, abort, a signal aborted before the
+// call, the model given as bytes), the page's Generate, its readout, the load's phases and Stop, the widget from another origin, the iframe embed, a failing load's sentence, the offline
 // bundle from file://, and the threaded build on a cross-origin isolated page where the engine
 // offers it. What each engine had (build, threads, WebGPU adapter, Cache API, …) is written to
 // tests/e2e/out/support/<engine>.json; `node tools/support_table.mjs` prints the README's table.
@@ -12,7 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { ENGINES, launchEngine, withEnginePage } from './engines.mjs';
 import { startSites } from './sites.mjs';
 import { ensureBundle } from './bundle.mjs';
-import { nativeGenerate, assertTokenEvents, OUT, MODEL_URL, MODEL_NAME, MODEL_CONFIG, PROMPT, DEFAULT_WEIGHTS } from './harness.mjs';
+import { nativeGenerate, nativeTokenize, assertTokenEvents, OUT, MODEL_URL, MODEL_NAME, MODEL_CONFIG, PROMPT, DEFAULT_WEIGHTS } from './harness.mjs';
 
 const T = { timeout: 240_000 };
 const N = 16;
@@ -81,6 +81,21 @@ for (const name of ENGINES) {
           });
           done = true;
           await new Promise((r) => setTimeout(r, 50));
+          // A signal aborted before the call: the aborted result at once, no token.
+          const pre = new AbortController();
+          pre.abort();
+          let preEvents = 0;
+          const preAborted = await model.generate(prompt, { signal: pre.signal, onToken: () => preEvents++ });
+          // The model given as the three files' bytes: the same greedy tokens, progress per file.
+          const get = async (f) => (await fetch(folder + f)).arrayBuffer();
+          const [config, weights, tokenizer] = await Promise.all(['config.json', 'model.safetensors', 'tokenizer.json'].map(get));
+          const progress = new Set();
+          const fromBytes = await Gpt2.load({ model: { config, weights, tokenizer }, backend: 'cpu', onProgress: (p) => progress.add(p.file) });
+          const bytes = {
+            tokens: (await fromBytes.generate(prompt, { maxTokens: n, temperature: 0 })).tokens,
+            config: fromBytes.config, ids: await fromBytes.tokenize(prompt), files: [...progress].sort(),
+          };
+          fromBytes.dispose();
           // What the engine offers, for the support table.
           let adapter = null;
           try {
@@ -98,6 +113,7 @@ for (const name of ENGINES) {
           const out = {
             backend: model.backend, build: model.build, threads: model.threads, gpuUnavailable: model.gpuUnavailable ?? null,
             result, events, aborted: { stopReason: aborted.stopReason, tokens: aborted.tokens.length, seen: seen.length, late },
+            preAborted: { stopReason: preAborted.stopReason, tokens: preAborted.tokens.length, events: preEvents }, bytes,
             adapter, cacheApi, ua: navigator.userAgent,
             relaxed: WebAssembly.validate(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0,
               10, 15, 1, 13, 0, 65, 1, 253, 15, 65, 2, 253, 15, 253, 128, 2, 11])),
@@ -117,6 +133,12 @@ for (const name of ENGINES) {
       assert.ok(got.aborted.tokens >= 3 && got.aborted.tokens <= 3 + 8, `${got.aborted.tokens} tokens after an abort at the third`);
       assert.equal(got.aborted.seen, got.aborted.tokens);
       assert.equal(got.aborted.late, 0, 'onToken fired after generate resolved');
+      assert.deepEqual(got.preAborted, { stopReason: 'abort', tokens: 0, events: 0 });
+      assert.deepEqual(got.bytes.tokens, want.tokens, 'the model given as bytes: greedy tokens differ from the CLI');
+      assert.deepEqual(got.bytes.ids, nativeTokenize(PROMPT));
+      assert.deepEqual([got.bytes.config.nLayer, got.bytes.config.nPositions, got.bytes.config.vocabSize],
+        [MODEL_CONFIG.n_layer, MODEL_CONFIG.n_positions, MODEL_CONFIG.vocab_size]);
+      assert.deepEqual(got.bytes.files, ['config.json', 'model.safetensors', 'tokenizer.json']);
       assert.ok(sites.assets.requests.includes(`/${got.build}/gpt2_web_bg.wasm`), 'the chosen build\'s wasm was not fetched');
       record(engine, {
         build: got.build, relaxedSimd: got.relaxed, webgpuAdapter: got.adapter, cacheApi: got.cacheApi, userAgent: got.ua,
@@ -131,13 +153,19 @@ for (const name of ENGINES) {
         await page.waitFor(() => ['ready', 'error'].includes(window.pageState), null, 90_000);
         const loaded = await page.evaluate(() => ({ state: window.pageState, error: document.getElementById('error').textContent }));
         assert.equal(loaded.state, 'ready', `the model did not load: ${loaded.error}`);
+        // The load's phases (what bench --cold prints), each after the one it waits for.
+        const t = await page.evaluate(() => window.gpt2Model.loadTimings);
+        for (const k of ['engineMs', 'configMs', 'tokenizerMs', 'weightsMs', 'warmUpMs']) assert.ok(t[k] > 0, `${k}: ${JSON.stringify(t)}`);
+        assert.ok(t.configMs <= t.tokenizerMs && t.tokenizerMs <= t.weightsMs && t.weightsMs <= t.warmUpMs, JSON.stringify(t));
+        assert.ok(t.engineMs <= t.tokenizerMs, `the tokenizer is built by the engine: ${JSON.stringify(t)}`);
+        if (page.requests) assert.ok(page.requests.some((u) => u.endsWith(DEFAULT_WEIGHTS)), 'the weights were not fetched');
         await clickGenerate(page);
         const got = await page.evaluate(() => {
           const t = (id) => document.getElementById(id).textContent;
           return {
             result: window.lastResult, events: window.tokenEvents, error: t('error'), output: t('output'),
             readout: Object.fromEntries(['ttft', 'total', 'tpot', 'prompt-tokens', 'output-tokens', 'stop-reason', 'backend'].map((id) => [id, t(id)])),
-            status: t('status'), note: t('backend-note'), info: t('model-info'),
+            status: t('status'), note: t('backend-note'), info: t('model-info'), visibleMs: window.visibleMs, firstVisible: t('first-visible'),
           };
         });
         assert.ok(got.result, `generation failed: ${got.error}`);
@@ -151,9 +179,45 @@ for (const name of ENGINES) {
         assert.match(got.readout.ttft, /\d ms$/);
         assert.match(got.readout.total, /\d (ms|s)$/);
         assert.match(got.status, new RegExp(`^Done: ${m.outputTokens} tokens in [\\d.]+ m?s`));
+        assert.ok(m.ttftMs > 0 && m.ttftMs < m.totalMs, `TTFT ${m.ttftMs} ms is not below total ${m.totalMs} ms`);
+        if (got.result.text.trim()) {
+          assert.ok(got.visibleMs > 0, 'time to first visible text was not measured');
+          assert.match(got.firstVisible, /\d ms$/);
+        }
         // Where the engine lacks WebGPU, the page says what it falls back to, in a sentence.
         assert.match(got.note, /^Running on the CPU: .*\.$/);
         record(engine, { pageNote: got.note, pageInfo: got.info });
+        // Stop, pressed in the page the moment the third token is shown (from the test process,
+        // the wait and the click's round trips could let the small model finish first on a busy
+        // machine): stopReason abort, fewer tokens than asked, Generate enabled again.
+        const maxTokens = MODEL_CONFIG.n_positions - 16;
+        await page.fill('#max-tokens', maxTokens);
+        await page.check('#ignore-eos', true);
+        await page.evaluate(() => { window.lastResult = null; });
+        await page.click('#generate');
+        const pressed = await page.evaluate(() => new Promise((resolve) => {
+          const t0 = performance.now();
+          const poll = setInterval(() => {
+            const stop = document.querySelector('#stop');
+            if (window.tokenEvents >= 3 || performance.now() - t0 > 30_000) {
+              clearInterval(poll);
+              const enabled = !stop.disabled;
+              stop.click();
+              resolve({ enabled, at: window.tokenEvents });
+            }
+          }, 1);
+        }));
+        assert.ok(pressed.enabled && pressed.at >= 3, `Stop was pressed after ${pressed.at} tokens, enabled: ${pressed.enabled}`);
+        await page.waitFor(() => window.lastResult || !document.getElementById('error').hidden, null, 60_000);
+        const stopped = await page.evaluate(() => ({
+          result: window.lastResult, events: window.tokenEvents, reason: document.getElementById('stop-reason').textContent,
+          generate: !document.getElementById('generate').disabled,
+        }));
+        assert.equal(stopped.result?.stopReason, 'abort');
+        assert.ok(stopped.result.tokens.length < maxTokens, `${stopped.result.tokens.length} tokens: Stop came too late`);
+        assert.equal(stopped.events, stopped.result.tokens.length);
+        assert.equal(stopped.reason, 'abort');
+        assert.ok(stopped.generate, 'Generate is not enabled again after Stop');
       });
     });
 
