@@ -118,7 +118,7 @@ fn run_once(model: &mut Model, prompt: &[u32], max_tokens: usize) -> Result<Gene
         ignore_eos: true,
         ..Default::default()
     };
-    Generation::from_ids(model, prompt.to_vec(), params)?.run(model, &mut |_| {}, &|| false)
+    Generation::from_ids(model, prompt.to_vec(), params)?.run(model, None, &mut |_| {}, &|| false)
 }
 
 /// Runs the lab: each of `lengths` `reps` times (greedy, forced length) after a warm-up.
@@ -335,7 +335,7 @@ pub fn speculative(
         let ids = model.tokenizer.encode(&p.prompt)?;
         let mut run = |model: &mut Model, d| {
             let dm = draft_model.as_deref_mut();
-            Generation::from_ids(model, ids.clone(), params(d))?.run_with(
+            Generation::from_ids(model, ids.clone(), params(d))?.run(
                 model,
                 dm,
                 &mut |_| {},
@@ -453,7 +453,7 @@ pub fn naive(model: &mut Model, prompt_tokens: usize, tokens: usize) -> Result<N
         };
         let mut times = Vec::new();
         let mut g = Generation::from_ids(model, prompt.clone(), params)?;
-        let r = g.run(model, &mut |e| times.push(e.elapsed_ms), &|| false)?;
+        let r = g.run(model, None, &mut |e| times.push(e.elapsed_ms), &|| false)?;
         let steps = times.windows(2).map(|w| w[1] - w[0]).collect();
         Ok((r, steps))
     };

@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use serde::Deserialize;
 
-/// The most ids one verification pass of speculative decoding (`Backend::forward_all`) takes: a
+/// The most ids one verification pass of speculative decoding (`Backend::forward_rows`) takes: a
 /// draft of up to 15 tokens after the last kept one. The backends size their logits for it.
 pub const MAX_VERIFY: usize = 16;
 

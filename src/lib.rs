@@ -1,6 +1,6 @@
 //! gpt2-web: GPT-2 in the browser, one token at a time.
 //!
-//! The generation loop (`generate`) tokenizes the prompt, runs the whole prompt through a
+//! The generation loop (`generate::Generation`) tokenizes the prompt, runs the whole prompt through a
 //! backend once (prefill), then repeats predict → sample → append with one token per forward
 //! pass against a KV cache, streaming each token as it exists. Backends (`backend`) only turn
 //! ids into logits: our own q8 and f32 kernels on the CPU (wasm SIMD, AVX2; f32 matrices are
@@ -31,11 +31,9 @@ pub use backend::cpu::CpuDtype;
 pub use backend::{Backend, BackendChoice};
 pub use config::Config;
 pub use error::{Error, Result};
-#[cfg(not(target_arch = "wasm32"))]
-pub use generate::generate;
 pub use generate::{
     Beam, EarlyStopping, GenerateParams, Generation, GenerationResult, Metrics, NextLogits,
-    Progress, StopReason, TokenEvent,
+    OptionSpec, Progress, Scope, StopReason, TokenEvent, OPTIONS,
 };
 pub use model::Model;
 pub use sampling::{Candidate, SamplingParams};

@@ -19,7 +19,7 @@ pub enum Draft {
     None,
     /// n-gram lookup in the prompt and the text so far.
     PromptLookup,
-    /// A smaller model with the same vocabulary, given to `Generation::step_with`, drafts with
+    /// A smaller model with the same vocabulary, given to `Generation::next`, drafts with
     /// the same sampler settings.
     Model,
 }

@@ -165,10 +165,7 @@ fn beam_settings_are_checked() {
         },
         GenerateParams {
             num_beams: 2,
-            sampling: gpt2_web::SamplingParams {
-                temperature: 0.8,
-                ..Default::default()
-            },
+            temperature: 0.8,
             ..Default::default()
         },
         GenerateParams {

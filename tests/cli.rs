@@ -240,6 +240,32 @@ fn eval_prints_the_mean_next_token_loss_of_its_windows() {
     let _ = std::fs::remove_file(&file);
 }
 
+/// The generate options' one definition (src/generate/options.rs) is the CLI's flags: each
+/// option every caller spells has its flag, with its default shown.
+#[test]
+fn generate_has_a_flag_for_every_generate_option() {
+    let help = String::from_utf8_lossy(&gpt2(&["generate", "--help"]).stdout).to_string();
+    let defaults = gpt2_web::GenerateParams::default();
+    for o in gpt2_web::OPTIONS
+        .iter()
+        .filter(|o| o.scope == gpt2_web::Scope::All)
+    {
+        let flag = o.name.replace('_', "-");
+        let on = defaults.get(o.name) == Some(Value::Bool(true));
+        let want = if on {
+            format!("--no-{flag}")
+        } else {
+            format!("--{flag}")
+        };
+        assert!(help.contains(&want), "gpt2 generate has no {want}: {help}");
+    }
+    assert!(help.contains("[default: 64]"), "{help}");
+    let o = gpt2(&["generate", "--model", TINY, "--prompt", "x", "--top-p", "0"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("top_p: 0 is not in (0, 1]"), "{err}");
+}
+
 #[test]
 fn every_subcommand_answers_help() {
     for (cmd, option) in [

@@ -55,7 +55,7 @@ fn the_seeds_are_valid_inputs() {
         assert_eq!(model.config.n_embd, 32);
         assert_eq!(model.tokenizer.encode("the the!").unwrap(), [6, 7, 8]);
         assert!(
-            pollster::block_on(model.forward(&[6, 7], 0)).is_ok(),
+            pollster::block_on(model.predict(&[6, 7], 0)).is_ok(),
             "{name}"
         );
     }

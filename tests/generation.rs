@@ -2,7 +2,7 @@
 
 mod common;
 use common::*;
-use gpt2_web::{generate, Error, GenerateParams, SamplingParams, StopReason};
+use gpt2_web::{Error, GenerateParams, StopReason};
 
 fn greedy(max_tokens: usize) -> GenerateParams {
     GenerateParams {
@@ -40,11 +40,8 @@ fn streaming_deltas_concatenate_to_the_text_with_multibyte_characters() {
     // pieces of UTF-8 characters.
     let params = GenerateParams {
         max_tokens: 200,
-        sampling: SamplingParams {
-            temperature: 3.0,
-            seed: 11,
-            ..Default::default()
-        },
+        temperature: 3.0,
+        seed: 11,
         ..Default::default()
     };
     let (r, events) = run_ids(&mut m, &[464], params);
@@ -178,13 +175,10 @@ fn temperature_zero_is_greedy_and_seeds_reproduce() {
     let sample = |m: &mut gpt2_web::Model, seed| {
         let p = GenerateParams {
             max_tokens: 30,
-            sampling: SamplingParams {
-                temperature: 1.0,
-                top_k: 40,
-                top_p: 0.95,
-                seed,
-                ..Default::default()
-            },
+            temperature: 1.0,
+            top_k: 40,
+            top_p: 0.95,
+            seed,
             ..Default::default()
         };
         run_ids(m, &case.ids, p).0.tokens
@@ -202,17 +196,11 @@ fn bad_parameters_are_errors_not_panics() {
             ..Default::default()
         },
         GenerateParams {
-            sampling: SamplingParams {
-                top_p: 1.5,
-                ..Default::default()
-            },
+            top_p: 1.5,
             ..Default::default()
         },
         GenerateParams {
-            sampling: SamplingParams {
-                temperature: f32::INFINITY,
-                ..Default::default()
-            },
+            temperature: f32::INFINITY,
             ..Default::default()
         },
     ];
@@ -241,11 +229,8 @@ fn a_tiny_temperature_is_greedy() {
     let mut m = load(TINY);
     let run = |m: &mut gpt2_web::Model, temperature: f32| {
         let p = GenerateParams {
-            sampling: SamplingParams {
-                temperature,
-                seed: 3,
-                ..Default::default()
-            },
+            temperature,
+            seed: 3,
             top_logprobs: 5,
             ..greedy(12)
         };

@@ -11,7 +11,7 @@
 
 mod common;
 use common::*;
-use gpt2_web::{BackendChoice, CpuDtype, Draft, GenerateParams, Model, SamplingParams};
+use gpt2_web::{BackendChoice, CpuDtype, Draft, GenerateParams, Model};
 use serde::{Deserialize, Serialize};
 
 const FILE: &str = "tests/fixtures/golden.json";
@@ -31,14 +31,15 @@ struct GoldenRun {
 }
 
 /// The settings each model and dtype runs: a name, the sampler, the draft, the KV cache.
-fn settings() -> Vec<(&'static str, SamplingParams, Draft, bool)> {
-    let s = |temperature, top_k, top_p, min_p, repetition_penalty, seed| SamplingParams {
+fn settings() -> Vec<(&'static str, GenerateParams, Draft, bool)> {
+    let s = |temperature, top_k, top_p, min_p, repetition_penalty, seed| GenerateParams {
         temperature,
         top_k,
         top_p,
         min_p,
         repetition_penalty,
         seed,
+        ..Default::default()
     };
     vec![
         ("t1.0 seed1", s(1.0, 0, 1.0, 0.0, 1.0, 1), Draft::None, true),
@@ -104,10 +105,9 @@ fn compute() -> Vec<GoldenRun> {
                 let params = GenerateParams {
                     max_tokens: MAX_TOKENS,
                     ignore_eos: true,
-                    sampling,
                     draft,
                     kv_cache,
-                    ..Default::default()
+                    ..sampling
                 };
                 let (r, _) = run_ids(&mut model, &prompt_ids, params);
                 assert_eq!(r.tokens.len(), MAX_TOKENS, "{name} {dname} {what}");

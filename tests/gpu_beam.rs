@@ -68,7 +68,7 @@ fn a_beam_search_survives_losing_the_device() {
         Backend::WebGpu(b) => b.lose_device(),
         Backend::Cpu(_) => panic!("expected the GPU backend"),
     }
-    let r = g.run(&mut model, &mut |_| {}, &|| false).unwrap();
+    let r = g.run(&mut model, None, &mut |_| {}, &|| false).unwrap();
     assert_eq!(model.backend.name(), "cpu");
     let got: Vec<&Vec<u32>> = r.beams.iter().map(|b| &b.tokens).collect();
     let want: Vec<&Vec<u32>> = run.beams.iter().map(|b| &b.ids).collect();

@@ -25,7 +25,7 @@ fn measure(name: &str) -> Option<(f32, usize, usize)> {
     let (mut worst, mut same, mut all) = (0f32, 0, 0);
     for case in &fx.cases {
         let want = case.logits();
-        let got = block_on(model.forward(&case.ids, 0)).unwrap().to_vec();
+        let got = block_on(model.predict(&case.ids, 0)).unwrap().to_vec();
         let spread = want.iter().fold(0f32, |m, &x| m.max(x.abs()));
         let err = got
             .iter()

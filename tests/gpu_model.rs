@@ -230,7 +230,7 @@ fn losing_the_device_is_an_error_not_a_panic() {
 
     // What `Model::forward` does next: continue on the CPU from the ids so far, read from the
     // weights file again, and say why.
-    let resumed = block_on(model.forward(&[1, 2, 3, 4], 3)).unwrap().to_vec();
+    let resumed = block_on(model.predict(&[1, 2, 3, 4], 3)).unwrap().to_vec();
     assert_eq!(model.backend.name(), "cpu");
     let why = model.gpu_unavailable.as_deref().unwrap();
     assert!(why.contains("the GPU failed"), "{why}");
@@ -257,10 +257,10 @@ fn a_generation_survives_losing_the_device() {
     };
     let mut g = gpt2_web::Generation::from_ids(&model, case.ids.clone(), params).unwrap();
     for _ in 0..10 {
-        block_on(g.step(&mut model)).unwrap();
+        block_on(g.next(&mut model, None)).unwrap();
     }
     gpu(&model).lose_device();
-    let r = g.run(&mut model, &mut |_| {}, &|| false).unwrap();
+    let r = g.run(&mut model, None, &mut |_| {}, &|| false).unwrap();
     assert_eq!(model.backend.name(), "cpu");
     assert_eq!(r.tokens, case.greedy_ids);
 }
@@ -274,12 +274,12 @@ fn speculative_greedy_on_the_gpu_is_plain_greedy() {
             return;
         };
         let ids: Vec<u32> = [5, 17, 99, 5, 17, 99, 5, 17, 99, 5].to_vec();
-        block_on(model.forward(&ids[..4], 0)).unwrap();
-        let all = block_on(model.forward_all(&ids, 4, 6)).unwrap().to_vec();
+        block_on(model.predict(&ids[..4], 0)).unwrap();
+        let all = block_on(model.verify(&ids, 4, 6)).unwrap().to_vec();
         let v = model.config.vocab_size;
         assert_eq!(all.len(), 6 * v);
         for i in 0..6 {
-            let one = block_on(model.forward(&ids[..5 + i], 4 + i))
+            let one = block_on(model.predict(&ids[..5 + i], 4 + i))
                 .unwrap()
                 .to_vec();
             assert!(one == all[i * v..(i + 1) * v], "{dir}: row {i}");

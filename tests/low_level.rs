@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use gpt2_web::{generate, BackendChoice, CpuDtype, GenerateParams, Model, NextLogits};
+use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Model, NextLogits};
 
 fn argmax(logits: &[f32]) -> u32 {
     let mut best = 0;

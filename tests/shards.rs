@@ -226,13 +226,13 @@ fn a_lost_gpu_reads_the_shards_again() {
     };
     let mut g = gpt2_web::Generation::from_ids(&gpu, case.ids.clone(), params).unwrap();
     for _ in 0..3 {
-        pollster::block_on(g.step(&mut gpu)).unwrap();
+        pollster::block_on(g.next(&mut gpu, None)).unwrap();
     }
     match &gpu.backend {
         gpt2_web::Backend::WebGpu(b) => b.lose_device(),
         gpt2_web::Backend::Cpu(_) => unreachable!(),
     }
-    let r = g.run(&mut gpu, &mut |_| {}, &|| false).unwrap();
+    let r = g.run(&mut gpu, None, &mut |_| {}, &|| false).unwrap();
     assert_eq!(
         gpu.backend.name(),
         "cpu",

@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use gpt2_web::sampling::{Sampler, SamplingParams};
+use gpt2_web::sampling::Sampler;
 use gpt2_web::{BackendChoice, CpuDtype, Draft, GenerateParams, Model, StopReason};
 use pollster::block_on;
 
@@ -35,10 +35,10 @@ fn the_verification_pass_gives_each_row_a_single_step_would() {
         let mut model = load_as(DEMO, dtype);
         let ids = model.tokenizer.encode(PROMPTS[0]).unwrap();
         let (head, tail) = ids.split_at(ids.len() - 6);
-        block_on(model.forward(head, 0)).unwrap();
+        block_on(model.predict(head, 0)).unwrap();
         let v = model.config.vocab_size;
         // The head over the first two rows, then the rest: the same as all at once.
-        let mut all = block_on(model.forward_all(&ids, head.len(), 2))
+        let mut all = block_on(model.verify(&ids, head.len(), 2))
             .unwrap()
             .to_vec();
         assert_eq!(all.len(), 2 * v);
@@ -47,9 +47,9 @@ fn the_verification_pass_gives_each_row_a_single_step_would() {
             model.head_rows(2, tail.len() + 1).is_err(),
             "rows past the pass"
         );
-        block_on(model.forward(head, 0)).unwrap();
+        block_on(model.predict(head, 0)).unwrap();
         for i in 0..tail.len() {
-            let one = block_on(model.forward(&ids[..head.len() + i + 1], head.len() + i))
+            let one = block_on(model.predict(&ids[..head.len() + i + 1], head.len() + i))
                 .unwrap()
                 .to_vec();
             assert!(
@@ -182,8 +182,8 @@ fn chi_square_limit(df: usize) -> f64 {
 }
 
 /// Sampling at temperature 1 with top-k 3 and `seed`.
-fn top3(seed: u64) -> SamplingParams {
-    SamplingParams {
+fn top3(seed: u64) -> GenerateParams {
+    GenerateParams {
         temperature: 1.0,
         top_k: 3,
         seed,
@@ -193,11 +193,9 @@ fn top3(seed: u64) -> SamplingParams {
 
 /// The sampler's distribution (top-3) after `ids`, from the model's logits.
 fn dist(model: &mut Model, ids: &[u32]) -> Vec<(u32, f64)> {
-    let mut l = block_on(model.forward(ids, 0)).unwrap().to_vec();
+    let mut l = block_on(model.predict(ids, 0)).unwrap().to_vec();
     let mut top = Vec::new();
-    Sampler::new(top3(0))
-        .unwrap()
-        .verify(&mut l, ids, None, 3, &mut top);
+    Sampler::new(top3(0).sampling()).verify(&mut l, ids, None, 3, &mut top);
     top.iter().map(|c| (c.id, c.prob as f64)).collect()
 }
 
@@ -237,13 +235,13 @@ fn the_acceptance_rule_keeps_the_distribution_and_a_wrong_one_is_caught() {
     // proposes token 2. Draws with the rule must follow p; "keep the draft whenever p(draft) >
     // 0.1", a plausible mistake, must fail the same test.
     let logits = [1.0f32, 0.2, 0.9, -0.5, 0.0, -3.0];
-    let sp = SamplingParams {
+    let sp = GenerateParams {
         temperature: 1.0,
         top_k: 5,
         seed: 7,
         ..Default::default()
     };
-    let mut s = Sampler::new(sp).unwrap();
+    let mut s = Sampler::new(sp.sampling());
     let mut top = Vec::new();
     let p: Vec<f64> = {
         let mut l = logits;
@@ -293,8 +291,7 @@ fn sampled_sequences_under_speculation_follow_the_model() {
             max_tokens: 4,
             ignore_eos: true,
             draft: Draft::PromptLookup,
-            sampling: top3(seed),
-            ..Default::default()
+            ..top3(seed)
         };
         let (r, _) = run_ids(&mut model, &prompt, params);
         drafted += r.metrics.drafted_tokens;
@@ -340,7 +337,7 @@ fn greedy_with_a_draft_model_is_plain_greedy_token_for_token() {
         let mut g = gpt2_web::Generation::from_ids(&target, ids, params(40, Draft::Model)).unwrap();
         let mut events = Vec::new();
         let spec = g
-            .run_with(
+            .run(
                 &mut target,
                 Some(&mut draft),
                 &mut |e| events.push(e.clone()),
@@ -362,15 +359,15 @@ fn greedy_with_a_draft_model_is_plain_greedy_token_for_token() {
     // Without the draft model, or with one of another vocabulary: a sentence.
     let mut g =
         gpt2_web::Generation::from_ids(&target, vec![1, 2], params(4, Draft::Model)).unwrap();
-    let e = block_on(g.step(&mut target))
-        .and_then(|_| block_on(g.step(&mut target)))
+    let e = block_on(g.next(&mut target, None))
+        .and_then(|_| block_on(g.next(&mut target, None)))
         .unwrap_err();
     assert!(e.to_string().contains("draft model"), "{e}");
     let mut tiny = load(TINY);
     let mut g =
         gpt2_web::Generation::from_ids(&target, vec![1, 2], params(4, Draft::Model)).unwrap();
     let e = g
-        .run_with(&mut target, Some(&mut tiny), &mut |_| {}, &|| false)
+        .run(&mut target, Some(&mut tiny), &mut |_| {}, &|| false)
         .unwrap_err();
     assert!(e.to_string().contains("vocabulary"), "{e}");
 }
@@ -391,12 +388,11 @@ fn sampled_sequences_with_a_draft_model_follow_the_target() {
             ignore_eos: true,
             draft: Draft::Model,
             draft_tokens: 3,
-            sampling: top3(seed),
-            ..Default::default()
+            ..top3(seed)
         };
         let mut g = gpt2_web::Generation::from_ids(&target, prompt.clone(), params).unwrap();
         let r = g
-            .run_with(&mut target, Some(&mut draft), &mut |_| {}, &|| false)
+            .run(&mut target, Some(&mut draft), &mut |_| {}, &|| false)
             .unwrap();
         drafted += r.metrics.drafted_tokens;
         rejected += r.metrics.drafted_tokens - r.metrics.accepted_draft_tokens;
@@ -418,12 +414,15 @@ fn the_draft_model_rule_keeps_the_distribution_and_a_wrong_one_is_caught() {
     // p. "Keep d whenever p(d) > 0" (ignoring q) gives q instead and must fail.
     let target = [1.0f32, 0.2, 0.9, -0.5, 0.0, -3.0];
     let draft = [0.1f32, 1.5, 0.3, 0.8, -1.0, 0.0];
-    let sp = |seed| SamplingParams {
-        temperature: 1.0,
-        seed,
-        ..Default::default()
+    let sp = |seed| {
+        let p = GenerateParams {
+            temperature: 1.0,
+            seed,
+            ..Default::default()
+        };
+        Sampler::new(p.sampling())
     };
-    let (mut s, mut ds) = (Sampler::new(sp(3)).unwrap(), Sampler::new(sp(4)).unwrap());
+    let (mut s, mut ds) = (sp(3), sp(4));
     let (mut q, mut p) = (Vec::new(), Vec::new());
     ds.distribution(&mut draft.clone(), &[], &mut q);
     s.distribution(&mut target.clone(), &[], &mut p);

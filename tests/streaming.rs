@@ -49,7 +49,7 @@ fn streamed(
 }
 
 fn logits(model: &mut Model, ids: &[u32]) -> Vec<f32> {
-    block_on(model.forward(ids, 0)).unwrap().to_vec()
+    block_on(model.predict(ids, 0)).unwrap().to_vec()
 }
 
 #[test]
@@ -176,13 +176,13 @@ fn streamed_onto_the_gpu_and_back_to_the_cpu_from_a_source() {
     };
     let mut g = gpt2_web::Generation::from_ids(&gpu, case.ids.clone(), params).unwrap();
     for _ in 0..8 {
-        block_on(g.step(&mut gpu)).unwrap();
+        block_on(g.next(&mut gpu, None)).unwrap();
     }
     match &gpu.backend {
         Backend::WebGpu(b) => b.lose_device(),
         Backend::Cpu(_) => unreachable!(),
     }
-    let r = g.run(&mut gpu, &mut |_| {}, &|| false).unwrap();
+    let r = g.run(&mut gpu, None, &mut |_| {}, &|| false).unwrap();
     assert_eq!(gpu.backend.name(), "cpu");
     assert_eq!(opened.get(), 1, "the weights were read again once");
     assert_eq!(r.tokens, case.greedy_ids);

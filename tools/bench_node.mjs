@@ -55,13 +55,17 @@ const engines = [];
 for (const pkg of pkgs) {
   const mod = await import(pathToFileURL(path.join(pkg, 'gpt2_web.js')).href);
   mod.initSync({ module: fs.readFileSync(path.join(pkg, 'gpt2_web_bg.wasm')) });
-  engines.push(await mod.Engine.load(file('config.json'), file('model.safetensors'), file('tokenizer.json'), 'cpu', DTYPE));
+  const engine = await mod.Engine.load(file('config.json'), file('model.safetensors'), file('tokenizer.json'), 'cpu', DTYPE);
+  engine.options = (maxTokens) => mod.parseOptions({ maxTokens, temperature: 0, ignoreEos: true, profile: true });
+  engines.push(engine);
 }
 
 async function generate(engine, maxTokens) {
   const start = performance.now();
   let first = null;
-  engine.start(PROMPT, { maxTokens, temperature: 0, ignoreEos: true, profile: true });
+  const params = engine.options(maxTokens);
+  engine.start(PROMPT, params);
+  params.free();
   while ((await engine.step()) !== undefined) first ??= performance.now() - start;
   return { ms: performance.now() - start, first, profile: engine.result().profile };
 }

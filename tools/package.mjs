@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const WWW = path.join(ROOT, 'www');
-const FILES = ['gpt2.js', 'gpt2.d.ts', 'assets.js', 'sources.js', 'connection.js', 'worker.js', 'widget.js', 'widget-style.js', 'widget.d.ts', 'loop-view.js', 'text.js', 'presets.js', 'completions.js', 'sampling.js',
+const FILES = ['gpt2.js', 'gpt2.d.ts', 'assets.js', 'sources.js', 'connection.js', 'worker.js', 'widget.js', 'widget-style.js', 'widget.d.ts', 'loop-view.js', 'text.js', 'presets.js', 'completions.js', 'sampling.js', 'options.js',
   'embed.html', 'embed.js'];
 const BUILDS = ['pkg', 'pkg-relaxed', 'pkg-threads'];
 

@@ -144,6 +144,12 @@ export function request(conn, msg, handlers = {}) {
   const promise = new Promise((resolve, reject) => {
     conn.pending.set(id, { ...handlers, resolve, reject });
   });
-  conn.worker.postMessage({ ...msg, id });
+  try {
+    conn.worker.postMessage({ ...msg, id });
+  } catch (e) {
+    // A value the worker cannot receive (a function, a DOM node) among the options.
+    conn.pending.delete(id);
+    return { id, promise: Promise.reject(withCode(new Error(`invalid options: ${e.message}`), 'param')) };
+  }
   return { id, promise };
 }

@@ -1,14 +1,107 @@
 // TypeScript types for gpt2.js, gpt2-web's JavaScript API.
 
+// <generated: src/generate/options.rs>
+// Generated from src/generate/options.rs by `GPT2_BLESS=1 cargo test --test generated`; do not edit.
+
 /**
- * Which backend to run on. 'auto' picks WebGPU when a hardware adapter is available and the model
- * fits, else the CPU (a software adapter such as SwiftShader is slower than the CPU backend, so
- * 'auto' never picks one). 'webgpu' takes any adapter, and load rejects when there is none.
+ * Which backend to run on. 'auto' picks WebGPU when a hardware adapter is available and the
+ * model fits, else the CPU (a software adapter such as SwiftShader is slower than the CPU
+ * backend, so 'auto' never picks one). 'webgpu' takes any adapter, and load rejects when there
+ * is none.
  */
 export type BackendChoice = 'auto' | 'cpu' | 'webgpu';
 
-/** Weight format: 'q8' or 'f32' on the CPU (WebGPU then runs f32); 'f16' on WebGPU (q8 on the CPU). */
+/**
+ * Weight format: 'q8' or 'f32' on the CPU (WebGPU then runs f32); 'f16' on WebGPU (q8 on the
+ * CPU).
+ */
 export type Dtype = 'q8' | 'f32' | 'f16';
+
+/** The CPU's 8-bit kernel in the browser: 'auto' (the engine's choice) or one by name. */
+export type Kernel = 'auto' | 'dot-add' | 'dot-i16' | 'widen';
+
+/** Why generation ended. */
+export type StopReason = 'eos' | 'stop' | 'max_tokens' | 'context' | 'abort';
+
+/** The generate options the engine reads (GenerateOptions adds signal and onToken). */
+export interface EngineOptions {
+  /** Most tokens to generate. In 1..=1000000000. Default 64. */
+  maxTokens?: number;
+  /**
+   * 0 = greedy (always the most likely token), as is anything below 1e-4; otherwise the logits
+   * are divided by it. In 0..=100. Default 0.
+   */
+  temperature?: number;
+  /** Keep only the k most likely tokens; 0 = off. In 0..=1000000000. Default 0. */
+  topK?: number;
+  /**
+   * Nucleus sampling: keep the most likely tokens whose probabilities sum to p; 1 = off. In (0,
+   * 1]. Default 1.
+   */
+  topP?: number;
+  /**
+   * Drop tokens less likely than minP × the top token's probability; 0 = off. In 0..=1. Default
+   * 0.
+   */
+  minP?: number;
+  /**
+   * Penalise tokens already in the prompt or output (> 1 discourages repeats); 1 = off. In (0,
+   * 100]. Default 1.
+   */
+  repetitionPenalty?: number;
+  /**
+   * Seed of the sampler's random numbers: the same seed and options give the same text. In
+   * 0..=9007199254740991. Default 0.
+   */
+  seed?: number;
+  /**
+   * Generation ends before any of these texts, which are not returned (at most 16, of at most
+   * 1000 bytes each). Default none.
+   */
+  stop?: string[] | string;
+  /** Give each token event the sampler's top candidates. In 0..=100. Default 0. */
+  topLogprobs?: number;
+  /** Do not stop at end-of-text (for fixed-length measurements). Default false. */
+  ignoreEos?: boolean;
+  /**
+   * Time each phase of each CPU forward pass and return the sums as the result's profile (the
+   * GPU has none). Default false.
+   */
+  profile?: boolean;
+  /**
+   * Speculative decoding: 'prompt-lookup' drafts from n-grams of the prompt and the text so far,
+   * a loaded smaller GPT-2 of the same vocabulary drafts with the same sampler settings; one
+   * forward pass checks each draft, and the output is the same as without (greedy) or has the
+   * same distribution (sampling). Default 'none'.
+   */
+  draft?: 'prompt-lookup' | 'none' | Gpt2;
+  /** The most tokens one draft proposes (the length adapts below it). In 1..=15. Default 8. */
+  draftTokens?: number;
+  /**
+   * false: no KV cache, every step recomputes the whole sequence (the lesson's naive loop): the
+   * same tokens, a step that grows with the position. Not with draft. Default true.
+   */
+  kvCache?: boolean;
+  /**
+   * Beam search with this many beams (1 = off), as transformers' generate(num_beams=N,
+   * do_sample=False): deterministic (temperature 0), not with draft; tokens are handed out once
+   * every beam that could still win agrees on them, and the result lists every finished beam. In
+   * 1..=16. Default 1.
+   */
+  numBeams?: number;
+  /**
+   * Beams are ranked by total log-probability / length ^ lengthPenalty (> 0 favours longer
+   * ones). In -100..=100. Default 1.
+   */
+  lengthPenalty?: number;
+  /**
+   * When beam search stops: false (transformers' heuristic), true (as soon as numBeams beams
+   * finished) or 'never' (only when no running beam could beat them at any length). Default
+   * false.
+   */
+  earlyStopping?: boolean | 'never';
+}
+// </generated>
 
 /** The three files of a Hugging Face-style model folder, as bytes (e.g. from `<input type="file">`). */
 export interface ModelFiles {
@@ -142,7 +235,7 @@ export interface LoadOptions {
    * 30 ms at load) for a decode step and for a prompt. It applies to the page's worker, every model
    * in it; `model.kernel` says which runs. One the build lacks fails the load with a sentence.
    */
-  kernel?: 'auto' | 'dot-add' | 'dot-i16' | 'widen';
+  kernel?: Kernel;
   /**
    * Called as each file downloads (throttled to about every 50 ms, and once when a file is
    * complete), and again, with `fallBack: true`, while a lost GPU's model is read again.
@@ -202,68 +295,12 @@ export interface TokenEvent {
   top?: Candidate[];
 }
 
-export interface GenerateOptions {
-  /** Most tokens to generate (≥ 1). Default 64. */
-  maxTokens?: number;
-  /** 0 = greedy (always the most likely token), as is anything below 1e-4; at most 100. Default 0. */
-  temperature?: number;
-  /** Keep only the k most likely tokens; 0 = off. Default 0. */
-  topK?: number;
-  /** Nucleus sampling: keep the most likely tokens whose probabilities sum to p; 1 = off. Default 1. */
-  topP?: number;
-  /** Drop tokens less likely than minP × the top token's probability; 0 = off. Default 0. */
-  minP?: number;
-  /** Penalise tokens already in the prompt or output (> 1 discourages repeats); 1 = off. Default 1. */
-  repetitionPenalty?: number;
-  /** Seed of the sampler's random numbers: the same seed and options give the same text. Default 0. */
-  seed?: number;
-  /**
-   * Generation ends before any of these texts; the stop text itself is not returned. A single
-   * string is accepted. At most 16 texts of at most 1000 bytes each.
-   */
-  stop?: string[] | string;
+/** generate()'s options: the engine's (EngineOptions, above) and two of the API's own. */
+export interface GenerateOptions extends EngineOptions {
   /** Resolves with stopReason 'abort' within one token of the signal firing. */
   signal?: AbortSignal;
   /** Called exactly once per generated token, in order, as soon as it exists, never batched. If it throws, generation stops and generate() rejects with that error. */
   onToken?: (token: TokenEvent) => void;
-  /** Give each token event the sampler's top candidates (0–100). Default 0. */
-  topLogprobs?: number;
-  /** Do not stop at end-of-text (for fixed-length measurements). Default false. */
-  ignoreEos?: boolean;
-  /** Time each phase of each CPU forward pass and return the sums as `result.profile` (the GPU has none). Default false. */
-  profile?: boolean;
-  /**
-   * Speculative decoding: 'prompt-lookup' drafts the next tokens from n-grams of the prompt and the
-   * text so far, and one forward pass checks the whole draft, so one model step can give several
-   * tokens. Greedy output is token for token the same as without; sampled output has exactly the
-   * same distribution. A loaded model (`await Gpt2.load({ model: smallerFolder })`) drafts
-   * instead: any GPT-2 with the same vocabulary, with the same sampler settings; it is busy while
-   * the generation runs. Default 'none'.
-   */
-  draft?: 'prompt-lookup' | 'none' | Gpt2;
-  /** The most tokens one draft proposes, 1–15 (the length adapts below it). Default 8. */
-  draftTokens?: number;
-  /**
-   * false: no KV cache, every step recomputes the whole sequence (the lesson's naive loop). The
-   * same tokens; the time per token grows with the position. Not with `draft`. Default true.
-   */
-  kvCache?: boolean;
-  /**
-   * Beam search with this many beams (1–16; 1 = off): keeps the numBeams most likely sequences by
-   * total log-probability, exactly as transformers' `generate(num_beams=N, do_sample=False)`.
-   * Deterministic (temperature must be 0); not with `draft`. Each step runs one forward pass per
-   * beam. `onToken` fires for a token once every beam that could still win agrees on it, so tokens
-   * arrive in bursts and the rest at the end; `result.beams` has every finished beam. Default 1.
-   */
-  numBeams?: number;
-  /** Beams are ranked by total log-probability / length ^ lengthPenalty (> 0 favours longer ones). Default 1. */
-  lengthPenalty?: number;
-  /**
-   * When beam search stops: false (transformers' heuristic: when the best running beam cannot beat
-   * the worst finished one at its current length), true (as soon as numBeams beams finished), or
-   * 'never' (only when no running beam could beat them at any length). Default false.
-   */
-  earlyStopping?: boolean | 'never';
 }
 
 /** A finished beam of beam search. */
@@ -288,9 +325,6 @@ export interface Phases {
   /** How many times each phase ran (a q8 product is one quantize and one matmul; f32 has no quantize). */
   laps: { matmul: number; quantize: number; attention: number; gelu: number; layer_norm: number; lm_head: number };
 }
-
-/** Why generation ended. */
-export type StopReason = 'eos' | 'stop' | 'max_tokens' | 'context' | 'abort';
 
 /** Timings, all measured inside the worker with performance.now() from the start of generation. */
 export interface Metrics {

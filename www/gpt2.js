@@ -18,6 +18,7 @@
 
 import { BUILDS, DEMO_MODEL } from './assets.js';
 import { completionsOf } from './completions.js';
+import { BACKENDS, DTYPES, KERNELS } from './options.js';
 import { EMBED_HELP, connection, idle, request, withCode } from './connection.js';
 import { PRESETS } from './presets.js';
 import { argmax, softmax, topK, topP, sample, rng } from './sampling.js';
@@ -26,45 +27,17 @@ import { MODEL_FILES, HUB_HOST, isHubId, hubUrl, modelSource, readHere } from '.
 /** An option or argument the API refuses: an Error with code 'param' (gpt2.d.ts Gpt2Error). */
 const invalid = (message) => withCode(new Error(message), 'param');
 
-const BACKENDS = ['auto', 'cpu', 'webgpu'];
-const DTYPES = ['q8', 'f32', 'f16'];
-// The CPU's 8-bit kernels (src/backend/cpu/q8/simd128.rs): 'auto' asks the engine, or times them
-// (src/backend/cpu/q8/choice.rs); naming one is for benchmarks.
-const KERNELS = ['auto', 'dot-add', 'dot-i16', 'widen'];
-
-/** What generate() accepts besides signal and onToken, with each value's JS type. */
-const OPTION_TYPES = {
-  maxTokens: 'number', temperature: 'number', topK: 'number', topP: 'number', minP: 'number',
-  repetitionPenalty: 'number', seed: 'number', stop: 'string[]', topLogprobs: 'number',
-  ignoreEos: 'boolean', profile: 'boolean', draft: 'string', draftTokens: 'number', kvCache: 'boolean',
-  numBeams: 'number', lengthPenalty: 'number', earlyStopping: 'boolean or "never"',
-};
-
 // ---------------------------------------------------------------------------------------------
 // Argument checks: a wrong call fails at once with a sentence, before anything is downloaded.
+// The generate options themselves are read and checked once, by the engine, when the worker
+// queues the request (src/generate/options.rs defines them; an error names the option).
 
 function checkOptions(options) {
   if (options === null || typeof options !== 'object') throw invalid('generate options must be an object');
   const { signal, onToken, ...rest } = options;
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('the signal option must be an AbortSignal');
   if (onToken !== undefined && typeof onToken !== 'function') throw invalid('the onToken option must be a function');
-  const clean = {};
-  for (const [key, value] of Object.entries(rest)) {
-    const type = OPTION_TYPES[key];
-    if (!type) {
-      throw invalid(`unknown generate option "${key}"; the options are ${Object.keys(OPTION_TYPES).join(', ')}, signal, onToken`);
-    }
-    if (value === undefined) continue;
-    let v = value;
-    if (key === 'stop' && typeof v === 'string') v = [v];
-    const ok = type === 'string[]' ? Array.isArray(v) && v.every((s) => typeof s === 'string')
-      : type === 'number' ? typeof v === 'number' && Number.isFinite(v)
-        : type === 'boolean or "never"' ? typeof v === 'boolean' || v === 'never'
-          : typeof v === type;
-    if (!ok) throw invalid(`invalid ${key}: ${JSON.stringify(value)} is not ${type === 'string[]' ? 'a list of strings' : `a ${type}`}`);
-    clean[key] = v;
-  }
-  return { signal, onToken, options: clean };
+  return { signal, onToken, options: rest };
 }
 
 /** The result of a generation aborted before it started (here, or while queued in the worker). */

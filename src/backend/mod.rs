@@ -25,6 +25,13 @@ pub enum BackendChoice {
     WebGpu,
 }
 
+/// `BackendChoice`'s names, as `FromStr` reads them.
+pub const BACKEND_NAMES: [&str; 3] = ["auto", "cpu", "webgpu"];
+
+/// The weight formats a model loads in: the CPU's (`CpuDtype`) and "f16", 16-bit weight
+/// matrices on WebGPU (q8 on the CPU, which has no f16 arithmetic).
+pub const DTYPE_NAMES: [&str; 3] = ["q8", "f32", "f16"];
+
 impl std::str::FromStr for BackendChoice {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
@@ -53,8 +60,8 @@ impl Backend {
     pub async fn forward(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
         self.config().check_ids(ids, pos)?;
         match self {
-            Backend::Cpu(b) => b.forward(ids, pos),
-            Backend::WebGpu(b) => b.forward(ids, pos).await,
+            Backend::Cpu(b) => b.forward(ids, pos, None),
+            Backend::WebGpu(b) => b.forward(ids, pos, false).await,
         }
     }
 
@@ -65,7 +72,7 @@ impl Backend {
     /// greedy generation is token for token the plain one. (The CPU computes the head, most of
     /// a small model's work, only for the rows asked for: after a rejected draft token the rest
     /// are never needed. The GPU computes every row in the same submission.)
-    pub async fn forward_all(&mut self, ids: &[u32], pos: usize, head: usize) -> Result<&[f32]> {
+    pub async fn forward_rows(&mut self, ids: &[u32], pos: usize, head: usize) -> Result<&[f32]> {
         self.config().check_ids(ids, pos)?;
         if ids.len() > MAX_VERIFY {
             return Err(Error::Backend(format!(
@@ -74,8 +81,8 @@ impl Backend {
             )));
         }
         match self {
-            Backend::Cpu(b) => b.forward_all(ids, pos, head),
-            Backend::WebGpu(b) => b.forward_all(ids, pos).await,
+            Backend::Cpu(b) => b.forward(ids, pos, Some(head)),
+            Backend::WebGpu(b) => b.forward(ids, pos, true).await,
         }
     }
 
@@ -124,7 +131,7 @@ impl Backend {
     }
 
     /// The logits the last forward returned, at the start of its buffer: the last position's
-    /// (V) after `forward`, every row's after `forward_all`.
+    /// (V) after `forward`, every row's after `forward_rows`.
     pub fn logits(&self) -> &[f32] {
         match self {
             Backend::Cpu(b) => b.logits(),

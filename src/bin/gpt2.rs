@@ -5,7 +5,7 @@
 //! the summary line of `generate` without `--json`.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Model, SamplingParams};
+use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Model};
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,10 @@ use std::process::ExitCode;
 
 #[path = "gpt2/bench.rs"]
 mod bench;
+#[path = "gpt2/options.rs"]
+mod options;
 use bench::BenchCmd;
+use options::OptionFlags;
 
 #[derive(Parser)]
 #[command(
@@ -144,53 +147,9 @@ struct GenerateCmd {
     model: ModelArgs,
     #[command(flatten)]
     prompt: PromptArg,
-    /// Most tokens to generate
-    #[arg(long, default_value_t = 64)]
-    max_tokens: usize,
-    /// 0 is greedy; higher flattens the distribution
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    temperature: f32,
-    /// Keep the K most likely tokens (0 = all)
-    #[arg(long, default_value_t = 0)]
-    top_k: usize,
-    /// Keep the most likely tokens whose probabilities add up to P
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    top_p: f32,
-    /// Drop tokens less likely than P × the most likely one
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    min_p: f32,
-    /// Divide the logits of tokens already present (> 1 repeats less)
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    repetition_penalty: f32,
-    /// The sampler's seed: the same seed, the same text
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// End before this text (repeatable); it is not printed
-    #[arg(long, value_name = "TEXT")]
-    stop: Vec<String>,
-    /// Speculative decoding: "prompt-lookup" (n-grams of the prompt and the text so far) or the
-    /// folder of a smaller GPT-2 with the same vocabulary; one forward checks each draft, and the
-    /// text is the same as without (greedy) or has the same distribution (sampling)
-    #[arg(long, value_name = "prompt-lookup|DIR")]
-    draft: Option<String>,
-    /// The most tokens one draft proposes (1..=15; the length adapts below it)
-    #[arg(long, default_value_t = 8)]
-    draft_tokens: usize,
-    /// Recompute the whole sequence at every step, as the naive loop does (the same text)
-    #[arg(long)]
-    no_kv_cache: bool,
-    /// Beam search with N beams (1..=16; 1 is off): transformers' generate(num_beams=N,
-    /// do_sample=False). Tokens print once every beam agrees on them; --json ends with every
-    /// finished beam and its score
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    num_beams: usize,
-    /// Beams are ranked by log-probability / length ^ this (> 0 favours longer ones)
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    length_penalty: f32,
-    /// When beam search may stop: false (transformers' heuristic), true (as soon as N beams
-    /// finished) or never (only when no running beam can do better)
-    #[arg(long, default_value = "false", value_name = "false|true|never")]
-    early_stopping: String,
+    /// The generate options (src/generate/options.rs): --max-tokens, --temperature, …
+    #[command(flatten)]
+    options: OptionFlags,
     /// One JSON line per token, then the result
     #[arg(long)]
     json: bool,
@@ -282,27 +241,11 @@ fn to_json<T: serde::Serialize>(v: &T) -> CliResult<String> {
 impl GenerateCmd {
     fn run(&self) -> CliResult<()> {
         let prompt = self.prompt.text()?;
+        let (draft, mut draft_model) = drafter(self.options.draft.as_deref(), &self.model)?;
         let params = GenerateParams {
-            max_tokens: self.max_tokens,
-            sampling: SamplingParams {
-                temperature: self.temperature,
-                top_k: self.top_k,
-                top_p: self.top_p,
-                min_p: self.min_p,
-                repetition_penalty: self.repetition_penalty,
-                seed: self.seed,
-            },
-            stop: self.stop.clone(),
-            draft_tokens: self.draft_tokens,
-            kv_cache: !self.no_kv_cache,
-            num_beams: self.num_beams,
-            length_penalty: self.length_penalty,
-            early_stopping: (self.early_stopping.parse())
-                .map_err(|e: gpt2_web::Error| usage(e.to_string()))?,
-            ..Default::default()
+            draft,
+            ..self.options.params.clone()
         };
-        let (draft, mut draft_model) = drafter(self.draft.as_deref(), &self.model)?;
-        let params = GenerateParams { draft, ..params };
         params.validate().map_err(|e| usage(e.to_string()))?;
         let mut model = self.model.load()?;
         let mut out = std::io::stdout().lock();
@@ -315,7 +258,7 @@ impl GenerateCmd {
             let _ = out.flush();
         };
         let mut g = gpt2_web::Generation::new(&model, &prompt, params)?;
-        let r = g.run_with(&mut model, draft_model.as_mut(), &mut on_token, &|| false)?;
+        let r = g.run(&mut model, draft_model.as_mut(), &mut on_token, &|| false)?;
         if self.json {
             return emit(to_json(&r)?);
         }
@@ -352,7 +295,7 @@ impl LogitsCmd {
             ));
         }
         model.config.check_ids(&ids, 0)?;
-        let logits = pollster::block_on(model.forward(&ids, 0))?;
+        let logits = pollster::block_on(model.predict(&ids, 0))?;
         emit(json!({"ids": ids, "logits": logits}))
     }
 }
@@ -422,7 +365,7 @@ impl EvalCmd {
         let (mut nll, mut n) = (0f64, 0usize);
         for w in &windows {
             for pos in 0..w.len() - 1 {
-                let logits = pollster::block_on(model.forward(&w[..=pos], pos))?;
+                let logits = pollster::block_on(model.predict(&w[..=pos], pos))?;
                 let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
                 let sum: f64 = logits.iter().map(|&v| ((v - max) as f64).exp()).sum();
                 nll += sum.ln() - (logits[w[pos + 1] as usize] - max) as f64;

@@ -159,7 +159,7 @@ impl BeamSearch {
             let len = seq.len();
             let fed = self.enter(model, b, len).await?.min(len - 1);
             let epoch = model.epoch;
-            let logits = model.forward(&seq, fed).await?;
+            let logits = model.predict(&seq, fed).await?;
             log_softmax(logits, &mut self.logprobs);
             let r = &mut self.running[b];
             r.fed = if model.epoch == epoch { seq.len() } else { 0 };

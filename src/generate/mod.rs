@@ -6,8 +6,8 @@
 //! `Strategy`, each with its own state: `plain` (predict → sample, one token per pass: the
 //! lesson's loop), `speculative` (a draft checked by one pass) and `beam` (beam search); all of
 //! them end in `transcript`'s `append` (the ids, their streamed text, the stop checks and the
-//! timings). The browser drives it step by step so it can stream tokens and notice a Stop
-//! between them; `generate` drives it to the end.
+//! timings). `next` is the one way to drive it: the browser calls it step by step, so it can
+//! stream tokens and notice a Stop between them; `run` loops it to the end natively.
 //! Stops: end-of-text, a user stop sequence (matched across token boundaries, never emitted),
 //! `max_tokens`, the context limit, or cancellation. The text of the events always concatenates
 //! to the result's text, and every delta is valid UTF-8.
@@ -15,13 +15,14 @@
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::platform::now_ms;
-use crate::sampling::{Candidate, Sampler, SamplingParams};
+use crate::sampling::{Candidate, Sampler};
 use crate::speculate::Draft;
 use serde::Serialize;
 use std::collections::VecDeque;
 
 mod beam;
 mod next;
+pub mod options;
 mod plain;
 mod result;
 mod speculative;
@@ -31,63 +32,18 @@ use transcript::Transcript;
 
 pub use beam::{Beam, EarlyStopping, MAX_BEAMS};
 pub use next::NextLogits;
+pub use options::{GenerateParams, Limits, OptionSpec, OptionValue, Scope, OPTIONS};
 
 /// The most stop texts one generation takes, and the longest (each is matched against the
 /// text's tail after every token).
 pub const MAX_STOPS: usize = 16;
 pub const MAX_STOP_BYTES: usize = 1000;
 
-/// What to generate.
-#[derive(Clone, Debug)]
-pub struct GenerateParams {
-    /// Most tokens to generate (≥ 1).
-    pub max_tokens: usize,
-    pub sampling: SamplingParams,
-    /// Generation ends before any of these texts; the stop text itself is not returned.
-    pub stop: Vec<String>,
-    /// How many of the sampler's candidates each token event carries (0 = none).
-    pub top_logprobs: usize,
-    /// Keep going after end-of-text (benchmarks that need a fixed length).
-    pub ignore_eos: bool,
-    /// Where draft tokens come from (speculative decoding); `Draft::None` is one token per step.
-    pub draft: Draft,
-    /// The most tokens one draft may propose (the length adapts below it), 1..=15.
-    pub draft_tokens: usize,
-    /// Keep each position's keys and values between steps (the default). Without the cache
-    /// every step recomputes the whole sequence, as the lesson's naive loop: the same tokens,
-    /// a step that grows with the position.
-    pub kv_cache: bool,
-    /// Beam search with this many beams; 1 is the one-sequence loop (greedy or sampling).
-    pub num_beams: usize,
-    /// Beam scores are `log-probability / length ^ length_penalty` (transformers' default 1).
-    pub length_penalty: f32,
-    pub early_stopping: EarlyStopping,
-}
-
-impl Default for GenerateParams {
-    fn default() -> Self {
-        GenerateParams {
-            max_tokens: 64,
-            sampling: SamplingParams::default(),
-            stop: Vec::new(),
-            top_logprobs: 0,
-            ignore_eos: false,
-            draft: Draft::None,
-            draft_tokens: 8,
-            kv_cache: true,
-            num_beams: 1,
-            length_penalty: 1.0,
-            early_stopping: EarlyStopping::Heuristic,
-        }
-    }
-}
-
 impl GenerateParams {
-    /// Checks every setting before anything runs; an error names the parameter.
+    /// Checks every setting before anything runs: each option within its limits (`OPTIONS`),
+    /// then the ones that do not go together. An error names the option.
     pub fn validate(&self) -> Result<()> {
-        if self.max_tokens == 0 {
-            return Err(Error::param("max_tokens", "must be at least 1"));
-        }
+        self.check_limits()?;
         if self.stop.len() > MAX_STOPS {
             return Err(Error::param(
                 "stop",
@@ -109,38 +65,19 @@ impl GenerateParams {
                 "speculative decoding needs the KV cache, which is turned off",
             ));
         }
-        if !(1..=MAX_BEAMS).contains(&self.num_beams) {
-            return Err(Error::param(
-                "num_beams",
-                format!("{} is not in 1..={MAX_BEAMS}", self.num_beams),
-            ));
-        }
-        if !self.length_penalty.is_finite() || self.length_penalty.abs() > 100.0 {
-            return Err(Error::param(
-                "length_penalty",
-                format!("{} is not a number in -100..=100", self.length_penalty),
-            ));
-        }
         if self.num_beams > 1 && self.draft != Draft::None {
             return Err(Error::param(
                 "draft",
                 "speculative decoding and beam search do not go together",
             ));
         }
-        if self.num_beams > 1 && !self.sampling.is_greedy() {
+        if self.num_beams > 1 && !self.sampling().is_greedy() {
             return Err(Error::param(
                 "num_beams",
                 "beam search here is deterministic: set temperature to 0",
             ));
         }
-        let most = crate::backend::MAX_VERIFY - 1;
-        if !(1..=most).contains(&self.draft_tokens) {
-            return Err(Error::param(
-                "draft_tokens",
-                format!("{} is not in 1..={most}", self.draft_tokens),
-            ));
-        }
-        self.sampling.validate()
+        Ok(())
     }
 }
 
@@ -157,6 +94,14 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    pub const ALL: [StopReason; 5] = [
+        StopReason::Eos,
+        StopReason::Stop,
+        StopReason::MaxTokens,
+        StopReason::Context,
+        StopReason::Abort,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             StopReason::Eos => "eos",
@@ -283,7 +228,7 @@ impl Generation {
     /// `t0`: when the request started (`platform::now_ms`).
     fn start(model: &Model, mut ids: Vec<u32>, params: GenerateParams, t0: f64) -> Result<Self> {
         params.validate()?;
-        let sampler = Sampler::new(params.sampling.clone())?;
+        let sampler = Sampler::new(params.sampling());
         let config = &model.config;
         if ids.is_empty() {
             ids.push(config.eos_token_id.min(config.vocab_size as u32 - 1));
@@ -298,7 +243,7 @@ impl Generation {
                 n, penalty, early, p.kv_cache,
             )))
         } else if p.draft != Draft::None {
-            let s = speculative::Speculative::new(p.draft, p.draft_tokens, &p.sampling)?;
+            let s = speculative::Speculative::new(p.draft, p.draft_tokens, &p.sampling())?;
             Strategy::Speculative(Box::new(s))
         } else {
             Strategy::Plain(plain::Plain::new(p.kv_cache))
@@ -331,29 +276,11 @@ impl Generation {
         self.t.done.is_some()
     }
 
-    /// One token: the next of the last model step's, or a new model step (forward, sample —
-    /// several tokens after a kept draft) and its first. `None` once generation has ended.
-    pub async fn step(&mut self, model: &mut Model) -> Result<Option<TokenEvent>> {
-        self.step_with(model, None).await
-    }
-
-    /// `step` with the draft model of `Draft::Model`.
-    pub async fn step_with(
-        &mut self,
-        model: &mut Model,
-        mut draft_model: Option<&mut Model>,
-    ) -> Result<Option<TokenEvent>> {
-        loop {
-            match self.next(model, draft_model.as_deref_mut()).await? {
-                Progress::Token(ev) => return Ok(Some(ev)),
-                Progress::Working => continue,
-                Progress::Done => return Ok(None),
-            }
-        }
-    }
-
-    /// The next token, or one model step that settled none (beam search), or the end. Callers
-    /// that can be cancelled (the browser) call this, so an abort lands within a model step.
+    /// The one way to drive the loop: the next token (of the last model step's, or of a new
+    /// model step: forward, sample — several tokens after a kept draft), or one model step that
+    /// settled none (beam search), or the end. `draft_model` drafts for `Draft::Model`. The
+    /// browser calls it step by step, so an abort lands within a model step; `run` loops it
+    /// natively.
     pub async fn next(
         &mut self,
         model: &mut Model,
@@ -408,24 +335,12 @@ impl Generation {
     }
 }
 
-/// Runs the loop to the end natively, calling `on_token` once per generated token; `cancelled`
-/// is asked before every forward pass.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn generate(
-    model: &mut Model,
-    prompt: &str,
-    params: GenerateParams,
-    on_token: &mut dyn FnMut(&TokenEvent),
-    cancelled: &dyn Fn() -> bool,
-) -> Result<GenerationResult> {
-    let mut g = Generation::new(model, prompt, params)?;
-    g.run(model, on_token, cancelled)
-}
-
 #[cfg(not(target_arch = "wasm32"))]
 impl Generation {
-    /// `run` with the draft model of `Draft::Model`.
-    pub fn run_with(
+    /// Drives the remaining steps natively (blocking on the backend), calling `on_token` once
+    /// per token and asking `cancelled` before every forward pass; `draft_model` drafts for
+    /// `Draft::Model`.
+    pub fn run(
         &mut self,
         model: &mut Model,
         mut draft_model: Option<&mut Model>,
@@ -443,16 +358,5 @@ impl Generation {
                 Progress::Done => return Ok(self.result()),
             }
         }
-    }
-
-    /// Drives the remaining steps natively (blocking on the backend), calling `on_token` once
-    /// per token and asking `cancelled` before every forward pass.
-    pub fn run(
-        &mut self,
-        model: &mut Model,
-        on_token: &mut dyn FnMut(&TokenEvent),
-        cancelled: &dyn Fn() -> bool,
-    ) -> Result<GenerationResult> {
-        self.run_with(model, None, on_token, cancelled)
     }
 }

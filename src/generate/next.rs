@@ -36,7 +36,7 @@ impl NextLogits {
             0
         };
         self.held.clear(); // if the forward fails, what the cache holds is unknown
-        let logits = model.forward(ids, reused).await?;
+        let logits = model.predict(ids, reused).await?;
         self.held.extend_from_slice(ids); // after a fall-back too: it ran the whole sequence
         Ok((logits, reused))
     }

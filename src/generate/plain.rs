@@ -37,7 +37,7 @@ impl Plain {
         if !self.kv_cache {
             self.fed = 0; // the naive loop: the whole sequence again, nothing remembered
         }
-        let logits = model.forward(ids, self.fed).await?; // predict
+        let logits = model.predict(ids, self.fed).await?; // predict
         self.fed = ids.len();
         self.logits.clear();
         self.logits.extend_from_slice(logits);

@@ -36,7 +36,7 @@ impl Speculative {
         let draft_sampler = Sampler::new(SamplingParams {
             seed: sampling.seed ^ 0x5eed_d4af7,
             ..sampling.clone()
-        })?;
+        });
         Ok(Speculative {
             kind,
             fed: 0,
@@ -101,9 +101,9 @@ impl Speculative {
         let chunk = model.backend.head_chunk();
         let mut have = (r0 + chunk).min(need);
         let rows = if self.draft.is_empty() {
-            model.forward(&self.seq, self.fed).await?
+            model.predict(&self.seq, self.fed).await?
         } else {
-            model.forward_all(&self.seq, self.fed, have).await?
+            model.verify(&self.seq, self.fed, have).await?
         };
         self.logits.clear();
         self.logits.extend_from_slice(rows);
@@ -167,7 +167,7 @@ impl Speculative {
         self.seq.extend_from_slice(ids);
         let k = k.min(dm.config.n_positions.saturating_sub(ids.len()));
         for j in 0..k {
-            let logits = dm.forward(&self.seq, self.draft_fed).await?;
+            let logits = dm.predict(&self.seq, self.draft_fed).await?;
             self.draft_fed = self.seq.len();
             self.logits.clear();
             self.logits.extend_from_slice(logits);

@@ -4,7 +4,7 @@
 //! (device lost, out of memory), the model continues on the CPU, rebuilt from the weights read
 //! again (the file, or the browser's source of it; never a copy kept in memory), and recomputes
 //! the sequence so far, so no token is lost. The loop, the CLI and the browser all get it
-//! through `Model::forward`.
+//! through `Model::predict`.
 
 mod load;
 
@@ -137,10 +137,11 @@ impl Model {
         }
     }
 
-    /// Logits of the last of `seq`, whose first `cached` ids the backend already holds in its KV
-    /// cache (from earlier calls): the others run at positions `cached..`. If the GPU fails, the
-    /// model falls back to the CPU (`gpu_unavailable` says why) and runs the whole of `seq`.
-    pub async fn forward(&mut self, seq: &[u32], cached: usize) -> Result<&[f32]> {
+    /// The loop's "predict": the logits of the last of `seq`, whose first `cached` ids the
+    /// backend already holds in its KV cache (from earlier calls); the others run at positions
+    /// `cached..`. If the GPU fails, the model falls back to the CPU (`gpu_unavailable` says
+    /// why) and runs the whole of `seq`.
+    pub async fn predict(&mut self, seq: &[u32], cached: usize) -> Result<&[f32]> {
         let new = seq.get(cached..).unwrap_or_default();
         let ran = self.backend.forward(new, cached).await.map(drop);
         if self.recover(ran).await? {
@@ -151,19 +152,19 @@ impl Model {
 
     /// The verification pass of speculative decoding over `seq[cached..]`, the others held in
     /// the KV cache already: the logits of the first `head` new ids, row after row (`head_rows`
-    /// gives more), with the same fall-back as `forward` (after which everything before the new
+    /// gives more), with the same fall-back as `predict` (after which everything before the new
     /// ids is recomputed on the CPU first).
-    pub async fn forward_all(&mut self, seq: &[u32], cached: usize, head: usize) -> Result<&[f32]> {
+    pub async fn verify(&mut self, seq: &[u32], cached: usize, head: usize) -> Result<&[f32]> {
         let new = seq.get(cached..).unwrap_or_default();
         let v = self.config.vocab_size;
         let head = head.min(new.len());
-        let ran = self.backend.forward_all(new, cached, head).await.map(drop);
+        let ran = self.backend.forward_rows(new, cached, head).await.map(drop);
         if self.recover(ran).await? {
             // Everything before the new ids once, then the new ids as one verification pass.
             if cached > 0 {
                 self.backend.forward(&seq[..cached], 0).await?;
             }
-            return self.backend.forward_all(new, cached, head).await;
+            return self.backend.forward_rows(new, cached, head).await;
         }
         Ok(&self.backend.logits()[..head * v])
     }
@@ -202,7 +203,7 @@ impl Model {
         self.recover(ran).await.map(drop)
     }
 
-    /// The logits of rows `from..to` of the last verification pass (`forward_all`).
+    /// The logits of rows `from..to` of the last verification pass (`verify`).
     pub fn head_rows(&mut self, from: usize, to: usize) -> Result<&[f32]> {
         self.backend.head_rows(from, to)
     }

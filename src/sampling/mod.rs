@@ -5,12 +5,11 @@
 //! Randomness comes from a seeded xoshiro256** generator written out here, so a seed gives the
 //! same tokens natively and in WebAssembly: nothing in the loop asks the OS for randomness.
 
-use crate::error::{Error, Result};
-
 mod rng;
 pub use rng::Rng;
 
-/// Sampling settings. The defaults are greedy decoding.
+/// Sampling settings: the generate options the sampler reads (`GenerateParams::sampling`, whose
+/// `validate` checks their limits before a sampler is made).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SamplingParams {
     /// 0 means greedy (argmax); otherwise logits are divided by it. Below `GREEDY_BELOW` it is
@@ -38,48 +37,6 @@ impl SamplingParams {
     }
 }
 
-impl Default for SamplingParams {
-    fn default() -> Self {
-        SamplingParams {
-            temperature: 0.0,
-            top_k: 0,
-            top_p: 1.0,
-            min_p: 0.0,
-            repetition_penalty: 1.0,
-            seed: 0,
-        }
-    }
-}
-
-impl SamplingParams {
-    /// Checks every value; an out-of-range one is an error naming it.
-    pub fn validate(&self) -> Result<()> {
-        let t = self.temperature;
-        if !(t.is_finite() && (0.0..=100.0).contains(&t)) {
-            return Err(Error::param(
-                "temperature",
-                format!("{t} is not in 0..=100 (0 = greedy)"),
-            ));
-        }
-        let p = self.top_p;
-        if !(p > 0.0 && p <= 1.0) {
-            return Err(Error::param("top_p", format!("{p} is not in (0, 1]")));
-        }
-        let m = self.min_p;
-        if !(0.0..=1.0).contains(&m) {
-            return Err(Error::param("min_p", format!("{m} is not in [0, 1]")));
-        }
-        let r = self.repetition_penalty;
-        if !(r.is_finite() && r > 0.0 && r <= 100.0) {
-            return Err(Error::param(
-                "repetition_penalty",
-                format!("{r} is not in (0, 100]"),
-            ));
-        }
-        Ok(())
-    }
-}
-
 /// One candidate of the distribution the sampler drew from.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct Candidate {
@@ -101,15 +58,14 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    pub fn new(params: SamplingParams) -> Result<Self> {
-        params.validate()?;
+    pub fn new(params: SamplingParams) -> Self {
         let rng = Rng::new(params.seed);
-        Ok(Sampler {
+        Sampler {
             params,
             rng,
             cand: Vec::new(),
             seen: Vec::new(),
-        })
+        }
     }
 
     pub fn params(&self) -> &SamplingParams {

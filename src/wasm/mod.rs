@@ -7,7 +7,7 @@
 mod loader;
 mod options;
 
-use options::Options;
+use options::Params;
 
 use crate::backend::{cpu::CpuDtype, BackendChoice};
 use crate::generate::{Generation, NextLogits};
@@ -50,18 +50,7 @@ pub(crate) fn error(message: &str) -> JsValue {
 pub(crate) fn js_err(e: crate::Error) -> JsValue {
     // Parameters are named as the JS API spells them.
     if let crate::Error::Param { name, msg } = &e {
-        let js = match *name {
-            "max_tokens" => "maxTokens",
-            "top_p" => "topP",
-            "min_p" => "minP",
-            "repetition_penalty" => "repetitionPenalty",
-            "draft_tokens" => "draftTokens",
-            "kv_cache" => "kvCache",
-            "num_beams" => "numBeams",
-            "length_penalty" => "lengthPenalty",
-            "early_stopping" => "earlyStopping",
-            other => other,
-        };
+        let js = crate::generate::options::js_name(name);
         return js_error(&format!("invalid {js}: {msg}"), Some(e.code()));
     }
     js_error(&e.to_string(), Some(e.code()))
@@ -114,7 +103,7 @@ struct State {
 
 impl State {
     /// One step, with a draft model if given (a GPU failure continues on the CPU inside
-    /// `Model::forward`).
+    /// `Model::predict`).
     async fn step(&mut self, draft: Option<&mut Model>) -> crate::Result<crate::Progress> {
         let Some(g) = self.generation.as_mut() else {
             return Err(crate::Error::Backend(
@@ -256,13 +245,6 @@ pub fn set_kernel(name: &str) -> Result<(), JsValue> {
     crate::backend::cpu::q8::set_kernel(name).map_err(js_err)
 }
 
-/// Checks generation options (the JS API's names) without running anything, so a queued
-/// `generate` is refused when it is called, not when its turn comes.
-#[wasm_bindgen(js_name = checkOptions)]
-pub fn check_options(options: JsValue) -> Result<(), JsValue> {
-    Options::from_js(options)?.params().map(|_| ())
-}
-
 /// A loaded model and at most one generation in progress.
 #[wasm_bindgen]
 pub struct Engine {
@@ -401,13 +383,12 @@ impl Engine {
         Ok(st.model.tokenizer.decode(&ids))
     }
 
-    /// Starts a generation (replacing any previous one). `options` uses the JS API's names.
-    pub fn start(&self, prompt: &str, options: JsValue) -> Result<(), JsValue> {
-        let opts = Options::from_js(options)?;
-        let params = opts.params()?;
+    /// Starts a generation (replacing any previous one) with options `parseOptions` checked.
+    pub fn start(&self, prompt: &str, params: &Params) -> Result<(), JsValue> {
+        let params = params.params.clone();
         let mut s = self.state.borrow_mut();
         let st = s.as_mut().ok_or_else(|| error(BUSY))?;
-        st.model.backend.set_profiling(opts.profile());
+        st.model.backend.set_profiling(params.profile);
         st.generation = Some(Generation::new(&st.model, prompt, params).map_err(js_err)?);
         st.next.forget(); // the generation writes the KV cache from position 0
         Ok(())

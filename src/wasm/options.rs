@@ -1,119 +1,64 @@
-//! The generate options as the JS API spells them (camelCase, JS numbers), checked and turned
-//! into the engine's `GenerateParams`. tests/e2e/options.test.mjs checks their names, types and
-//! defaults against www/gpt2.js and www/gpt2.d.ts.
+//! The generate options as the JS API passes them: a plain object read into the engine's
+//! `GenerateParams` once, by the table that defines every option (src/generate/options.rs), when
+//! the worker queues the request; the checked `Params` then wait in the queue for their turn.
 
-use super::{js_err, param_error};
+use super::js_err;
 use crate::generate::GenerateParams;
-use crate::sampling::SamplingParams;
-use serde::Deserialize;
-use wasm_bindgen::JsValue;
+use serde_json::{Map, Value};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
 
-/// Generation options as the JS API spells them.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub(super) struct Options {
-    max_tokens: f64,
-    temperature: f32,
-    top_k: f64,
-    top_p: f32,
-    min_p: f32,
-    repetition_penalty: f32,
-    seed: f64,
-    stop: Vec<String>,
-    top_logprobs: f64,
-    ignore_eos: bool,
-    profile: bool,
-    draft: String,
-    draft_tokens: f64,
-    kv_cache: bool,
-    num_beams: f64,
-    length_penalty: f32,
-    early_stopping: serde_json::Value,
+/// Checked generate options, ready for `Engine.start`.
+#[wasm_bindgen]
+pub struct Params {
+    pub(super) params: GenerateParams,
 }
 
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            max_tokens: 64.0,
-            temperature: 0.0,
-            top_k: 0.0,
-            top_p: 1.0,
-            min_p: 0.0,
-            repetition_penalty: 1.0,
-            seed: 0.0,
-            stop: Vec::new(),
-            top_logprobs: 0.0,
-            ignore_eos: false,
-            profile: false,
-            draft: "none".into(),
-            draft_tokens: 8.0,
-            kv_cache: true,
-            num_beams: 1.0,
-            length_penalty: 1.0,
-            early_stopping: serde_json::Value::Bool(false),
-        }
-    }
+/// Reads and checks generate options (the JS API's names; undefined or null: the defaults), so
+/// a queued `generate` is refused when it is called, not when its turn comes. The error names
+/// the option as JS spells it.
+#[wasm_bindgen(js_name = parseOptions)]
+pub fn parse_options(options: JsValue) -> Result<Params, JsValue> {
+    let json = to_json("options", &options).map_err(|m| super::param_error(&m))?;
+    let params = GenerateParams::from_json(&json).map_err(js_err)?;
+    Ok(Params { params })
 }
 
-/// A non-negative whole number from a JS number, or an error naming the option.
-fn whole(name: &'static str, v: f64, max: f64) -> Result<u64, JsValue> {
-    if v.fract() != 0.0 || !(0.0..=max).contains(&v) {
-        return Err(param_error(&format!(
-            "invalid {name}: {v} is not a whole number in 0..={max}"
-        )));
+/// A JS value as JSON, refusing what JSON cannot say (NaN, Infinity, functions) with a sentence
+/// naming the option, rather than turning it into null as JSON.stringify would.
+fn to_json(name: &str, v: &JsValue) -> Result<Value, String> {
+    if v.is_undefined() || v.is_null() {
+        return Ok(Value::Null);
     }
-    Ok(v as u64)
-}
-
-impl Options {
-    pub fn from_js(options: JsValue) -> Result<Options, JsValue> {
-        if options.is_undefined() || options.is_null() {
-            return Ok(Options::default());
-        }
-        serde_wasm_bindgen::from_value(options)
-            .map_err(|e| param_error(&format!("invalid options: {e}")))
+    if let Some(b) = v.as_bool() {
+        return Ok(Value::Bool(b));
     }
-
-    /// Whether the phases are timed (`profile: true`).
-    pub fn profile(&self) -> bool {
-        self.profile
+    if let Some(n) = v.as_f64() {
+        return serde_json::Number::from_f64(n)
+            .map(Value::Number)
+            .ok_or(format!("invalid {name}: {n} is not a number"));
     }
-
-    pub fn params(&self) -> Result<GenerateParams, JsValue> {
-        let params = GenerateParams {
-            max_tokens: whole("maxTokens", self.max_tokens, 1e9)? as usize,
-            sampling: SamplingParams {
-                temperature: self.temperature,
-                top_k: whole("topK", self.top_k, 1e9)? as usize,
-                top_p: self.top_p,
-                min_p: self.min_p,
-                repetition_penalty: self.repetition_penalty,
-                seed: whole("seed", self.seed, 9007199254740991.0)?,
-            },
-            stop: self.stop.clone(),
-            top_logprobs: whole("topLogprobs", self.top_logprobs, 100.0)? as usize,
-            ignore_eos: self.ignore_eos,
-            // "model": a loaded draft model that gpt2.js passes to the worker beside the options.
-            draft: match self.draft.as_str() {
-                "model" => crate::Draft::Model,
-                other => other.parse().map_err(js_err)?,
-            },
-            draft_tokens: whole("draftTokens", self.draft_tokens, 1e9)? as usize,
-            kv_cache: self.kv_cache,
-            num_beams: whole("numBeams", self.num_beams, 1e9)? as usize,
-            length_penalty: self.length_penalty,
-            early_stopping: match &self.early_stopping {
-                serde_json::Value::Bool(false) => crate::EarlyStopping::Heuristic,
-                serde_json::Value::Bool(true) => crate::EarlyStopping::Yes,
-                serde_json::Value::String(s) if s == "never" => crate::EarlyStopping::Never,
-                other => {
-                    return Err(param_error(&format!(
-                        "invalid earlyStopping: {other}; expected true, false or \"never\""
-                    )))
-                }
-            },
-        };
-        params.validate().map_err(js_err)?;
-        Ok(params)
+    if let Some(s) = v.as_string() {
+        return Ok(Value::String(s));
     }
+    if js_sys::Array::is_array(v) {
+        let items = js_sys::Array::from(v);
+        return items.iter().map(|x| to_json(name, &x)).collect();
+    }
+    if v.is_function() {
+        return Err(format!(
+            "invalid {name}: a function is not an option's value"
+        ));
+    }
+    let Some(obj) = v.dyn_ref::<js_sys::Object>() else {
+        return Err(format!("invalid {name}: {v:?} is not an option's value"));
+    };
+    let mut map = Map::new();
+    for entry in js_sys::Object::entries(obj).iter() {
+        let pair = js_sys::Array::from(&entry);
+        let key = pair.get(0).as_string().unwrap_or_default();
+        let value = to_json(&key, &pair.get(1))?;
+        map.insert(key, value);
+    }
+    Ok(Value::Object(map))
 }

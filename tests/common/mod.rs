@@ -2,8 +2,7 @@
 #![allow(dead_code)]
 
 use gpt2_web::{
-    generate, BackendChoice, CpuDtype, EarlyStopping, GenerateParams, GenerationResult, Model,
-    TokenEvent,
+    BackendChoice, CpuDtype, EarlyStopping, GenerateParams, GenerationResult, Model, TokenEvent,
 };
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -79,6 +78,17 @@ pub fn assert_close(got: &[f32], want: &[f32], atol: f32, rtol: f32, what: &str)
     );
 }
 
+/// A whole generation with `Generation`'s one driver (`run`, over `next`).
+pub fn generate(
+    model: &mut Model,
+    prompt: &str,
+    params: GenerateParams,
+    on_token: &mut dyn FnMut(&TokenEvent),
+    cancelled: &dyn Fn() -> bool,
+) -> gpt2_web::Result<GenerationResult> {
+    gpt2_web::Generation::new(model, prompt, params)?.run(model, None, on_token, cancelled)
+}
+
 /// Runs a generation, collecting the events.
 pub fn run(
     model: &mut Model,
@@ -107,7 +117,7 @@ pub fn run_ids(
     let mut g = gpt2_web::Generation::from_ids(model, ids.to_vec(), params).expect("start");
     let mut events = Vec::new();
     let r = g
-        .run(model, &mut |e| events.push(e.clone()), &|| false)
+        .run(model, None, &mut |e| events.push(e.clone()), &|| false)
         .expect("step");
     (r, events)
 }

@@ -117,13 +117,16 @@ export async function warmUp(engine) {
   const { nPositions, nParams } = engine.config;
   const small = nParams < 200e6;
   const copies = small ? Math.max(1, Math.min(5, Math.floor((nPositions - 8) / 16))) : 1;
+  const params = engineModule.parseOptions({ maxTokens: 4, temperature: 0, ignoreEos: true });
   try {
     for (let pass = 0; pass < (small ? 2 : 1); pass++) {
-      engine.start(WARM_UP.repeat(copies), { maxTokens: 4, temperature: 0, ignoreEos: true });
+      engine.start(WARM_UP.repeat(copies), params);
       while ((await engine.step()) !== undefined) { /* tokens thrown away */ }
     }
   } catch (e) {
     console.warn(`gpt2-web: the warm-up generation failed: ${describe(e)}`);
+  } finally {
+    params.free();
   }
 }
 

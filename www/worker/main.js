@@ -72,21 +72,29 @@ function enqueue(msg) {
   } catch (e) {
     return reply(msg.id, 'error', failure(e));
   }
+  let params;
   try {
-    // Refused now, not when a queued request's turn comes.
-    if (msg.op === 'generate') engineModule.checkOptions(msg.options);
+    // Read and checked once, now, not when a queued request's turn comes.
+    if (msg.op === 'generate') params = engineModule.parseOptions(msg.options);
   } catch (e) {
     return reply(msg.id, 'error', failure(e));
   }
   if (msg.draftModel !== undefined && !models.has(msg.draftModel)) {
+    params?.free();
     return reply(msg.id, 'error', { message: 'the draft model is not loaded (disposed?)' });
   }
   const job = msg.op === 'logits'
     ? { id: msg.id, model: msg.model, logits: { ids: Uint32Array.from(msg.ids), cache: msg.cache !== false }, aborted: false }
-    : { id: msg.id, model: msg.model, prompt: msg.prompt, options: msg.options, draftModel: msg.draftModel, aborted: false };
+    : { id: msg.id, model: msg.model, prompt: msg.prompt, params, draftModel: msg.draftModel, aborted: false };
   jobs.set(job.id, job);
   m.queue.push(job);
   if (!m.running) pump(m);
+}
+
+/** A job that has ended or left its queue: its checked options (engine memory) are freed. */
+function forget(job) {
+  jobs.delete(job.id);
+  job.params?.free();
 }
 
 async function pump(m) {
@@ -98,13 +106,13 @@ async function pump(m) {
     } catch (e) {
       reply(job.id, 'error', failure(e));
     } finally {
-      jobs.delete(job.id);
+      forget(job);
       m.running = null;
     }
   }
   if (m.disposed) finishDispose(m);
   for (const job of m.crashed ? m.queue.splice(0) : []) {
-    jobs.delete(job.id);
+    forget(job);
     reply(job.id, 'error', { message: `the model stopped working (${m.crashed}); load it again` });
   }
 }
@@ -136,7 +144,7 @@ async function engineCall(m, id, call) {
 
 async function run(m, job) {
   const { engine } = m;
-  engine.start(job.prompt, job.options);
+  engine.start(job.prompt, job.params);
   for (;;) {
     if (job.aborted || m.disposed) engine.cancel(); // ends before the next forward pass
     const draft = job.draftModel === undefined ? null : models.get(job.draftModel);
@@ -177,7 +185,7 @@ function abort(id) {
   const queued = m ? m.queue.indexOf(job) : -1;
   if (queued >= 0) {
     m.queue.splice(queued, 1);
-    jobs.delete(id);
+    forget(job);
     reply(id, 'done', { value: null }); // gpt2.js makes the aborted result
   }
 }
@@ -214,7 +222,7 @@ function dispose({ model: id }) {
   if (!m || m.disposed) return;
   m.disposed = true;
   for (const job of m.queue.splice(0)) {
-    jobs.delete(job.id);
+    forget(job);
     reply(job.id, 'error', { message: 'the model was disposed before this generation ran' });
   }
   if (!m.running) finishDispose(m); // else the loop notices and frees it after its step

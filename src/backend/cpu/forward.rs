@@ -39,15 +39,17 @@ fn linear(
 }
 
 impl CpuBackend {
-    /// Logits of the last of `ids` at positions `pos..` (`head: Some(n)`: every row goes
-    /// through ln_f, and the first n rows through the head; `head_rows` adds the others), on
-    /// this thread.
-    pub(super) fn forward_here(
-        &mut self,
-        ids: &[u32],
-        pos: usize,
-        head: Option<usize>,
-    ) -> Result<&[f32]> {
+    /// Logits of the last of `ids` at positions `pos..` (checked by the caller). With `head:
+    /// Some(n)`, the verification pass of speculative decoding: every row goes through ln_f,
+    /// and the first n rows through the head, row after row (`head_rows` adds the others); each
+    /// row is the same, bit for bit, as a forward of that one id after the ones before it.
+    pub fn forward(&mut self, ids: &[u32], pos: usize, head: Option<usize>) -> Result<&[f32]> {
+        // With a thread pool, the whole forward runs on one of its threads: one hop into the
+        // pool per call, and the matrix products and heads inside split with no further hops.
+        #[cfg(feature = "threads")]
+        if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
+            return rayon::scope(move |_| self.forward(ids, pos, head));
+        }
         let t = ids.len();
         let mut s = std::mem::take(&mut self.scratch);
         let mut prof = Profiler::new(self.profile.is_some());
@@ -62,9 +64,13 @@ impl CpuBackend {
         Ok(&self.logits[..rows * self.config.vocab_size])
     }
 
-    /// The head over rows `from..to` of the last verification pass (`forward_here` with a
-    /// `head`), into those rows of the logits.
-    pub(super) fn head_rows_here(&mut self, from: usize, to: usize) -> Result<&[f32]> {
+    /// The head over rows `from..to` of the last verification pass (`forward` with a `head`),
+    /// into those rows of the logits.
+    pub fn head_rows(&mut self, from: usize, to: usize) -> Result<&[f32]> {
+        #[cfg(feature = "threads")]
+        if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
+            return rayon::scope(move |_| self.head_rows(from, to));
+        }
         let (c, v) = (self.config.n_embd, self.config.vocab_size);
         if from > to || to > self.verify_rows {
             return Err(Error::Backend(format!(
@@ -113,7 +119,7 @@ impl CpuBackend {
             };
             self.block(layer, t, pos, q0, s, prof)?;
         }
-        // ln_f over the last row, or every row (kept in s.h for `head_rows_here`); the tied head
+        // ln_f over the last row, or every row (kept in s.h for `head_rows`); the tied head
         // over the last row, or the first `head` rows.
         let (first, v) = (if all { 0 } else { t - 1 }, self.config.vocab_size);
         let eps = self.config.layer_norm_epsilon;

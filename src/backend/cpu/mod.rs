@@ -240,19 +240,6 @@ impl CpuBackend {
         }
     }
 
-    /// Logits of the last of `ids` at positions `pos..` (checked by the caller).
-    pub fn forward(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
-        self.forward_rows(ids, pos, None)
-    }
-
-    /// The verification pass of speculative decoding: every one of `ids` at positions `pos..`
-    /// (checked by the caller) through the model, and the logits of the first `head` of them,
-    /// row after row; `head_rows` gives the others' when they are wanted. Each row is the same,
-    /// bit for bit, as a forward of that one id after the ones before it.
-    pub fn forward_all(&mut self, ids: &[u32], pos: usize, head: usize) -> Result<&[f32]> {
-        self.forward_rows(ids, pos, Some(head))
-    }
-
     /// How many rows of a verification pass's head to compute at once: the rows the q8 kernel
     /// computes for about the price of one, and at least two (a kept draft token is the common
     /// case), so that a rejected draft wastes little.
@@ -261,25 +248,6 @@ impl CpuBackend {
             CpuDtype::Q8 => q8::ROWS_SHARING_LOADS.max(2),
             CpuDtype::F32 => 2,
         }
-    }
-
-    /// Logits of rows `from..to` of the last verification pass.
-    pub fn head_rows(&mut self, from: usize, to: usize) -> Result<&[f32]> {
-        #[cfg(feature = "threads")]
-        if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
-            return rayon::scope(move |_| self.head_rows_here(from, to));
-        }
-        self.head_rows_here(from, to)
-    }
-
-    fn forward_rows(&mut self, ids: &[u32], pos: usize, all: Option<usize>) -> Result<&[f32]> {
-        // With a thread pool, the whole forward runs on one of its threads: one hop into the
-        // pool per call, and the matrix products and heads inside split with no further hops.
-        #[cfg(feature = "threads")]
-        if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
-            return rayon::scope(move |_| self.forward_here(ids, pos, all));
-        }
-        self.forward_here(ids, pos, all)
     }
 
     /// The logits of the last forward, at the start of the buffer (see `Backend::logits`).

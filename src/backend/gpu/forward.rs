@@ -7,19 +7,11 @@ use super::{GpuBackend, Linear};
 use crate::error::Result;
 
 impl GpuBackend {
-    /// Logits of the last of `ids` at positions `pos..` (checked by the caller).
-    pub async fn forward(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
-        self.run(ids, pos, false).await
-    }
-
-    /// Logits of every one of `ids` (at most `MAX_VERIFY`), row after row. Every product takes
-    /// the GEMV kernel, whose rows do not depend on each other, so each row is the same as a
-    /// decode step of that id.
-    pub async fn forward_all(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
-        self.run(ids, pos, true).await
-    }
-
-    async fn run(&mut self, ids: &[u32], pos: usize, all: bool) -> Result<&[f32]> {
+    /// Logits of the last of `ids` at positions `pos..` (checked by the caller), or with `all`
+    /// of every one of them (at most `MAX_VERIFY`), row after row: then every product takes the
+    /// GEMV kernel, whose rows do not depend on each other, so each row is the same as a decode
+    /// step of that id.
+    pub async fn forward(&mut self, ids: &[u32], pos: usize, all: bool) -> Result<&[f32]> {
         self.ctx.check()?;
         let (t, c, v) = (ids.len(), self.config.n_embd, self.config.vocab_size);
         let step = k::Step {

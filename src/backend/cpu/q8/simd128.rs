@@ -62,11 +62,7 @@ impl Dot {
 
     /// The name `Gpt2.load`'s `kernel` option takes and `model.kernel` reports.
     pub fn name(self) -> &'static str {
-        match self {
-            Dot::Add => "dot-add",
-            Dot::I16 => "dot-i16",
-            Dot::Widen => "widen",
-        }
+        super::WASM_KERNELS[self as usize]
     }
 }
 
