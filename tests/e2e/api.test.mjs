@@ -1,5 +1,6 @@
-// The JS API (www/gpt2.js) called directly in a blank page of the same origin: model files given
-// as bytes, progress, errors as sentences, AbortSignal, option checks, queueing and dispose.
+// The JS API (www/gpt2.js) called directly in a blank page of the same origin: progress, errors as
+// sentences, option checks, queueing, the Cache API and dispose (greedy text, the model as bytes
+// and AbortSignal: engines.test.mjs, in every engine).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -21,36 +22,6 @@ async function withBlank(fn) {
     await fn(page, session);
   });
 }
-
-test('model as {config, weights, tokenizer} ArrayBuffers: greedy text equals the CLI, one onToken per token', T, async () => {
-  const native = nativeGenerate(PROMPT, 20);
-  const ids = nativeTokenize(PROMPT);
-  await withBlank(async (page) => {
-    const got = await page.evaluate(async ({ prompt, folder }) => {
-      const { Gpt2 } = await import('/gpt2.js');
-      const get = async (f) => (await fetch(folder + f)).arrayBuffer();
-      const [config, weights, tokenizer] = await Promise.all(['config.json', 'model.safetensors', 'tokenizer.json'].map(get));
-      const progress = [];
-      const model = await Gpt2.load({ model: { config, weights, tokenizer }, backend: 'cpu', onProgress: (p) => progress.push(p) });
-      const events = [];
-      const result = await model.generate(prompt, { maxTokens: 20, temperature: 0, onToken: (e) => events.push(e) });
-      const out = { backend: model.backend, config: model.config, result, events, progress, ids: await model.tokenize(prompt) };
-      model.dispose();
-      return out;
-    }, { prompt: PROMPT, folder: `/${MODEL_URL}` });
-    const { result, events } = got;
-    assert.equal(got.backend, 'cpu');
-    assert.equal(got.config.nLayer, MODEL_CONFIG.n_layer);
-    assert.equal(got.config.nPositions, MODEL_CONFIG.n_positions);
-    assert.equal(got.config.vocabSize, MODEL_CONFIG.vocab_size);
-    assert.deepEqual(got.ids, ids);
-    assert.deepEqual([...new Set(got.progress.map((p) => p.file))].sort(), ['config.json', 'model.safetensors', 'tokenizer.json']);
-    assert.equal(result.text, native.text);
-    assert.deepEqual(result.tokens, native.tokens);
-    assertTokenEvents(events, result);
-    assert.ok(result.metrics.ttftMs < result.metrics.totalMs);
-  });
-});
 
 test('a folder URL without its slash loads with progress; load failures reject with a sentence', T, async () => {
   const weightsSize = fs.statSync(path.join(MODEL_DIR, 'model.safetensors')).size;
@@ -97,46 +68,6 @@ test('a folder URL without its slash loads with progress; load failures reject w
   });
 });
 
-test('abort through an AbortSignal resolves with stopReason abort within a few tokens', T, async () => {
-  const maxTokens = MODEL_CONFIG.n_positions - 16;
-  await withBlank(async (page) => {
-    const got = await page.evaluate(async ({ prompt, folder, maxTokens }) => {
-      const { Gpt2 } = await import('/gpt2.js');
-      const model = await Gpt2.load({ model: folder });
-      const ctrl = new AbortController();
-      const events = [];
-      let done = false;
-      let late = 0;
-      const result = await model.generate(prompt, {
-        maxTokens, ignoreEos: true, signal: ctrl.signal,
-        onToken: (e) => {
-          if (done) late++;
-          events.push(e.index);
-          if (e.index === 2) ctrl.abort();
-        },
-      });
-      done = true;
-      const pre = new AbortController();
-      pre.abort();
-      let preEvents = 0;
-      const preAborted = await model.generate(prompt, { signal: pre.signal, onToken: () => preEvents++ });
-      await new Promise((r) => setTimeout(r, 50));
-      model.dispose();
-      return { result, events: events.length, late, preAborted, preEvents };
-    }, { prompt: PROMPT, folder: `/${MODEL_URL}`, maxTokens });
-    assert.equal(got.result.stopReason, 'abort');
-    const n = got.result.tokens.length;
-    assert.ok(n >= 3 && n < maxTokens, `${n} tokens`);
-    // The worker does not wait for the page, so a token or two may be on the way when the abort lands.
-    assert.ok(n <= 3 + 8, `${n} tokens: the abort was not seen within a few tokens`);
-    assert.equal(got.events, n);
-    assert.equal(got.late, 0, 'onToken fired after generate resolved');
-    assert.equal(got.preAborted.stopReason, 'abort');
-    assert.equal(got.preAborted.tokens.length, 0);
-    assert.equal(got.preEvents, 0);
-  });
-});
-
 test('invalid options and prompts reject with a sentence naming the problem; the model keeps working', T, async () => {
   await withBlank(async (page) => {
     const got = await page.evaluate(async ({ prompt, folder, long }) => {
@@ -162,6 +93,8 @@ test('invalid options and prompts reject with a sentence naming the problem; the
         topP: await failure(prompt, { topP: 2 }),
         stop: await failure(prompt, { stop: 5 }),
         type: await failure(prompt, { temperature: '0.5' }),
+        nan: await failure(prompt, { temperature: NaN }),
+        func: await failure(prompt, { seed: () => 1 }),
         long: await failure(long, { maxTokens: 4 }),
         prompt: await failure(42, {}),
         callback: await failure(prompt, { maxTokens: 20, onToken: () => { throw new Error('boom in onToken'); } }),
@@ -176,7 +109,7 @@ test('invalid options and prompts reject with a sentence naming the problem; the
     delete got.codes;
     assert.deepEqual(codes, {
       temperature: 'param', unknown: 'param', fraction: 'param', zero: 'param', topP: 'param', stop: 'param',
-      type: 'param', long: 'prompt_too_long', prompt: 'param', callback: null,
+      type: 'param', nan: 'param', func: 'param', long: 'prompt_too_long', prompt: 'param', callback: null,
     });
     assert.match(got.temperature, /temperature/);
     assert.match(got.unknown, /"foo"/);
@@ -185,6 +118,8 @@ test('invalid options and prompts reject with a sentence naming the problem; the
     assert.match(got.topP, /top.?p/i);
     assert.match(got.stop, /stop/);
     assert.match(got.type, /temperature/);
+    assert.match(got.nan, /temperature: NaN is not a number/);
+    assert.match(got.func, /^invalid options: /);
     assert.match(got.long, /context/);
     assert.match(got.prompt, /prompt/);
     assert.equal(got.callback, 'boom in onToken');
