@@ -32,7 +32,7 @@ pub use backend::{Backend, BackendChoice};
 pub use config::Config;
 pub use error::{Error, Result};
 pub use generate::{
-    Beam, EarlyStopping, GenerateParams, Generation, GenerationResult, Metrics, NextLogits,
+    Beam, EarlyStopping, GenerateParams, Generation, GenerationResult, Kind, Metrics, NextLogits,
     OptionSpec, Progress, Scope, StopReason, TokenEvent, OPTIONS,
 };
 pub use model::Model;

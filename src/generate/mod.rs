@@ -32,7 +32,7 @@ use transcript::Transcript;
 
 pub use beam::{Beam, EarlyStopping, MAX_BEAMS};
 pub use next::NextLogits;
-pub use options::{GenerateParams, Limits, OptionSpec, OptionValue, Scope, OPTIONS};
+pub use options::{GenerateParams, Kind, Limits, OptionSpec, OptionValue, Scope, OPTIONS};
 
 /// The most stop texts one generation takes, and the longest (each is matched against the
 /// text's tail after every token).

@@ -52,6 +52,17 @@ pub enum Scope {
     Js,
 }
 
+/// How an option's value is written: what the CLI makes of its flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A number, or a name or `true`/`false` (`--early-stopping never`).
+    Value,
+    /// On or off: a flag without a value (`--ignore-eos`, `--no-kv-cache`).
+    Flag,
+    /// Texts, any number of them (`--stop A --stop B`).
+    Texts,
+}
+
 /// One generate option as the table defines it.
 #[derive(Clone, Debug)]
 pub struct OptionSpec {
@@ -61,6 +72,7 @@ pub struct OptionSpec {
     pub js: &'static str,
     /// Its TypeScript type.
     pub ts: &'static str,
+    pub kind: Kind,
     pub doc: &'static str,
     pub limits: Option<Limits>,
     pub scope: Scope,
@@ -70,6 +82,7 @@ pub struct OptionSpec {
 /// back (its default, in the generated files).
 pub trait OptionValue: Sized {
     const TS: &'static str;
+    const KIND: Kind = Kind::Value;
     fn from_json(v: &Value) -> std::result::Result<Self, String>;
     fn to_json(&self) -> Value;
     /// The value as a number, for the limits.
@@ -129,6 +142,7 @@ impl OptionValue for f32 {
 
 impl OptionValue for bool {
     const TS: &'static str = "boolean";
+    const KIND: Kind = Kind::Flag;
     fn from_json(v: &Value) -> std::result::Result<Self, String> {
         v.as_bool().ok_or(format!("{v} is not a boolean"))
     }
@@ -140,6 +154,7 @@ impl OptionValue for bool {
 /// A list of texts; a single text is a list of one.
 impl OptionValue for Vec<String> {
     const TS: &'static str = "string[] | string";
+    const KIND: Kind = Kind::Texts;
     fn from_json(v: &Value) -> std::result::Result<Self, String> {
         let texts = |items: &Vec<Value>| {
             let t: Option<Vec<String>> =
@@ -223,6 +238,7 @@ macro_rules! generate_options {
                 name: stringify!($name),
                 js: $js,
                 ts: <$ty as OptionValue>::TS,
+                kind: <$ty as OptionValue>::KIND,
                 doc: concat!($($doc),+),
                 limits: $limits,
                 scope: generate_options!(@scope $($scope)?),
