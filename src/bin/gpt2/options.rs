@@ -86,11 +86,11 @@ impl FromArgMatches for OptionFlags {
                 },
             };
             params.set(o.name, &value).map_err(|e| {
-                let msg = format!(
-                    "--{}: {}",
-                    flag(o.name),
-                    e.to_string().replace("invalid ", "")
-                );
+                let msg = match e {
+                    gpt2_web::Error::Param { msg, .. } => msg,
+                    other => other.to_string(),
+                };
+                let msg = format!("--{}: {msg}", flag(o.name));
                 clap::Error::raw(clap::error::ErrorKind::InvalidValue, msg)
             })?;
         }
