@@ -29,7 +29,20 @@ pub enum Error {
     /// The prompt does not fit the model's context window.
     #[error("the prompt is {tokens} tokens long but the model's context holds {n_ctx} tokens; shorten the prompt")]
     PromptTooLong { tokens: usize, n_ctx: usize },
-    /// A backend could not be created or failed while running.
+    /// Memory that could not be had: an allocation the platform refused (a tensor arriving, a
+    /// matrix converted, a working buffer).
+    #[error("out of memory: {0}")]
+    Memory(String),
+    /// The memory budget refuses a model before anything large is allocated: it would not fit
+    /// what this build (or the platform) can address.
+    #[error("{0}")]
+    Budget(String),
+    /// The engine used out of turn: a step while another runs, a step with no generation, a
+    /// KV cache slot that was never made, the rows of a verification pass that did not run, a
+    /// fall-back with nothing to rebuild from.
+    #[error("{0}")]
+    State(String),
+    /// A backend failed for a reason of its own (not memory, the budget or the caller's turn).
     #[error("{0}")]
     Backend(String),
     /// The GPU device was lost or a GPU operation failed.
@@ -55,6 +68,9 @@ impl Error {
             Error::Tokenizer(_) => "tokenizer",
             Error::Param { .. } => "param",
             Error::PromptTooLong { .. } => "prompt_too_long",
+            Error::Memory(_) => "memory",
+            Error::Budget(_) => "budget",
+            Error::State(_) => "state",
             Error::Backend(_) => "backend",
             Error::Gpu(_) => "gpu",
             Error::Candle(_) => "cpu",

@@ -68,10 +68,13 @@ impl Backend {
     pub async fn forward_all(&mut self, ids: &[u32], pos: usize, head: usize) -> Result<&[f32]> {
         self.config().check_ids(ids, pos)?;
         if ids.len() > MAX_VERIFY {
-            return Err(Error::Backend(format!(
-                "a verification pass takes at most {MAX_VERIFY} ids, not {}",
-                ids.len()
-            )));
+            return Err(Error::param(
+                "ids",
+                format!(
+                    "a verification pass takes at most {MAX_VERIFY} ids, not {}",
+                    ids.len()
+                ),
+            ));
         }
         match self {
             Backend::Cpu(b) => b.forward_all(ids, pos, head),

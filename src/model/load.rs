@@ -114,7 +114,7 @@ impl Loader {
     /// Called before any bytes are pushed.
     pub fn sharded(&mut self, index_json: &[u8]) -> Result<Vec<String>> {
         if self.files.bytes() > 0 {
-            return Err(Error::Weights(
+            return Err(Error::State(
                 "the shards of a checkpoint were named after its weights began".into(),
             ));
         }
@@ -175,7 +175,7 @@ impl Model {
     /// The new KV cache is empty.
     pub async fn fall_back_to_cpu(&mut self, why: String) -> Result<()> {
         let Some((reload, index)) = self.reload.take() else {
-            return Err(Error::Backend(format!(
+            return Err(Error::State(format!(
                 "{why}, but there are no weights to rebuild the model on the CPU from"
             )));
         };

@@ -114,7 +114,7 @@ impl JsSource {
         let read = js_sys::Reflect::get(&reader, &"read".into())
             .ok()
             .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
-            .ok_or_else(|| crate::Error::Backend("reopen() did not give a reader".into()))?;
+            .ok_or_else(|| crate::Error::param("reopen", "it did not give a reader"))?;
         let p = read.call0(&reader).map_err(|e| fail("broke off", e))?;
         let step = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&p))
             .await

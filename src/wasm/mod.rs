@@ -117,7 +117,7 @@ impl State {
     /// `Model::forward`).
     async fn step(&mut self, draft: Option<&mut Model>) -> crate::Result<crate::Progress> {
         let Some(g) = self.generation.as_mut() else {
-            return Err(crate::Error::Backend(
+            return Err(crate::Error::State(
                 "no generation in progress: call start first".into(),
             ));
         };
@@ -125,9 +125,9 @@ impl State {
     }
 }
 
-/// The engine's state, taken out while a step runs (`BUSY` if it already is).
+/// The engine's state, taken out while a step runs (`busy` if it already is).
 fn take(cell: &Rc<RefCell<Option<State>>>) -> Result<State, JsValue> {
-    cell.borrow_mut().take().ok_or_else(|| error(BUSY))
+    cell.borrow_mut().take().ok_or_else(busy)
 }
 
 /// A step's outcome for JS: the token event with its candidates' text, `null` after a model step
@@ -276,7 +276,12 @@ fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsValue> {
         .map_err(|e| error(&e.to_string()))
 }
 
-const BUSY: &str = "the model is busy with another step; wait for it to finish";
+/// The engine's state is out while a step runs: code `state`.
+fn busy() -> JsValue {
+    js_err(crate::Error::State(
+        "the model is busy with another step; wait for it to finish".into(),
+    ))
+}
 
 #[wasm_bindgen]
 impl Engine {
@@ -324,7 +329,7 @@ impl Engine {
     #[wasm_bindgen(getter, js_name = memoryUse)]
     pub fn memory_use(&self) -> Result<JsValue, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
+        let st = s.as_ref().ok_or_else(busy)?;
         let crate::Backend::Cpu(b) = &st.model.backend else {
             return Ok(JsValue::UNDEFINED);
         };
@@ -342,7 +347,7 @@ impl Engine {
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> Result<String, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
+        let st = s.as_ref().ok_or_else(busy)?;
         Ok(st.model.backend.name().to_string())
     }
 
@@ -350,7 +355,7 @@ impl Engine {
     #[wasm_bindgen(getter)]
     pub fn dtype(&self) -> Result<String, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
+        let st = s.as_ref().ok_or_else(busy)?;
         Ok(st.model.backend.dtype_name().to_string())
     }
 
@@ -390,14 +395,14 @@ impl Engine {
     /// Token ids of `text`.
     pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
+        let st = s.as_ref().ok_or_else(busy)?;
         st.model.tokenizer.encode(text).map_err(js_err)
     }
 
     /// Text of `ids`.
     pub fn decode(&self, ids: Vec<u32>) -> Result<String, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
+        let st = s.as_ref().ok_or_else(busy)?;
         Ok(st.model.tokenizer.decode(&ids))
     }
 
@@ -406,7 +411,7 @@ impl Engine {
         let opts = Options::from_js(options)?;
         let params = opts.params()?;
         let mut s = self.state.borrow_mut();
-        let st = s.as_mut().ok_or_else(|| error(BUSY))?;
+        let st = s.as_mut().ok_or_else(busy)?;
         st.model.backend.set_profiling(opts.profile());
         st.generation = Some(Generation::new(&st.model, prompt, params).map_err(js_err)?);
         st.next.forget(); // the generation writes the KV cache from position 0
@@ -475,7 +480,7 @@ impl Engine {
     /// Ends the generation before its next forward pass.
     pub fn cancel(&self) -> Result<(), JsValue> {
         let mut s = self.state.borrow_mut();
-        let st = s.as_mut().ok_or_else(|| error(BUSY))?;
+        let st = s.as_mut().ok_or_else(busy)?;
         if let Some(g) = st.generation.as_mut() {
             g.cancel();
         }
@@ -485,11 +490,11 @@ impl Engine {
     /// The result of the current generation: text, tokens, stopReason, metrics.
     pub fn result(&self) -> Result<JsValue, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
+        let st = s.as_ref().ok_or_else(busy)?;
         let g = st
             .generation
             .as_ref()
-            .ok_or_else(|| error("no generation has run"))?;
+            .ok_or_else(|| js_err(crate::Error::State("no generation has run".into())))?;
         to_js(&ResultJs {
             result: g.result(),
             profile: st.model.backend.profile(),

@@ -396,8 +396,8 @@ impl Stream {
             if self.pending.is_empty() {
                 let size = (t.end - t.start) as usize;
                 self.pending.try_reserve_exact(size).map_err(|_| {
-                    Error::Backend(format!(
-                        "out of memory: tensor \"{name}\" needs {} MB while it arrives",
+                    Error::Memory(format!(
+                        "tensor \"{name}\" needs {} MB while it arrives",
                         size.div_ceil(1 << 20)
                     ))
                 })?;

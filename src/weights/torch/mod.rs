@@ -359,8 +359,8 @@ impl Zip {
         if self.pending.is_empty() {
             let size = usize::try_from(size).map_err(|_| bad("a storage larger than memory"))?;
             self.pending.try_reserve_exact(size).map_err(|_| {
-                Error::Backend(format!(
-                    "out of memory: a storage of {} MB while it arrives",
+                Error::Memory(format!(
+                    "a storage of {} MB while it arrives",
                     size.div_ceil(1 << 20)
                 ))
             })?;
