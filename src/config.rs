@@ -187,7 +187,7 @@ impl Config {
             ));
         }
         if let Some(&bad) = ids.iter().find(|&&id| id as usize >= self.vocab_size) {
-            return Err(Error::Tokenizer(format!(
+            return Err(Error::tokenizer(format!(
                 "token id {bad} is outside the model's vocabulary of {} ids",
                 self.vocab_size
             )));

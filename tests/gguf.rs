@@ -62,7 +62,7 @@ fn dequantizers_match_the_gguf_package_bit_for_bit() {
 
 #[test]
 fn a_gguf_file_is_a_whole_model_config_and_tokenizer_included() {
-    let g = Gguf::parse_complete(&bytes(F32_FILE)).unwrap();
+    let g = Gguf::parse_complete("tiny-random-F32.gguf", &bytes(F32_FILE)).unwrap();
     let config = Config::from_json(&g.config_json().unwrap()).unwrap();
     let want = Config::from_json(&bytes(&format!("{TINY}/config.json"))).unwrap();
     assert_eq!(config, want);
@@ -134,7 +134,7 @@ fn f32_gguf_matches_transformers_and_the_safetensors() {
 #[test]
 fn q8_0_gguf_reads_the_finer_head_and_stays_close() {
     let file = bytes(Q8_FILE);
-    let g = Gguf::parse_complete(&file).unwrap();
+    let g = Gguf::parse_complete("tiny-random-Q8_0.gguf", &file).unwrap();
     let config = Config::from_json(&g.config_json().unwrap()).unwrap();
     let header = g.header(&config).unwrap();
     let wte = header
@@ -183,7 +183,7 @@ type Streamed = (String, String, [usize; 2], bool, Vec<u8>);
 /// Every tensor a stream hands out, in order.
 fn streamed(file: &[u8], config: &Config, chunk: usize) -> Vec<Streamed> {
     let mut out = Vec::new();
-    let mut stream = Stream::new(config);
+    let mut stream = Stream::new("tiny-random-Q8_0.gguf", config);
     for piece in file.chunks(chunk) {
         stream
             .push(piece, &mut |name, t| {
@@ -206,7 +206,7 @@ fn streamed(file: &[u8], config: &Config, chunk: usize) -> Vec<Streamed> {
 #[test]
 fn streams_in_any_chunks() {
     let file = bytes(Q8_FILE);
-    let g = Gguf::parse_complete(&file).unwrap();
+    let g = Gguf::parse_complete("tiny-random-Q8_0.gguf", &file).unwrap();
     let config = Config::from_json(&g.config_json().unwrap()).unwrap();
     let whole = streamed(&file, &config, file.len());
     assert_eq!(whole.len(), 4 + 12 * config.n_layer);
@@ -245,7 +245,7 @@ fn tempdir() -> std::path::PathBuf {
 #[test]
 fn broken_files_are_sentences() {
     let file = bytes(Q8_FILE);
-    let g = Gguf::parse_complete(&file).unwrap();
+    let g = Gguf::parse_complete("tiny-random-Q8_0.gguf", &file).unwrap();
     // Truncated anywhere: in the header, in a tensor, before the last byte.
     for cut in [
         4,

@@ -100,6 +100,7 @@ fn shards_stream_in_small_chunks() {
         let mut loader = gpt2_web::model::Loader::new(
             &read("config.json"),
             &read("tokenizer.json"),
+            "model.safetensors.index.json",
             BackendChoice::Cpu,
             CpuDtype::F32,
         )

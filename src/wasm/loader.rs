@@ -17,12 +17,15 @@ pub struct EngineLoader {
 #[wasm_bindgen]
 impl EngineLoader {
     /// Checks `config.json`, `tokenizer.json` and the memory the model needs, and opens the GPU
-    /// for "webgpu" (or "auto" when a hardware adapter fits), before any weight is read.
+    /// for "webgpu" (or "auto" when a hardware adapter fits), before any weight is read. `file`
+    /// is the weights file's name, which its errors give (`model.safetensors` when not given;
+    /// shards are named by their index, `sharded`).
     pub async fn start(
         config: Vec<u8>,
         tokenizer: Vec<u8>,
         backend: String,
         dtype: String,
+        file: Option<String>,
     ) -> Result<EngineLoader, JsValue> {
         let choice: BackendChoice = backend.parse().map_err(js_err)?;
         // "f16": f16 weight matrices on WebGPU, q8 on the CPU (it has no f16 arithmetic).
@@ -30,9 +33,11 @@ impl EngineLoader {
             "f16" => (CpuDtype::Q8, true),
             other => (other.parse().map_err(js_err)?, false),
         };
-        let loader = crate::model::Loader::with_gpu_f16(&config, &tokenizer, choice, dtype, f16)
-            .await
-            .map_err(js_err)?;
+        let file = file.as_deref().unwrap_or("model.safetensors");
+        let loader =
+            crate::model::Loader::with_gpu_f16(&config, &tokenizer, file, choice, dtype, f16)
+                .await
+                .map_err(js_err)?;
         Ok(EngineLoader { loader })
     }
 

@@ -166,11 +166,12 @@ pub fn tokenizer_from_vocab(vocab: &[u8], merges: &[u8]) -> Result<Vec<u8>, JsVa
 /// header's bytes, which EngineLoader.start takes for the tokenizer (built from the lists there):
 /// `[config, header]` once `bytes`, the file's start, hold the header, else
 /// the number of bytes it needs at least. Throws the sentence for a file that is not GGUF, not
-/// GPT-2, or broken.
+/// GPT-2, or broken, naming `file` (`model.gguf` when not given).
 #[wasm_bindgen(js_name = ggufHead)]
-pub fn gguf_head(bytes: &[u8]) -> Result<JsValue, JsValue> {
+pub fn gguf_head(bytes: &[u8], file: Option<String>) -> Result<JsValue, JsValue> {
     use crate::weights::gguf::{Gguf, Parsed};
-    match Gguf::parse(bytes).map_err(js_err)? {
+    let file = file.as_deref().unwrap_or("model.gguf");
+    match Gguf::parse(file, bytes).map_err(js_err)? {
         Parsed::Need(n) => Ok(JsValue::from_f64(n as f64)),
         Parsed::Header(g) => {
             let out = js_sys::Array::new();
@@ -287,17 +288,20 @@ fn busy() -> JsValue {
 impl Engine {
     /// Builds the model from the bytes of `config.json`, `model.safetensors` and
     /// `tokenizer.json` at once. `backend` is "auto", "cpu" or "webgpu"; `dtype` ("q8" or "f32")
-    /// is the weight format on the CPU. (The worker streams the weights with `EngineLoader`.)
+    /// is the weight format on the CPU; `file` the weights file's name, which its errors give
+    /// (`model.safetensors` when not given). (The worker streams the weights with `EngineLoader`.)
     pub async fn load(
         config: Vec<u8>,
         weights: Vec<u8>,
         tokenizer: Vec<u8>,
         backend: String,
         dtype: String,
+        file: Option<String>,
     ) -> Result<Engine, JsValue> {
         let choice: BackendChoice = backend.parse().map_err(js_err)?;
         let dtype: CpuDtype = dtype.parse().map_err(js_err)?;
-        let model = Model::from_bytes(&config, weights, &tokenizer, choice, dtype)
+        let file = file.as_deref().unwrap_or("model.safetensors");
+        let model = Model::from_bytes(&config, file, weights, &tokenizer, choice, dtype)
             .await
             .map_err(js_err)?;
         Ok(Engine::new(model))
