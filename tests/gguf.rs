@@ -297,6 +297,61 @@ fn broken_files_are_sentences() {
     );
 }
 
+/// A broken GGUF file's error names the file as it was loaded (here `gpt2.Q8_0.gguf`), never
+/// `model.safetensors`: cut in its header, cut in its tensors, with a tokenizer that is not
+/// GPT-2's, and streamed in chunks as the browser feeds it.
+#[test]
+fn a_broken_gguf_file_names_itself() {
+    let file = bytes(Q8_FILE);
+    let g = Gguf::parse_complete("gpt2.Q8_0.gguf", &file).unwrap();
+    let dir = tempdir();
+    let path = dir.join("gpt2.Q8_0.gguf");
+    let load = |bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap();
+        let e = Model::load_dir(&path, BackendChoice::Cpu, CpuDtype::Q8).err();
+        e.expect("a broken file must not load")
+    };
+    let named = |e: &gpt2_web::Error, code: &str| {
+        let text = e.to_string();
+        assert!(text.starts_with("gpt2.Q8_0.gguf: "), "{text}");
+        assert_eq!(e.code(), code, "{text}");
+    };
+    for cut in [1000, g.data_start as usize + 100, file.len() - 1] {
+        named(&load(&file[..cut]), "weights");
+    }
+    // The tokenizer's model, a string after its key, its type (u32) and its length (u64).
+    let key = b"tokenizer.ggml.model";
+    let at = find(&file, key).unwrap() + key.len() + 4 + 8;
+    assert_eq!(&file[at..at + 4], b"gpt2");
+    let mut tok = file.clone();
+    tok[at..at + 4].copy_from_slice(b"bpe2");
+    let e = load(&tok);
+    named(&e, "tokenizer");
+    assert!(e.to_string().contains("tokenizer is \"bpe2\""), "{e}");
+    // As the worker streams it: the header's bytes for the tokenizer, then the file in chunks.
+    let config = g.config_json().unwrap();
+    let header = &file[..g.data_start as usize];
+    let cut = &file[..file.len() - 1];
+    let e = pollster::block_on(async {
+        let mut loader = gpt2_web::model::Loader::new(
+            &config,
+            header,
+            "gpt2.Q8_0.gguf",
+            BackendChoice::Cpu,
+            CpuDtype::Q8,
+        )
+        .await?;
+        for chunk in cut.chunks(4093) {
+            loader.push(chunk)?;
+        }
+        loader.finish(None).await
+    })
+    .err()
+    .expect("a truncated stream must not load");
+    named(&e, "weights");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }

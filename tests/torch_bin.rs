@@ -199,6 +199,38 @@ fn broken_files_are_sentences() {
     );
 }
 
+/// A broken `torch.save` archive's error names the file as it was loaded: `pytorch_model.bin` in
+/// a folder, or any name given as the file itself.
+#[test]
+fn a_broken_bin_names_itself() {
+    let file = bin("tiny-random-f32.bin");
+    for cut in [100, file.len() / 2, file.len() - 1] {
+        let dir = folder("named", &file[..cut]);
+        let e = Model::load_dir(&dir, BackendChoice::Cpu, CpuDtype::F32)
+            .err()
+            .expect("a broken file must not load");
+        assert!(
+            e.to_string().starts_with("pytorch_model.bin: "),
+            "cut at {cut}: {e}"
+        );
+        assert_eq!(e.code(), "weights");
+        // The same file by another name, given itself.
+        std::fs::rename(dir.join("pytorch_model.bin"), dir.join("gpt2-tiny.bin")).unwrap();
+        let e = Model::load_dir(
+            &dir.join("gpt2-tiny.bin"),
+            BackendChoice::Cpu,
+            CpuDtype::F32,
+        )
+        .err()
+        .expect("a broken file must not load");
+        assert!(
+            e.to_string().starts_with("gpt2-tiny.bin: "),
+            "cut at {cut}: {e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 #[test]
 fn the_pickle_reader_runs_nothing_and_waits_for_stop() {
     use gpt2_web::weights::torch::pickle::state_dict;
