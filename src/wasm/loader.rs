@@ -3,6 +3,7 @@
 
 use super::{js_err, Engine};
 use crate::backend::{cpu::CpuDtype, BackendChoice};
+use crate::weights::gguf::is_gguf;
 use crate::weights::stream::Piece;
 use wasm_bindgen::prelude::*;
 
@@ -18,8 +19,9 @@ pub struct EngineLoader {
 impl EngineLoader {
     /// Checks `config.json`, `tokenizer.json` and the memory the model needs, and opens the GPU
     /// for "webgpu" (or "auto" when a hardware adapter fits), before any weight is read. `file`
-    /// is the weights file's name, which its errors give (`model.safetensors` when not given;
-    /// shards are named by their index, `sharded`).
+    /// is the weights file's name, which its errors give (when not given: `model.gguf` if
+    /// `tokenizer` is a GGUF file's header, else `model.safetensors`; shards are named by their
+    /// index, `sharded`).
     pub async fn start(
         config: Vec<u8>,
         tokenizer: Vec<u8>,
@@ -33,7 +35,12 @@ impl EngineLoader {
             "f16" => (CpuDtype::Q8, true),
             other => (other.parse().map_err(js_err)?, false),
         };
-        let file = file.as_deref().unwrap_or("model.safetensors");
+        let unnamed = if is_gguf(&tokenizer) {
+            "model.gguf"
+        } else {
+            "model.safetensors"
+        };
+        let file = file.as_deref().unwrap_or(unnamed);
         let loader =
             crate::model::Loader::with_gpu_f16(&config, &tokenizer, file, choice, dtype, f16)
                 .await
