@@ -130,10 +130,13 @@ pub fn run(
 ) -> Result<BenchReport> {
     let n_ctx = model.config.n_positions;
     if n_ctx < 2 {
-        return Err(Error::Backend(format!(
-            "a benchmark needs a context of at least 2 positions (a prompt and one step); this \
-             model's n_positions is {n_ctx}"
-        )));
+        return Err(Error::param(
+            "model",
+            format!(
+                "a benchmark needs a context of at least 2 positions (a prompt and one step); \
+                 this model's n_positions is {n_ctx}"
+            ),
+        ));
     }
     let prompt_tokens = prompt_tokens.clamp(1, n_ctx - 1);
     let prompt = prompt_ids(model, prompt_tokens)?;

@@ -173,7 +173,7 @@ impl Footprint {
         }
         instead.extend(["a smaller model", "a shorter context"]);
         let last = instead.pop().unwrap_or_default();
-        Err(Error::Backend(format!(
+        Err(Error::Budget(format!(
             "the model needs about {} of memory ({} weights, {} KV cache, {} working buffers, \
              while loading also the {} file), more than {what} ({}); try {} or {last}",
             gib(self.peak()),

@@ -168,7 +168,7 @@ impl Config {
     /// the context and are in the vocabulary. A prompt is the case `pos = 0`.
     pub fn check_ids(&self, ids: &[u32], pos: usize) -> Result<()> {
         if ids.is_empty() {
-            return Err(Error::Backend("nothing to run: no token ids".into()));
+            return Err(Error::param("ids", "nothing to run: no token ids"));
         }
         let end = pos.saturating_add(ids.len());
         if end > self.n_positions && pos == 0 {
@@ -178,13 +178,16 @@ impl Config {
             });
         }
         if end > self.n_positions {
-            return Err(Error::Backend(format!(
-                "positions {pos}..{end} exceed the context of {} tokens",
-                self.n_positions
-            )));
+            return Err(Error::param(
+                "ids",
+                format!(
+                    "positions {pos}..{end} exceed the context of {} tokens",
+                    self.n_positions
+                ),
+            ));
         }
         if let Some(&bad) = ids.iter().find(|&&id| id as usize >= self.vocab_size) {
-            return Err(Error::Tokenizer(format!(
+            return Err(Error::tokenizer(format!(
                 "token id {bad} is outside the model's vocabulary of {} ids",
                 self.vocab_size
             )));

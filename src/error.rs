@@ -14,22 +14,36 @@ pub enum Error {
     /// `config.json` is not valid JSON, misses a field, or holds an impossible value.
     #[error("config.json: {0}")]
     Config(String),
-    /// `model.safetensors` is truncated, corrupt, or a tensor is missing or has the wrong shape.
-    #[error("model.safetensors: {0}")]
-    Weights(String),
-    /// The same of a file with another name: a shard, or the shards' index.
+    /// A weights file is truncated, corrupt, or a tensor is missing or has the wrong shape.
+    /// `file` is the name it was loaded as (`model.safetensors`, `gpt2.Q8_0.gguf`,
+    /// `pytorch_model.bin`, a shard such as `model-00002-of-00003.safetensors`, the shards'
+    /// `model.safetensors.index.json`), or the folder that holds none.
     #[error("{file}: {msg}")]
-    WeightsIn { file: String, msg: String },
-    /// `tokenizer.json` could not be parsed, or encoding/decoding failed.
-    #[error("tokenizer.json: {0}")]
-    Tokenizer(String),
+    Weights { file: String, msg: String },
+    /// The tokenizer could not be built, or encoding/decoding failed. `file` is
+    /// `tokenizer.json`, or the GGUF file whose lists it was built from.
+    #[error("{file}: {msg}")]
+    Tokenizer { file: String, msg: String },
     /// A generation parameter is out of range.
     #[error("invalid {name}: {msg}")]
     Param { name: &'static str, msg: String },
     /// The prompt does not fit the model's context window.
     #[error("the prompt is {tokens} tokens long but the model's context holds {n_ctx} tokens; shorten the prompt")]
     PromptTooLong { tokens: usize, n_ctx: usize },
-    /// A backend could not be created or failed while running.
+    /// Memory that could not be had: an allocation the platform refused (a tensor arriving, a
+    /// matrix converted, a working buffer).
+    #[error("out of memory: {0}")]
+    Memory(String),
+    /// The memory budget refuses a model before anything large is allocated: it would not fit
+    /// what this build (or the platform) can address.
+    #[error("{0}")]
+    Budget(String),
+    /// The engine used out of turn: a step while another runs, a step with no generation, a
+    /// KV cache slot that was never made, the rows of a verification pass that did not run, a
+    /// fall-back with nothing to rebuild from, a backend built from tensors that are not GPT-2's.
+    #[error("{0}")]
+    State(String),
+    /// A backend failed for a reason of its own (not memory, the budget or the caller's turn).
     #[error("{0}")]
     Backend(String),
     /// The GPU device was lost or a GPU operation failed.
@@ -43,21 +57,57 @@ pub enum Error {
 /// The crate's result type.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Every `Error::code`, for the JS API's list of them (gpt2.d.ts `Gpt2ErrorCode`, generated).
+pub const CODES: [&str; 12] = [
+    "io",
+    "config",
+    "weights",
+    "tokenizer",
+    "param",
+    "prompt_too_long",
+    "memory",
+    "budget",
+    "state",
+    "backend",
+    "gpu",
+    "cpu",
+];
+
 impl Error {
     /// The kind of error as a short stable name (`gpu`, `param`, …): what the worker decides by
     /// (a GPU failure falls back to the CPU) and what the JS API's errors carry as `code`, so no
     /// caller has to match the sentence.
     pub fn code(&self) -> &'static str {
+        // Each name here is in CODES too.
         match self {
             Error::Io { .. } => "io",
             Error::Config(_) => "config",
-            Error::Weights(_) | Error::WeightsIn { .. } => "weights",
-            Error::Tokenizer(_) => "tokenizer",
+            Error::Weights { .. } => "weights",
+            Error::Tokenizer { .. } => "tokenizer",
             Error::Param { .. } => "param",
             Error::PromptTooLong { .. } => "prompt_too_long",
+            Error::Memory(_) => "memory",
+            Error::Budget(_) => "budget",
+            Error::State(_) => "state",
             Error::Backend(_) => "backend",
             Error::Gpu(_) => "gpu",
             Error::Candle(_) => "cpu",
+        }
+    }
+
+    /// A weights file's error: `file` is the name it was loaded as.
+    pub(crate) fn weights(file: &str, msg: impl std::fmt::Display) -> Self {
+        Error::Weights {
+            file: file.to_string(),
+            msg: msg.to_string(),
+        }
+    }
+
+    /// A `tokenizer.json` error.
+    pub(crate) fn tokenizer(msg: impl std::fmt::Display) -> Self {
+        Error::Tokenizer {
+            file: "tokenizer.json".into(),
+            msg: msg.to_string(),
         }
     }
 

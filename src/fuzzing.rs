@@ -32,7 +32,7 @@ pub fn load_model(data: &[u8]) {
         Ok(f) if f.peak() <= MAX_PEAK => {}
         _ => return,
     }
-    let mut stream = crate::weights::stream::Stream::new(&parsed);
+    let mut stream = crate::weights::stream::Stream::new("model.safetensors", &parsed);
     let mut widen = |_: &str, t: crate::weights::TensorRef| t.try_to_f32().map(drop);
     if weights
         .chunks(7)
@@ -47,6 +47,7 @@ pub fn load_model(data: &[u8]) {
         }
         let built = Model::from_bytes(
             config,
+            "model.safetensors",
             weights.to_vec(),
             TOKENIZER_JSON,
             BackendChoice::Cpu,
@@ -65,7 +66,7 @@ pub fn load_model(data: &[u8]) {
 /// with every tensor widened to f32.
 pub fn load_gguf(data: &[u8]) {
     use crate::weights::gguf::Gguf;
-    let Ok(g) = Gguf::parse_complete(data) else {
+    let Ok(g) = Gguf::parse_complete("model.gguf", data) else {
         return;
     };
     let (Ok(config), Ok(_)) = (g.config_json(), g.tokenizer_lists()) else {
@@ -80,13 +81,20 @@ pub fn load_gguf(data: &[u8]) {
         Ok(f) if f.peak() <= MAX_PEAK => {}
         _ => return,
     }
-    let mut stream = crate::weights::stream::Stream::new(&parsed);
+    let mut stream = crate::weights::stream::Stream::new("model.gguf", &parsed);
     let mut widen = |_: &str, t: crate::weights::TensorRef| t.try_to_f32().map(drop);
     if data.chunks(7).all(|c| stream.push(c, &mut widen).is_ok()) {
         let _ = stream.finish();
     }
     for dtype in [CpuDtype::F32, CpuDtype::Q8] {
-        let built = Model::from_bytes(&config, data.to_vec(), tokenizer, BackendChoice::Cpu, dtype);
+        let built = Model::from_bytes(
+            &config,
+            "model.gguf",
+            data.to_vec(),
+            tokenizer,
+            BackendChoice::Cpu,
+            dtype,
+        );
         if let Ok(mut model) = pollster::block_on(built) {
             let _ = pollster::block_on(model.backend.forward(&[0, 1], 0));
             let _ = pollster::block_on(model.backend.forward(&[2], 2));

@@ -86,8 +86,8 @@ pub fn try_zeroed_huge<T: Copy + Default>(n: usize, what: &str) -> crate::Result
 }
 
 fn out_of_memory(what: &str, n: usize, size: usize) -> crate::Error {
-    crate::Error::Backend(format!(
-        "out of memory: {what} needs {} MB more",
+    crate::Error::Memory(format!(
+        "{what} needs {} MB more",
         (n as u64).saturating_mul(size as u64) / 1_000_000
     ))
 }

@@ -20,12 +20,12 @@ impl Tokenizer {
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         screen(bytes)?;
         let inner = tokenizers::Tokenizer::from_bytes(bytes)
-            .map_err(|e| Error::Tokenizer(format!("cannot parse: {e}")))?;
+            .map_err(|e| Error::tokenizer(format!("cannot parse: {e}")))?;
         let vocab = inner.get_vocab(true);
         // In u64: an id of u32::MAX plus one wraps a 32-bit usize (wasm32).
         let n = vocab.values().map(|&id| id as u64 + 1).max().unwrap_or(0);
         if n > crate::config::MAX_DIM as u64 {
-            return Err(Error::Tokenizer(format!(
+            return Err(Error::tokenizer(format!(
                 "token id {} is larger than any GPT-2 vocabulary (at most {} ids)",
                 n - 1,
                 crate::config::MAX_DIM
@@ -44,7 +44,7 @@ impl Tokenizer {
                 // Not byte-level: fall back to the tokenizer's own decoder for this token.
                 inner
                     .decode(&[id], false)
-                    .map_err(|e| Error::Tokenizer(format!("cannot decode token {id}: {e}")))?
+                    .map_err(|e| Error::tokenizer(format!("cannot decode token {id}: {e}")))?
                     .into_bytes()
             };
             token_bytes[id as usize] = bytes;
@@ -55,15 +55,21 @@ impl Tokenizer {
     /// GPT-2's byte-level BPE from its token strings by id, its merges (`"a b"`) and its added
     /// tokens (id, text, special): the tokenizer `byte_level_json` describes, built directly, with
     /// no JSON written or parsed (a GGUF file's `tokenizer.ggml.*`, read on every return visit).
+    /// Its errors name `file`, the file the lists come from.
     pub fn from_lists(
+        file: &str,
         tokens: &[&str],
         merges: &[&str],
         added: &[(u32, &str, bool)],
     ) -> Result<Self> {
         use tokenizers::models::bpe::BPE;
         use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+        let bad = |msg: String| Error::Tokenizer {
+            file: file.to_string(),
+            msg,
+        };
         if tokens.len() > crate::config::MAX_DIM {
-            return Err(Error::Tokenizer(format!(
+            return Err(bad(format!(
                 "{} tokens, more than any GPT-2 vocabulary (at most {} ids)",
                 tokens.len(),
                 crate::config::MAX_DIM
@@ -78,11 +84,11 @@ impl Tokenizer {
         let mut pairs = Vec::with_capacity(merges.len());
         for m in merges {
             let Some((a, b)) = m.split_once(' ') else {
-                return Err(Error::Tokenizer(format!("merge \"{m}\" is not two tokens")));
+                return Err(bad(format!("merge \"{m}\" is not two tokens")));
             };
             // As screen_merges: the crate indexes unchecked past the longest token.
             if a.len() + b.len() > longest {
-                return Err(Error::Tokenizer(format!(
+                return Err(bad(format!(
                     "merge \"{m}\" makes a token longer than any in the vocabulary"
                 )));
             }
@@ -91,7 +97,7 @@ impl Tokenizer {
         let bpe = BPE::builder()
             .vocab_and_merges(vocab, pairs)
             .build()
-            .map_err(|e| Error::Tokenizer(format!("cannot build: {e}")))?;
+            .map_err(|e| bad(format!("cannot build: {e}")))?;
         let mut inner = tokenizers::Tokenizer::new(bpe);
         inner
             .with_pre_tokenizer(Some(ByteLevel::new(false, true, true)))
@@ -104,7 +110,7 @@ impl Tokenizer {
             } else {
                 inner.add_tokens([t])
             };
-            added.map_err(|e| Error::Tokenizer(format!("added token {content:?}: {e}")))?;
+            added.map_err(|e| bad(format!("added token {content:?}: {e}")))?;
         }
         let byte_of = unicode_to_byte();
         let mut token_bytes: Vec<Vec<u8>> = (tokens.iter())
@@ -128,7 +134,7 @@ impl Tokenizer {
         let enc = self
             .inner
             .encode(text, false)
-            .map_err(|e| Error::Tokenizer(format!("cannot encode: {e}")))?;
+            .map_err(|e| Error::tokenizer(format!("cannot encode: {e}")))?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -199,10 +205,10 @@ pub fn byte_level_json(tokens: &[&str], merges: &[&str], added: &[(u32, &str, bo
 /// `<|endoftext|>`, when the vocabulary has it, is the special token, as in GPT-2's own files.
 pub fn json_from_vocab_merges(vocab_json: &[u8], merges_txt: &[u8]) -> Result<Vec<u8>> {
     let vocab: std::collections::HashMap<String, u64> = serde_json::from_slice(vocab_json)
-        .map_err(|e| Error::Tokenizer(format!("vocab.json is not a map of tokens to ids: {e}")))?;
+        .map_err(|e| Error::tokenizer(format!("vocab.json is not a map of tokens to ids: {e}")))?;
     let n = vocab.values().map(|&id| id + 1).max().unwrap_or(0);
     if n > crate::config::MAX_DIM as u64 || n > vocab.len() as u64 * 2 + 1024 {
-        return Err(Error::Tokenizer(format!(
+        return Err(Error::tokenizer(format!(
             "vocab.json has an id of {} for {} tokens; ids must count up from 0",
             n.saturating_sub(1),
             vocab.len()
@@ -212,13 +218,13 @@ pub fn json_from_vocab_merges(vocab_json: &[u8], merges_txt: &[u8]) -> Result<Ve
     for (t, &id) in &vocab {
         tokens[id as usize] = t;
     }
-    let merges = std::str::from_utf8(merges_txt)
-        .map_err(|_| Error::Tokenizer("merges.txt is not UTF-8".into()))?;
+    let merges =
+        std::str::from_utf8(merges_txt).map_err(|_| Error::tokenizer("merges.txt is not UTF-8"))?;
     let merges: Vec<&str> = (merges.lines())
         .filter(|l| !l.starts_with("#version") && !l.trim().is_empty())
         .collect();
     if let Some(bad) = merges.iter().find(|m| m.split(' ').count() != 2) {
-        return Err(Error::Tokenizer(format!(
+        return Err(Error::tokenizer(format!(
             "merges.txt: the line {bad:?} is not two tokens separated by a space"
         )));
     }
@@ -235,7 +241,7 @@ pub fn json_from_vocab_merges(vocab_json: &[u8], merges_txt: &[u8]) -> Result<Ve
 /// whose char map is `expect`ed to parse. GPT-2 uses neither.
 fn screen(bytes: &[u8]) -> Result<()> {
     let json: serde_json::Value = serde_json::from_slice(bytes)
-        .map_err(|e| Error::Tokenizer(format!("not valid JSON: {e}")))?;
+        .map_err(|e| Error::tokenizer(format!("not valid JSON: {e}")))?;
     fn precompiled(v: &serde_json::Value) -> bool {
         match v {
             serde_json::Value::Object(m) => {
@@ -247,9 +253,8 @@ fn screen(bytes: &[u8]) -> Result<()> {
         }
     }
     if json.get("normalizer").is_some_and(precompiled) {
-        return Err(Error::Tokenizer(
-            "the Precompiled (SentencePiece) normalizer is not supported; GPT-2's tokenizer has none"
-                .into(),
+        return Err(Error::tokenizer(
+            "the Precompiled (SentencePiece) normalizer is not supported; GPT-2's tokenizer has none",
         ));
     }
     screen_merges(&json["model"])
@@ -284,7 +289,7 @@ fn screen_merges(model: &serde_json::Value) -> Result<()> {
         };
         let Some((a, b)) = pair else { continue };
         if b.len() < prefix || a.len() + b.len() - prefix > longest {
-            return Err(Error::Tokenizer(format!(
+            return Err(Error::tokenizer(format!(
                 "the merge {merge} cannot make a token of the vocabulary"
             )));
         }

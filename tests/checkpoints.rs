@@ -26,6 +26,7 @@ fn tiny_files() -> Files {
 fn try_load(f: &Files) -> Result<Model, Error> {
     pollster::block_on(Model::from_bytes(
         &f.config,
+        "model.safetensors",
         f.weights.clone(),
         &f.tokenizer,
         BackendChoice::Cpu,

@@ -35,6 +35,7 @@ fn the_seeds_are_valid_inputs() {
         let (config, weights) = data[2..].split_at(n);
         let built = Model::from_bytes(
             config,
+            "model.safetensors",
             weights.to_vec(),
             fuzzing::TOKENIZER_JSON,
             BackendChoice::Cpu,

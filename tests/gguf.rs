@@ -62,7 +62,7 @@ fn dequantizers_match_the_gguf_package_bit_for_bit() {
 
 #[test]
 fn a_gguf_file_is_a_whole_model_config_and_tokenizer_included() {
-    let g = Gguf::parse_complete(&bytes(F32_FILE)).unwrap();
+    let g = Gguf::parse_complete("tiny-random-F32.gguf", &bytes(F32_FILE)).unwrap();
     let config = Config::from_json(&g.config_json().unwrap()).unwrap();
     let want = Config::from_json(&bytes(&format!("{TINY}/config.json"))).unwrap();
     assert_eq!(config, want);
@@ -134,7 +134,7 @@ fn f32_gguf_matches_transformers_and_the_safetensors() {
 #[test]
 fn q8_0_gguf_reads_the_finer_head_and_stays_close() {
     let file = bytes(Q8_FILE);
-    let g = Gguf::parse_complete(&file).unwrap();
+    let g = Gguf::parse_complete("tiny-random-Q8_0.gguf", &file).unwrap();
     let config = Config::from_json(&g.config_json().unwrap()).unwrap();
     let header = g.header(&config).unwrap();
     let wte = header
@@ -183,7 +183,7 @@ type Streamed = (String, String, [usize; 2], bool, Vec<u8>);
 /// Every tensor a stream hands out, in order.
 fn streamed(file: &[u8], config: &Config, chunk: usize) -> Vec<Streamed> {
     let mut out = Vec::new();
-    let mut stream = Stream::new(config);
+    let mut stream = Stream::new("tiny-random-Q8_0.gguf", config);
     for piece in file.chunks(chunk) {
         stream
             .push(piece, &mut |name, t| {
@@ -206,7 +206,7 @@ fn streamed(file: &[u8], config: &Config, chunk: usize) -> Vec<Streamed> {
 #[test]
 fn streams_in_any_chunks() {
     let file = bytes(Q8_FILE);
-    let g = Gguf::parse_complete(&file).unwrap();
+    let g = Gguf::parse_complete("tiny-random-Q8_0.gguf", &file).unwrap();
     let config = Config::from_json(&g.config_json().unwrap()).unwrap();
     let whole = streamed(&file, &config, file.len());
     assert_eq!(whole.len(), 4 + 12 * config.n_layer);
@@ -245,7 +245,7 @@ fn tempdir() -> std::path::PathBuf {
 #[test]
 fn broken_files_are_sentences() {
     let file = bytes(Q8_FILE);
-    let g = Gguf::parse_complete(&file).unwrap();
+    let g = Gguf::parse_complete("tiny-random-Q8_0.gguf", &file).unwrap();
     // Truncated anywhere: in the header, in a tensor, before the last byte.
     for cut in [
         4,
@@ -295,6 +295,61 @@ fn broken_files_are_sentences() {
         err.contains("missing tensor \"blk.1.ffn_down.weight\""),
         "{err}"
     );
+}
+
+/// A broken GGUF file's error names the file as it was loaded (here `gpt2.Q8_0.gguf`), never
+/// `model.safetensors`: cut in its header, cut in its tensors, with a tokenizer that is not
+/// GPT-2's, and streamed in chunks as the browser feeds it.
+#[test]
+fn a_broken_gguf_file_names_itself() {
+    let file = bytes(Q8_FILE);
+    let g = Gguf::parse_complete("gpt2.Q8_0.gguf", &file).unwrap();
+    let dir = tempdir();
+    let path = dir.join("gpt2.Q8_0.gguf");
+    let load = |bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap();
+        let e = Model::load_dir(&path, BackendChoice::Cpu, CpuDtype::Q8).err();
+        e.expect("a broken file must not load")
+    };
+    let named = |e: &gpt2_web::Error, code: &str| {
+        let text = e.to_string();
+        assert!(text.starts_with("gpt2.Q8_0.gguf: "), "{text}");
+        assert_eq!(e.code(), code, "{text}");
+    };
+    for cut in [1000, g.data_start as usize + 100, file.len() - 1] {
+        named(&load(&file[..cut]), "weights");
+    }
+    // The tokenizer's model, a string after its key, its type (u32) and its length (u64).
+    let key = b"tokenizer.ggml.model";
+    let at = find(&file, key).unwrap() + key.len() + 4 + 8;
+    assert_eq!(&file[at..at + 4], b"gpt2");
+    let mut tok = file.clone();
+    tok[at..at + 4].copy_from_slice(b"bpe2");
+    let e = load(&tok);
+    named(&e, "tokenizer");
+    assert!(e.to_string().contains("tokenizer is \"bpe2\""), "{e}");
+    // As the worker streams it: the header's bytes for the tokenizer, then the file in chunks.
+    let config = g.config_json().unwrap();
+    let header = &file[..g.data_start as usize];
+    let cut = &file[..file.len() - 1];
+    let e = pollster::block_on(async {
+        let mut loader = gpt2_web::model::Loader::new(
+            &config,
+            header,
+            "gpt2.Q8_0.gguf",
+            BackendChoice::Cpu,
+            CpuDtype::Q8,
+        )
+        .await?;
+        for chunk in cut.chunks(4093) {
+            loader.push(chunk)?;
+        }
+        loader.finish(None).await
+    })
+    .err()
+    .expect("a truncated stream must not load");
+    named(&e, "weights");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

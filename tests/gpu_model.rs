@@ -137,7 +137,7 @@ fn split_embedding_under_default_limits_gives_the_same_logits() {
     };
     assert_eq!(gpu(&whole).wte_chunks(), 1);
     let (config, bytes) = tiny_parts();
-    let w = Gpt2Weights::load(&bytes, &config).unwrap();
+    let w = Gpt2Weights::load("model.safetensors", &bytes, &config).unwrap();
     // wte is 1999 × 96 × 4 = 767,616 bytes; 200 KiB bindings split it into 4 chunks.
     let opts = GpuOptions {
         default_limits: true,
@@ -180,7 +180,7 @@ fn a_model_over_the_limits_is_a_clear_error() {
         return;
     }
     let (config, bytes) = tiny_parts();
-    let w = Gpt2Weights::load(&bytes, &config).unwrap();
+    let w = Gpt2Weights::load("model.safetensors", &bytes, &config).unwrap();
     let opts = GpuOptions {
         max_binding_bytes: Some(64 << 10),
         ..Default::default()

@@ -2,7 +2,8 @@
 //! top and the platform at the bottom (docs/architecture.md); a module may use only modules of
 //! lower layers, and the two backends do not use each other or the `Backend` enum above them.
 //! The test reads the sources, so it fails the moment a `use crate::…` points up. Run it with
-//! `--nocapture` to see the graph.
+//! `--nocapture` to see the graph. Inside `weights/` the test goes down to files: no file imports
+//! one that imports it, however far round (`no_circle_among_the_weights_files`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -86,31 +87,93 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `crate::a::b` paths in the code (comments left out), including `use crate::{a, b}` lists.
-fn crate_paths(src: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for line in src.lines() {
-        let code = line.split("//").next().unwrap_or_default();
-        let mut rest = code;
-        while let Some(i) = rest.find("crate::") {
-            rest = &rest[i + "crate::".len()..];
-            if let Some(list) = rest.strip_prefix('{') {
-                let end = list.find('}').unwrap_or(list.len());
-                for item in list[..end].split(',') {
-                    let item = item.trim();
-                    if !item.is_empty() {
-                        out.insert(item.to_string());
-                    }
-                }
-                continue;
-            }
-            let end = rest
-                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-                .unwrap_or(rest.len());
-            out.insert(rest[..end].trim_end_matches(':').to_string());
+/// The code without comments, on one line (a `use` list may span several).
+fn code(src: &str) -> String {
+    let lines = src
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or_default());
+    lines.collect::<Vec<_>>().join(" ")
+}
+
+/// The paths that start at `root` (`crate`, `super`, a child module, …) in the code, a `use`
+/// list expanded: `use super::{a::{B, C}, d}` gives `super::a::B`, `super::a::C`, `super::d`.
+fn paths_from(code: &str, root: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let start = format!("{root}::");
+    let mut at = 0;
+    while let Some(i) = code[at..].find(&start) {
+        let i = at + i;
+        at = i + start.len();
+        let before = code[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue; // a longer name, or a path that does not start here
         }
+        let mut rest = &code[i..];
+        tree(&mut rest, Vec::new(), &mut out);
     }
     out
+}
+
+/// One use tree from the start of `s` (a path, then maybe `::{…}`), appended to `prefix`.
+fn tree(s: &mut &str, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+    let mut path = prefix;
+    loop {
+        *s = s.trim_start();
+        if let Some(list) = s.strip_prefix('{') {
+            *s = list;
+            loop {
+                *s = s.trim_start();
+                if let Some(r) = s.strip_prefix('}') {
+                    *s = r;
+                    return;
+                }
+                if let Some(r) = s.strip_prefix(',') {
+                    *s = r;
+                    continue;
+                }
+                let before = s.len();
+                tree(s, path.clone(), out);
+                if s.len() == before {
+                    return; // not a use list after all
+                }
+            }
+        }
+        let end = s
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(s.len());
+        let (name, r) = s.split_at(end);
+        *s = r;
+        match name {
+            "" if s.starts_with('*') => *s = &s[1..],
+            "" => {}
+            "self" if !path.is_empty() => {}
+            _ => path.push(name.to_string()),
+        }
+        match s.strip_prefix("::") {
+            Some(r) => *s = r,
+            None => {
+                // `x as y` names x.
+                if let Some(r) = s.trim_start().strip_prefix("as ") {
+                    let r = r.trim_start();
+                    let end =
+                        (r.find(|c: char| !(c.is_alphanumeric() || c == '_'))).unwrap_or(r.len());
+                    *s = &r[end..];
+                }
+                if !path.is_empty() {
+                    out.push(path);
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// `crate::a::b` paths in the code (comments left out), including `use crate::{a, b}` lists.
+fn crate_paths(src: &str) -> BTreeSet<String> {
+    (paths_from(&code(src), "crate").into_iter())
+        .map(|p| p[1..].join("::"))
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 #[test]
@@ -163,4 +226,159 @@ fn every_import_points_down() {
             .map(String::from)
             .into(),
     );
+}
+
+/// A source file's module path: `weights/gguf/parse.rs` → `weights::gguf::parse`,
+/// `weights/mod.rs` → `weights`, `lib.rs` → the crate's root.
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = (rel.with_extension("").components())
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The modules a file declares in files of their own (`mod x;`, `pub mod x;`): the roots of its
+/// paths besides `crate`, `super` and `self`.
+fn children(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("mod ") {
+        let before = code[..i].chars().next_back();
+        if before.is_some_and(|c| !(c.is_whitespace() || c == ')' || c == ';' || c == '}')) {
+            continue;
+        }
+        let rest = code[i + 4..].trim_start();
+        let end = (rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))).unwrap_or(rest.len());
+        if end > 0 && rest[end..].trim_start().starts_with(';') {
+            out.push(rest[..end].to_string());
+        }
+    }
+    out
+}
+
+/// Which source file imports which (`use super::…`, `crate::weights::…`, a child's `x::…`),
+/// each path resolved to the file that defines the longest module prefix of it. Test modules
+/// (`mod tests {` at a file's end) are left out: their `super` is the file itself.
+fn file_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let files: Vec<(Vec<String>, String, String)> = (files.iter())
+        .map(|f| f.strip_prefix(src).unwrap().to_path_buf())
+        .filter(|rel| !rel.starts_with("bin")) // the binary is a crate of its own
+        .map(|rel| {
+            let text = std::fs::read_to_string(src.join(&rel)).unwrap();
+            let name = rel.to_string_lossy().replace('\\', "/");
+            (module_path(&rel), name, code(&text))
+        })
+        .collect();
+    let by_module: BTreeMap<&[String], &str> = (files.iter())
+        .map(|(m, name, _)| (m.as_slice(), name.as_str()))
+        .collect();
+    let mut graph = BTreeMap::new();
+    for (module, name, code) in &files {
+        let code = code.split("mod tests {").next().unwrap_or_default();
+        let kids = children(code);
+        let roots = ["crate", "super", "self"]
+            .into_iter()
+            .chain(kids.iter().map(String::as_str));
+        let mut to = BTreeSet::new();
+        for root in roots {
+            for path in paths_from(code, root) {
+                let supers = path.iter().take_while(|s| *s == "super").count();
+                let absolute: Vec<String> = match root {
+                    "crate" => path[1..].to_vec(),
+                    "super" if supers <= module.len() => {
+                        let base = &module[..module.len() - supers];
+                        base.iter().chain(&path[supers..]).cloned().collect()
+                    }
+                    "super" => continue,
+                    "self" => module.iter().chain(&path[1..]).cloned().collect(),
+                    _ => module.iter().chain(&path).cloned().collect(),
+                };
+                let target = (0..=absolute.len())
+                    .rev()
+                    .find_map(|n| by_module.get(&absolute[..n]))
+                    .expect("the crate's root is a file");
+                if target != name {
+                    to.insert(target.to_string());
+                }
+            }
+        }
+        graph.insert(name.clone(), to);
+    }
+    graph
+}
+
+/// A circle among the files under `dir` (`weights/`), as the files along it, if there is one.
+fn circle(graph: &BTreeMap<String, BTreeSet<String>>, dir: &str) -> Option<Vec<String>> {
+    fn visit(
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        dir: &str,
+        at: &str,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == at) {
+            let mut circle = path[i..].to_vec();
+            circle.push(at.to_string());
+            return Some(circle);
+        }
+        if !done.insert(at.to_string()) {
+            return None;
+        }
+        path.push(at.to_string());
+        for next in graph.get(at).into_iter().flatten() {
+            if next.starts_with(dir) {
+                if let Some(c) = visit(graph, dir, next, path, done) {
+                    return Some(c);
+                }
+            }
+        }
+        path.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    (graph.keys())
+        .filter(|f| f.starts_with(dir))
+        .find_map(|f| visit(graph, dir, f, &mut Vec::new(), &mut done))
+}
+
+/// Inside `weights/` no file imports one that imports it, however far round: the front
+/// (stream.rs) above one reader per format, what they share below them (docs/architecture.md).
+#[test]
+fn no_circle_among_the_weights_files() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = file_graph(&src);
+    for (from, to) in graph.iter().filter(|(f, _)| f.starts_with("weights/")) {
+        let to: Vec<&str> = (to.iter())
+            .filter(|t| t.starts_with("weights/"))
+            .map(|t| &t["weights/".len()..])
+            .collect();
+        eprintln!("{:>20} → {}", &from["weights/".len()..], to.join(", "));
+    }
+    if let Some(c) = circle(&graph, "weights/") {
+        panic!("a circle of imports: {}", c.join(" → "));
+    }
+    // The test can fail: the readers' old circle (the streamer using the GGUF and torch readers,
+    // which used its header types) is found, and paths resolve to the files that define them.
+    let mut old = graph.clone();
+    for (from, to) in [
+        ("weights/stream.rs", "weights/gguf/mod.rs"),
+        ("weights/gguf/mod.rs", "weights/stream.rs"),
+    ] {
+        old.entry(from.into()).or_default().insert(to.into());
+    }
+    assert!(circle(&old, "weights/").is_some());
+    let layout = &graph["weights/torch/layout.rs"];
+    for f in [
+        "weights/header.rs",
+        "weights/table.rs",
+        "weights/torch/zip.rs",
+        "error.rs",
+    ] {
+        assert!(layout.contains(f), "torch/layout.rs uses {f}: {layout:?}");
+    }
+    assert!(graph["weights/gguf/mod.rs"].contains("weights/gguf/streaming.rs"));
 }

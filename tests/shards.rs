@@ -100,6 +100,7 @@ fn shards_stream_in_small_chunks() {
         let mut loader = gpt2_web::model::Loader::new(
             &read("config.json"),
             &read("tokenizer.json"),
+            "model.safetensors.index.json",
             BackendChoice::Cpu,
             CpuDtype::F32,
         )
@@ -207,6 +208,26 @@ fn broken_indexes_and_shards_are_sentences() {
         err.contains("model-00002-of-00002.safetensors: No such file"),
         "{err}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A broken shard's error names that shard, `model-00002-of-00003.safetensors`: its header
+/// corrupt, or the file cut short.
+#[test]
+fn a_broken_shard_names_itself() {
+    let dir = sharded_folder("named", 3);
+    let second = "model-00002-of-00003.safetensors";
+    let bytes = std::fs::read(dir.join(second)).unwrap();
+    let mut corrupt = bytes.clone();
+    corrupt[8] = b'['; // the header's JSON opens an array instead of an object
+    for broken in [&corrupt[..], &bytes[..bytes.len() - 1], &bytes[..20]] {
+        std::fs::write(dir.join(second), broken).unwrap();
+        let e = Model::load_dir(&dir, BackendChoice::Cpu, CpuDtype::F32)
+            .err()
+            .expect("a broken shard must not load");
+        assert!(e.to_string().starts_with(&format!("{second}: ")), "{e}");
+        assert_eq!(e.code(), "weights");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -35,7 +35,13 @@ fn streamed(
     dtype: CpuDtype,
     sizes: &[usize],
 ) -> gpt2_web::Result<Model> {
-    let mut loader = block_on(Loader::new(&f.config, &f.tokenizer, choice, dtype))?;
+    let mut loader = block_on(Loader::new(
+        &f.config,
+        &f.tokenizer,
+        "model.safetensors",
+        choice,
+        dtype,
+    ))?;
     let mut rest = &f.weights[..];
     for &n in sizes.iter().cycle() {
         if rest.is_empty() {
@@ -60,6 +66,7 @@ fn any_chunking_gives_the_model_of_the_whole_file() {
         for dtype in [CpuDtype::F32, CpuDtype::Q8] {
             let whole = block_on(Model::from_bytes(
                 &f.config,
+                "model.safetensors",
                 f.weights.clone(),
                 &f.tokenizer,
                 BackendChoice::Cpu,
@@ -151,6 +158,7 @@ fn streamed_onto_the_gpu_and_back_to_the_cpu_from_a_source() {
     let mut loader = block_on(Loader::new(
         &f.config,
         &f.tokenizer,
+        "model.safetensors",
         BackendChoice::WebGpu,
         CpuDtype::F32,
     ))

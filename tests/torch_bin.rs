@@ -75,7 +75,7 @@ fn streamed(file: &[u8], chunk: usize) -> Vec<(String, Vec<f32>)> {
     let config =
         Config::from_json(&std::fs::read(root().join(TINY).join("config.json")).unwrap()).unwrap();
     let mut out = Vec::new();
-    let mut stream = gpt2_web::weights::stream::Stream::new(&config);
+    let mut stream = gpt2_web::weights::stream::Stream::new("pytorch_model.bin", &config);
     let mut sink = |name: &str, t: gpt2_web::weights::TensorRef| {
         out.push((name.to_string(), t.try_to_f32()?));
         Ok(())
@@ -145,7 +145,7 @@ fn broken_files_are_sentences() {
         .step_by(997)
         .chain([30, 64, 700, file.len() - 1])
     {
-        let mut stream = gpt2_web::weights::stream::Stream::new(&config);
+        let mut stream = gpt2_web::weights::stream::Stream::new("pytorch_model.bin", &config);
         let ended = stream
             .push(&file[..cut], &mut |_, _| Ok(()))
             .and_then(|()| stream.finish());
@@ -199,6 +199,56 @@ fn broken_files_are_sentences() {
     );
 }
 
+/// A broken `torch.save` archive's error names the file as it was loaded: `pytorch_model.bin` in
+/// a folder, or any name given as the file itself.
+#[test]
+fn a_broken_bin_names_itself() {
+    let file = bin("tiny-random-f32.bin");
+    for cut in [100, file.len() / 2, file.len() - 1] {
+        let dir = folder("named", &file[..cut]);
+        let e = Model::load_dir(&dir, BackendChoice::Cpu, CpuDtype::F32)
+            .err()
+            .expect("a broken file must not load");
+        assert!(
+            e.to_string().starts_with("pytorch_model.bin: "),
+            "cut at {cut}: {e}"
+        );
+        assert_eq!(e.code(), "weights");
+        // The same file by another name, given itself.
+        std::fs::rename(dir.join("pytorch_model.bin"), dir.join("gpt2-tiny.bin")).unwrap();
+        let e = Model::load_dir(
+            &dir.join("gpt2-tiny.bin"),
+            BackendChoice::Cpu,
+            CpuDtype::F32,
+        )
+        .err()
+        .expect("a broken file must not load");
+        assert!(
+            e.to_string().starts_with("gpt2-tiny.bin: "),
+            "cut at {cut}: {e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn the_pickle_reader_runs_nothing_and_waits_for_stop() {
+    use gpt2_web::weights::torch::pickle::state_dict;
+    // `os.system("ls")`: refused by name, never called; the error names the file.
+    let p = b"\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00lsq\x01\x85R.";
+    let e = state_dict("pytorch_model.bin", p).unwrap_err().to_string();
+    assert!(
+        e.starts_with("pytorch_model.bin: ") && e.contains("calls os.system"),
+        "{e}"
+    );
+    // An empty dict: more bytes wanted until its STOP, then its length.
+    let p = b"\x80\x02}q\x00.";
+    assert!(state_dict("f.bin", &p[..3]).unwrap().is_none());
+    let (t, n) = state_dict("f.bin", p).unwrap().unwrap();
+    assert!(t.is_empty());
+    assert_eq!(n, p.len());
+}
+
 #[test]
 fn the_fuzzers_bin_seed_is_a_model() {
     // tools/fuzz/seeds/load_model/tiny-bin: a seed that fails to load would fuzz only the error
@@ -208,6 +258,7 @@ fn the_fuzzers_bin_seed_is_a_model() {
     let (config, weights) = (&seed[2..2 + n], &seed[2 + n..]);
     let built = Model::from_bytes(
         config,
+        "pytorch_model.bin",
         weights.to_vec(),
         gpt2_web::fuzzing::TOKENIZER_JSON,
         BackendChoice::Cpu,

@@ -20,6 +20,15 @@ export type Dtype = 'q8' | 'f32' | 'f16';
 /** The CPU's 8-bit kernel in the browser: 'auto' (the engine's choice) or one by name. */
 export type Kernel = 'auto' | 'dot-add' | 'dot-i16' | 'widen';
 
+/**
+ * The kind of failure a rejected promise's Error carries as `code` (decide by it, not by the
+ * sentence): the engine's (Error::code: 'param' an option out of range, 'gpu' a WebGPU
+ * failure, after which 'auto' runs on the CPU, 'memory' an allocation refused, 'budget' the
+ * memory budget refusing a model, 'state' the engine used out of turn, …) and the worker's
+ * 'crash' (a trap inside WebAssembly: load the model again).
+ */
+export type Gpt2ErrorCode = 'io' | 'config' | 'weights' | 'tokenizer' | 'param' | 'prompt_too_long' | 'memory' | 'budget' | 'state' | 'backend' | 'gpu' | 'cpu' | 'crash';
+
 /** Why generation ended. */
 export type StopReason = 'eos' | 'stop' | 'max_tokens' | 'context' | 'abort';
 
@@ -366,12 +375,8 @@ export interface GenerateResult {
 
 /**
  * What a rejected promise of this API holds: an `Error` whose message is a sentence for a person,
- * and, when the engine or the worker knows it, the kind of failure as `code` (decide by it, not by
- * the sentence): 'gpu' (a WebGPU failure; 'auto' then runs on the CPU), 'param' (an option out of
- * range), 'prompt_too_long', 'config', 'weights', 'tokenizer', 'backend', 'cpu', 'io',
- * 'crash' (a trap inside WebAssembly: load the model again) or 'memory'.
+ * and, when the engine or the worker knows it, the kind of failure as `code`.
  */
-export type Gpt2ErrorCode = 'gpu' | 'param' | 'prompt_too_long' | 'config' | 'weights' | 'tokenizer' | 'backend' | 'cpu' | 'io' | 'crash' | 'memory';
 export interface Gpt2Error extends Error {
   code?: Gpt2ErrorCode;
 }

@@ -75,10 +75,13 @@ impl Backend {
     pub async fn forward_rows(&mut self, ids: &[u32], pos: usize, head: usize) -> Result<&[f32]> {
         self.config().check_ids(ids, pos)?;
         if ids.len() > MAX_VERIFY {
-            return Err(Error::Backend(format!(
-                "a verification pass takes at most {MAX_VERIFY} ids, not {}",
-                ids.len()
-            )));
+            return Err(Error::param(
+                "ids",
+                format!(
+                    "a verification pass takes at most {MAX_VERIFY} ids, not {}",
+                    ids.len()
+                ),
+            ));
         }
         match self {
             Backend::Cpu(b) => b.forward(ids, pos, Some(head)),

@@ -310,7 +310,8 @@ impl TokenizeCmd {
         let tok = if gpt2_web::weights::gguf::is_gguf_file(&self.model) {
             let file = std::fs::read(&self.model)
                 .map_err(|e| Fail(1, format!("cannot read {}: {e}", self.model.display())))?;
-            gpt2_web::weights::gguf::Gguf::parse_complete(&file)?.tokenizer()?
+            let name = self.model.file_name().unwrap_or_default().to_string_lossy();
+            gpt2_web::weights::gguf::Gguf::parse_complete(&name, &file)?.tokenizer()?
         } else {
             let path = self.model.join("tokenizer.json");
             let bytes = std::fs::read(&path)

@@ -421,6 +421,12 @@ pub fn lists() -> Vec<List> {
             items: std::iter::once("auto").chain(WASM_KERNELS).collect(),
         },
         List {
+            js: "ERROR_CODES",
+            ts: "Gpt2ErrorCode",
+            doc: "The kind of failure a rejected promise's Error carries as `code` (decide by it, not by the sentence): the engine's (Error::code: 'param' an option out of range, 'gpu' a WebGPU failure, after which 'auto' runs on the CPU, 'memory' an allocation refused, 'budget' the memory budget refusing a model, 'state' the engine used out of turn, …) and the worker's 'crash' (a trap inside WebAssembly: load the model again).",
+            items: crate::error::CODES.into_iter().chain(["crash"]).collect(),
+        },
+        List {
             js: "STOP_REASONS",
             ts: "StopReason",
             doc: "Why generation ended.",

@@ -1,7 +1,8 @@
 //! Building a `Model` while its weights file streams in: `config.json` and `tokenizer.json`
 //! first (small), the memory check and the backend's choice before a byte of weights is read,
-//! then each tensor converted (CPU) or uploaded (GPU) as it arrives (`weights::stream`). The
-//! browser pushes the chunks of its download; natively the mapped file is one chunk.
+//! then each tensor converted (CPU) or uploaded (GPU) as it arrives (`weights::files`). The
+//! browser pushes the chunks of its download; natively the mapped file is one chunk. Errors name
+//! the weights file as the caller named it.
 
 use super::{Model, Reload};
 use crate::backend::cpu::{CpuDtype, CpuParts};
@@ -11,7 +12,8 @@ use crate::budget::Footprint;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::tokenizer::Tokenizer;
-use crate::weights::shards::{Files, Index};
+use crate::weights::files::Files;
+use crate::weights::shards::Index;
 use crate::weights::stream::Piece;
 
 /// The backend being built.
@@ -36,19 +38,31 @@ impl Loader {
     /// start at least to the end of its header) and the memory the CPU backend would need (before
     /// anything large is allocated), and opens the GPU when it is asked for (`Auto`: when a
     /// hardware adapter fits the model; otherwise the CPU, and `gpu_unavailable` says why).
+    /// `weights_file` is the name of the weights file, which its errors give (`model.safetensors`,
+    /// `gpt2.Q8_0.gguf`, `pytorch_model.bin`; shards are named by their index, `sharded`).
     pub async fn new(
         config_json: &[u8],
         tokenizer_json: &[u8],
+        weights_file: &str,
         choice: BackendChoice,
         cpu_dtype: CpuDtype,
     ) -> Result<Loader> {
-        Self::with_gpu_f16(config_json, tokenizer_json, choice, cpu_dtype, false).await
+        Self::with_gpu_f16(
+            config_json,
+            tokenizer_json,
+            weights_file,
+            choice,
+            cpu_dtype,
+            false,
+        )
+        .await
     }
 
     /// `new`, with the weight matrices in f16 if the model goes to the GPU (`gpu_f16`).
     pub async fn with_gpu_f16(
         config_json: &[u8],
         tokenizer_json: &[u8],
+        weights_file: &str,
         choice: BackendChoice,
         cpu_dtype: CpuDtype,
         gpu_f16: bool,
@@ -56,7 +70,8 @@ impl Loader {
         let config = Config::from_json(config_json)?;
         // tokenizer.json, or a GGUF file's header (its lists, built without JSON).
         let tokenizer = if crate::weights::gguf::is_gguf(tokenizer_json) {
-            crate::weights::gguf::Gguf::parse_complete(tokenizer_json)?.tokenizer()?
+            let g = crate::weights::gguf::Gguf::parse_complete(weights_file, tokenizer_json)?;
+            g.tokenizer()?
         } else {
             Tokenizer::from_bytes(tokenizer_json)?
         };
@@ -90,7 +105,7 @@ impl Loader {
             }
         };
         Ok(Loader {
-            files: Files::one(&config),
+            files: Files::one(weights_file, &config),
             config,
             tokenizer,
             cpu_dtype,
@@ -114,7 +129,7 @@ impl Loader {
     /// Called before any bytes are pushed.
     pub fn sharded(&mut self, index_json: &[u8]) -> Result<Vec<String>> {
         if self.files.bytes() > 0 {
-            return Err(Error::Weights(
+            return Err(Error::State(
                 "the shards of a checkpoint were named after its weights began".into(),
             ));
         }
@@ -160,7 +175,7 @@ impl Loader {
             gpu_unavailable: self.gpu_unavailable,
             cpu_dtype: self.cpu_dtype,
             reload: if on_gpu {
-                reload.map(|r| (r, self.files.index().cloned()))
+                reload.map(|r| (r, self.files.again()))
             } else {
                 None
             },
@@ -174,18 +189,14 @@ impl Model {
     /// loaded from (the file, or the browser's source), keeping `why` in `gpu_unavailable`.
     /// The new KV cache is empty.
     pub async fn fall_back_to_cpu(&mut self, why: String) -> Result<()> {
-        let Some((reload, index)) = self.reload.take() else {
-            return Err(Error::Backend(format!(
+        let Some((reload, mut files)) = self.reload.take() else {
+            return Err(Error::State(format!(
                 "{why}, but there are no weights to rebuild the model on the CPU from"
             )));
         };
         Footprint::streamed_cpu(&self.config, self.cpu_dtype)?
             .check(crate::platform::memory_limit())?;
         let mut parts = CpuParts::new(&self.config, self.cpu_dtype);
-        let mut files = match index {
-            Some(index) => Files::sharded(&self.config, index),
-            None => Files::one(&self.config),
-        };
         let mut sink = |name: &str, t: crate::weights::TensorRef<'_>| parts.add(name, t);
         match reload {
             Reload::Bytes(bytes) => files.push(&bytes, &mut sink)?,

@@ -40,27 +40,30 @@ pub struct Model {
     pub gpu_unavailable: Option<String>,
     /// The weight format of the CPU backend, now or after a fall-back (the GPU runs f32).
     pub cpu_dtype: CpuDtype,
-    /// Set while on the GPU: where a CPU backend would get its weights, and the shards' index
-    /// when they are in several files.
-    reload: Option<(Reload, Option<crate::weights::shards::Index>)>,
+    /// Set while on the GPU: where a CPU backend would get its weights, and the files it reads
+    /// them as (one, or the shards in order).
+    reload: Option<(Reload, crate::weights::files::Files)>,
     /// How many times the backend was replaced (a fall-back): every KV cache is empty after.
     pub epoch: usize,
 }
 
 impl Model {
-    /// Builds a model from the contents of `config.json`, `model.safetensors` and
+    /// Builds a model from the contents of `config.json`, a weights file (`model.safetensors`,
+    /// a GGUF file or `pytorch_model.bin`, named `weights_file` by its errors) and
     /// `tokenizer.json`; `cpu_dtype` is the weight format if (or once) it runs on the CPU. On the
-    /// GPU the safetensors bytes are kept for a fall-back to the CPU; elsewhere they are dropped.
+    /// GPU the weights' bytes are kept for a fall-back to the CPU; elsewhere they are dropped.
     pub async fn from_bytes(
         config_json: &[u8],
-        safetensors: Vec<u8>,
+        weights_file: &str,
+        weights: Vec<u8>,
         tokenizer_json: &[u8],
         choice: BackendChoice,
         cpu_dtype: CpuDtype,
     ) -> Result<Model> {
-        let mut loader = Loader::new(config_json, tokenizer_json, choice, cpu_dtype).await?;
-        loader.push(&safetensors)?;
-        loader.finish(Some(Reload::Bytes(safetensors))).await
+        let mut loader =
+            Loader::new(config_json, tokenizer_json, weights_file, choice, cpu_dtype).await?;
+        loader.push(&weights)?;
+        loader.finish(Some(Reload::Bytes(weights))).await
     }
 
     /// Loads `config.json`, `model.safetensors` (memory-mapped, not read into memory) and
@@ -85,10 +88,14 @@ impl Model {
         gpu_f16: bool,
     ) -> Result<Model> {
         let path = weights_file(dir)?;
+        // The name errors give the file: as it is called in its folder.
+        let name = (path.file_name()).map_or(path.display().to_string(), |n| {
+            n.to_string_lossy().into_owned()
+        });
         let (c, t, weights) = if crate::weights::gguf::is_gguf_file(&path) {
             // A GGUF file holds the config and the tokenizer in its header.
             let weights = map(&path)?;
-            let g = crate::weights::gguf::Gguf::parse_complete(&weights)?;
+            let g = crate::weights::gguf::Gguf::parse_complete(&name, &weights)?;
             // The header's bytes stand for the tokenizer (Loader builds it from its lists).
             let header = weights[..g.data_start.min(weights.len() as u64) as usize].to_vec();
             (g.config_json()?, header, vec![(path.clone(), weights)])
@@ -114,7 +121,8 @@ impl Model {
         let paths: Vec<_> = weights.iter().map(|(p, _)| p.clone()).collect();
         let build = |choice| {
             pollster::block_on(async {
-                let mut loader = Loader::with_gpu_f16(&c, &t, choice, cpu_dtype, gpu_f16).await?;
+                let mut loader =
+                    Loader::with_gpu_f16(&c, &t, &name, choice, cpu_dtype, gpu_f16).await?;
                 if index {
                     loader.sharded(&read(&path)?)?;
                 }
@@ -240,7 +248,7 @@ fn weights_file(path: &std::path::Path) -> Result<std::path::PathBuf> {
     ggufs.sort();
     match &ggufs[..] {
         [one] => Ok(one.clone()),
-        [] => Err(Error::WeightsIn {
+        [] => Err(Error::Weights {
             file: path.display().to_string(),
             msg: format!(
                 "holds no model: looked for model.safetensors, {INDEX} (shards), \
@@ -252,7 +260,7 @@ fn weights_file(path: &std::path::Path) -> Result<std::path::PathBuf> {
                 }
             ),
         }),
-        many => Err(Error::WeightsIn {
+        many => Err(Error::Weights {
             file: path.display().to_string(),
             msg: format!(
                 "holds {} .gguf files and no model.safetensors: name the file to load ({})",

@@ -3,6 +3,7 @@
 
 use super::{js_err, Engine};
 use crate::backend::{cpu::CpuDtype, BackendChoice};
+use crate::weights::gguf::is_gguf;
 use crate::weights::stream::Piece;
 use wasm_bindgen::prelude::*;
 
@@ -17,12 +18,16 @@ pub struct EngineLoader {
 #[wasm_bindgen]
 impl EngineLoader {
     /// Checks `config.json`, `tokenizer.json` and the memory the model needs, and opens the GPU
-    /// for "webgpu" (or "auto" when a hardware adapter fits), before any weight is read.
+    /// for "webgpu" (or "auto" when a hardware adapter fits), before any weight is read. `file`
+    /// is the weights file's name, which its errors give (when not given: `model.gguf` if
+    /// `tokenizer` is a GGUF file's header, else `model.safetensors`; shards are named by their
+    /// index, `sharded`).
     pub async fn start(
         config: Vec<u8>,
         tokenizer: Vec<u8>,
         backend: String,
         dtype: String,
+        file: Option<String>,
     ) -> Result<EngineLoader, JsValue> {
         let choice: BackendChoice = backend.parse().map_err(js_err)?;
         // "f16": f16 weight matrices on WebGPU, q8 on the CPU (it has no f16 arithmetic).
@@ -30,9 +35,16 @@ impl EngineLoader {
             "f16" => (CpuDtype::Q8, true),
             other => (other.parse().map_err(js_err)?, false),
         };
-        let loader = crate::model::Loader::with_gpu_f16(&config, &tokenizer, choice, dtype, f16)
-            .await
-            .map_err(js_err)?;
+        let unnamed = if is_gguf(&tokenizer) {
+            "model.gguf"
+        } else {
+            "model.safetensors"
+        };
+        let file = file.as_deref().unwrap_or(unnamed);
+        let loader =
+            crate::model::Loader::with_gpu_f16(&config, &tokenizer, file, choice, dtype, f16)
+                .await
+                .map_err(js_err)?;
         Ok(EngineLoader { loader })
     }
 
@@ -114,7 +126,7 @@ impl JsSource {
         let read = js_sys::Reflect::get(&reader, &"read".into())
             .ok()
             .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
-            .ok_or_else(|| crate::Error::Backend("reopen() did not give a reader".into()))?;
+            .ok_or_else(|| crate::Error::param("reopen", "it did not give a reader"))?;
         let p = read.call0(&reader).map_err(|e| fail("broke off", e))?;
         let step = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&p))
             .await

@@ -106,7 +106,7 @@ impl State {
     /// `Model::predict`).
     async fn step(&mut self, draft: Option<&mut Model>) -> crate::Result<crate::Progress> {
         let Some(g) = self.generation.as_mut() else {
-            return Err(crate::Error::Backend(
+            return Err(crate::Error::State(
                 "no generation in progress: call start first".into(),
             ));
         };
@@ -114,9 +114,9 @@ impl State {
     }
 }
 
-/// The engine's state, taken out while a step runs (`BUSY` if it already is).
+/// The engine's state, taken out while a step runs (`busy` if it already is).
 fn take(cell: &Rc<RefCell<Option<State>>>) -> Result<State, JsValue> {
-    cell.borrow_mut().take().ok_or_else(|| error(BUSY))
+    cell.borrow_mut().take().ok_or_else(busy)
 }
 
 /// A step's outcome for JS: the token event with its candidates' text, `null` after a model step
@@ -155,11 +155,12 @@ pub fn tokenizer_from_vocab(vocab: &[u8], merges: &[u8]) -> Result<Vec<u8>, JsVa
 /// header's bytes, which EngineLoader.start takes for the tokenizer (built from the lists there):
 /// `[config, header]` once `bytes`, the file's start, hold the header, else
 /// the number of bytes it needs at least. Throws the sentence for a file that is not GGUF, not
-/// GPT-2, or broken.
+/// GPT-2, or broken, naming `file` (`model.gguf` when not given).
 #[wasm_bindgen(js_name = ggufHead)]
-pub fn gguf_head(bytes: &[u8]) -> Result<JsValue, JsValue> {
+pub fn gguf_head(bytes: &[u8], file: Option<String>) -> Result<JsValue, JsValue> {
     use crate::weights::gguf::{Gguf, Parsed};
-    match Gguf::parse(bytes).map_err(js_err)? {
+    let file = file.as_deref().unwrap_or("model.gguf");
+    match Gguf::parse(file, bytes).map_err(js_err)? {
         Parsed::Need(n) => Ok(JsValue::from_f64(n as f64)),
         Parsed::Header(g) => {
             let out = js_sys::Array::new();
@@ -258,23 +259,31 @@ fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsValue> {
         .map_err(|e| error(&e.to_string()))
 }
 
-const BUSY: &str = "the model is busy with another step; wait for it to finish";
+/// The engine's state is out while a step runs: code `state`.
+fn busy() -> JsValue {
+    js_err(crate::Error::State(
+        "the model is busy with another step; wait for it to finish".into(),
+    ))
+}
 
 #[wasm_bindgen]
 impl Engine {
     /// Builds the model from the bytes of `config.json`, `model.safetensors` and
     /// `tokenizer.json` at once. `backend` is "auto", "cpu" or "webgpu"; `dtype` ("q8" or "f32")
-    /// is the weight format on the CPU. (The worker streams the weights with `EngineLoader`.)
+    /// is the weight format on the CPU; `file` the weights file's name, which its errors give
+    /// (`model.safetensors` when not given). (The worker streams the weights with `EngineLoader`.)
     pub async fn load(
         config: Vec<u8>,
         weights: Vec<u8>,
         tokenizer: Vec<u8>,
         backend: String,
         dtype: String,
+        file: Option<String>,
     ) -> Result<Engine, JsValue> {
         let choice: BackendChoice = backend.parse().map_err(js_err)?;
         let dtype: CpuDtype = dtype.parse().map_err(js_err)?;
-        let model = Model::from_bytes(&config, weights, &tokenizer, choice, dtype)
+        let file = file.as_deref().unwrap_or("model.safetensors");
+        let model = Model::from_bytes(&config, file, weights, &tokenizer, choice, dtype)
             .await
             .map_err(js_err)?;
         Ok(Engine::new(model))
@@ -306,7 +315,7 @@ impl Engine {
     #[wasm_bindgen(getter, js_name = memoryUse)]
     pub fn memory_use(&self) -> Result<JsValue, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
+        let st = s.as_ref().ok_or_else(busy)?;
         let crate::Backend::Cpu(b) = &st.model.backend else {
             return Ok(JsValue::UNDEFINED);
         };
@@ -324,7 +333,7 @@ impl Engine {
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> Result<String, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
+        let st = s.as_ref().ok_or_else(busy)?;
         Ok(st.model.backend.name().to_string())
     }
 
@@ -332,7 +341,7 @@ impl Engine {
     #[wasm_bindgen(getter)]
     pub fn dtype(&self) -> Result<String, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
+        let st = s.as_ref().ok_or_else(busy)?;
         Ok(st.model.backend.dtype_name().to_string())
     }
 
@@ -372,14 +381,14 @@ impl Engine {
     /// Token ids of `text`.
     pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
+        let st = s.as_ref().ok_or_else(busy)?;
         st.model.tokenizer.encode(text).map_err(js_err)
     }
 
     /// Text of `ids`.
     pub fn decode(&self, ids: Vec<u32>) -> Result<String, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
+        let st = s.as_ref().ok_or_else(busy)?;
         Ok(st.model.tokenizer.decode(&ids))
     }
 
@@ -387,7 +396,7 @@ impl Engine {
     pub fn start(&self, prompt: &str, params: &Params) -> Result<(), JsValue> {
         let params = params.params.clone();
         let mut s = self.state.borrow_mut();
-        let st = s.as_mut().ok_or_else(|| error(BUSY))?;
+        let st = s.as_mut().ok_or_else(busy)?;
         st.model.backend.set_profiling(params.profile);
         st.generation = Some(Generation::new(&st.model, prompt, params).map_err(js_err)?);
         st.next.forget(); // the generation writes the KV cache from position 0
@@ -456,7 +465,7 @@ impl Engine {
     /// Ends the generation before its next forward pass.
     pub fn cancel(&self) -> Result<(), JsValue> {
         let mut s = self.state.borrow_mut();
-        let st = s.as_mut().ok_or_else(|| error(BUSY))?;
+        let st = s.as_mut().ok_or_else(busy)?;
         if let Some(g) = st.generation.as_mut() {
             g.cancel();
         }
@@ -466,11 +475,11 @@ impl Engine {
     /// The result of the current generation: text, tokens, stopReason, metrics.
     pub fn result(&self) -> Result<JsValue, JsValue> {
         let s = self.state.borrow();
-        let st = s.as_ref().ok_or_else(|| error(BUSY))?;
+        let st = s.as_ref().ok_or_else(busy)?;
         let g = st
             .generation
             .as_ref()
-            .ok_or_else(|| error("no generation has run"))?;
+            .ok_or_else(|| js_err(crate::Error::State("no generation has run".into())))?;
         to_js(&ResultJs {
             result: g.result(),
             profile: st.model.backend.profile(),

@@ -105,7 +105,7 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
  * files again through their `open` (reporting progress to the running job).
  */
 async function streamModel(id, mod, files, weights, backend, dtype, entry, first) {
-  const loader = await mod.EngineLoader.start(files.config, files.tokenizer, backend, dtype);
+  const loader = await mod.EngineLoader.start(files.config, files.tokenizer, backend, dtype, weights.file);
   files.mark('tokenizerMs'); // the tokenizer is built by start(), from its JSON or the GGUF's lists
   let parts;
   try {
@@ -160,8 +160,9 @@ async function streamFile(id, loader, weights, opened) {
     }
   } catch (e) {
     reader.cancel().catch(() => {});
-    // Bytes from the cache that the engine refused: the copy is damaged, not the file.
-    if (cached && e.code !== 'gpu') e.damagedCache = true;
+    // Bytes from the cache that the engine refused: the copy is damaged, not the file (a GPU
+    // failure, memory, the budget or the engine's state say nothing of the bytes).
+    if (cached && !['gpu', 'memory', 'budget', 'state'].includes(e.code)) e.damagedCache = true;
     throw e;
   }
   progress();
@@ -197,7 +198,7 @@ async function ggufHead(id, mod, weights, opened) {
         bytes.set(c, at);
         at += c.length;
       }
-      const got = mod.ggufHead(bytes); // throws the sentence for a file that is not a GPT-2 GGUF
+      const got = mod.ggufHead(bytes, weights.file); // throws the sentence for a file that is not a GPT-2 GGUF
       if (typeof got === 'number') {
         need = Math.max(got, Math.floor(have * 1.5));
         continue;

@@ -73,7 +73,7 @@ impl CpuBackend {
         }
         let (c, v) = (self.config.n_embd, self.config.vocab_size);
         if from > to || to > self.verify_rows {
-            return Err(Error::Backend(format!(
+            return Err(Error::State(format!(
                 "rows {from}..{to} of a verification pass of {} rows",
                 self.verify_rows
             )));

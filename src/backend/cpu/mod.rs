@@ -282,5 +282,5 @@ fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
 }
 
 fn no_slot(slot: usize, n: usize) -> Error {
-    Error::Backend(format!("KV cache slot {slot} does not exist ({n} made)"))
+    Error::State(format!("KV cache slot {slot} does not exist ({n} made)"))
 }

@@ -41,7 +41,10 @@ impl CpuParts {
             Some(Role::Embedding) => Part::Matrix(Matrix::new(&t, self.dtype, false)?),
             Some(Role::Matrix) => Part::Matrix(Matrix::new(&t, self.dtype, true)?), // (in, out)
             Some(Role::Positions | Role::Vector) => Part::Values(t.try_to_f32()?),
-            None => return Err(Error::Weights(format!("tensor \"{name}\" is not GPT-2's"))),
+            None => {
+                let why = format!("the CPU backend was given tensor \"{name}\", not GPT-2's");
+                return Err(Error::State(why));
+            }
         };
         self.parts.insert(name.to_string(), part);
         Ok(())
@@ -71,20 +74,20 @@ impl CpuParts {
     fn take(&mut self, name: &str) -> Result<Part> {
         self.parts
             .remove(name)
-            .ok_or_else(|| Error::Weights(format!("missing tensor \"{name}\"")))
+            .ok_or_else(|| Error::State(format!("the CPU backend has no tensor \"{name}\"")))
     }
 
     fn matrix(&mut self, name: &str) -> Result<Matrix> {
         match self.take(name)? {
             Part::Matrix(m) => Ok(m),
-            Part::Values(_) => Err(Error::Weights(format!("tensor \"{name}\" is not a matrix"))),
+            Part::Values(_) => Err(Error::State(format!("tensor \"{name}\" is not a matrix"))),
         }
     }
 
     fn values(&mut self, name: &str) -> Result<Vec<f32>> {
         match self.take(name)? {
             Part::Values(v) => Ok(v),
-            Part::Matrix(_) => Err(Error::Weights(format!("tensor \"{name}\" is a matrix"))),
+            Part::Matrix(_) => Err(Error::State(format!("tensor \"{name}\" is a matrix"))),
         }
     }
 

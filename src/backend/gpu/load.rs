@@ -79,7 +79,8 @@ impl GpuParts {
         // Weight matrices (wte and the blocks' Conv1D weights) in f16 when asked; the rest f32.
         let role = self.roles.get(name).copied();
         let Some(role) = role else {
-            return Err(Error::Weights(format!("tensor \"{name}\" is not GPT-2's")));
+            let why = format!("the GPU backend was given tensor \"{name}\", not GPT-2's");
+            return Err(Error::State(why));
         };
         let matrix = matches!(role, Role::Embedding | Role::Matrix);
         let upload = |label: &str, v: &[f32]| match matrix && self.ctx.f16 {
@@ -124,7 +125,7 @@ impl Uploaded {
     fn take(&mut self, name: &str) -> Result<wgpu::Buffer> {
         self.0
             .remove(name)
-            .ok_or_else(|| Error::Weights(format!("missing tensor \"{name}\"")))
+            .ok_or_else(|| Error::State(format!("the GPU backend has no tensor \"{name}\"")))
     }
 }
 

@@ -121,7 +121,7 @@ impl GpuBackend {
     pub fn rows(&self, from: usize, to: usize) -> crate::error::Result<&[f32]> {
         let v = self.config.vocab_size;
         self.logits_host.get(from * v..to * v).ok_or_else(|| {
-            crate::error::Error::Backend(format!("rows {from}..{to} were not computed"))
+            crate::error::Error::State(format!("rows {from}..{to} were not computed"))
         })
     }
 

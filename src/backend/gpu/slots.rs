@@ -73,7 +73,7 @@ impl GpuBackend {
         let n = self.slots.len().max(1);
         match slot < n {
             true => Ok(()),
-            false => Err(Error::Backend(format!(
+            false => Err(Error::State(format!(
                 "KV cache slot {slot} does not exist ({n} made)"
             ))),
         }

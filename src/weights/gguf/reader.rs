@@ -2,8 +2,22 @@
 //! bytes are needed), a value that cannot be is `Fail::Bad`, with the limits that keep a crafted
 //! header from taking more memory than its own size would.
 
-use super::{invalid, MAX_ELEMENTS, MAX_HEADER};
 use crate::error::Error;
+
+/// The most header bytes accepted (safetensors' limit too): GPT-2's vocabulary and merges take ~2 MB.
+pub const MAX_HEADER: usize = 100_000_000;
+/// The most array elements in all the metadata together (GPT-2 has ~150,000: its tokens, their
+/// types and its merges; the largest vocabularies have ~256,000 tokens): each takes more memory
+/// parsed than its one byte in the file, so a crafted header must not multiply it unchecked.
+const MAX_ELEMENTS: u64 = 1 << 22;
+
+/// `file` is not a GGUF file that can be read.
+pub fn invalid(file: &str, why: impl std::fmt::Display) -> Error {
+    Error::weights(
+        file,
+        format!("not a valid GGUF file (truncated or corrupt?): {why}"),
+    )
+}
 
 /// A metadata value.
 #[derive(Clone, Debug, PartialEq)]
@@ -17,6 +31,8 @@ pub enum Value {
 
 /// A reader over the header's bytes; running out is `Err(Short(n))`: `n` bytes are needed.
 pub(super) struct Reader<'a> {
+    /// The file, as errors name it.
+    pub file: &'a str,
     pub bytes: &'a [u8],
     pub at: usize,
     /// Array elements read so far.
@@ -37,13 +53,18 @@ impl From<Error> for Fail {
 pub(super) type R<T> = std::result::Result<T, Fail>;
 
 impl<'a> Reader<'a> {
+    /// A value that cannot be.
+    pub(super) fn bad(&self, why: impl std::fmt::Display) -> Fail {
+        Fail::Bad(invalid(self.file, why))
+    }
+
     pub(super) fn take(&mut self, n: u64) -> R<&'a [u8]> {
         let end = (self.at as u64).saturating_add(n);
         if end > MAX_HEADER as u64 {
-            return Err(Fail::Bad(invalid(format!(
+            return Err(self.bad(format!(
                 "its header would be longer than {MAX_HEADER} bytes (a length of {n} at byte {})",
                 self.at
-            ))));
+            )));
         }
         let end = end as usize;
         if end > self.bytes.len() {
@@ -67,7 +88,7 @@ impl<'a> Reader<'a> {
         let at = self.at;
         let b = self.take(n)?;
         String::from_utf8(b.to_vec())
-            .map_err(|_| Fail::Bad(invalid(format!("the string at byte {at} is not UTF-8"))))
+            .map_err(|_| self.bad(format!("the string at byte {at} is not UTF-8")))
     }
 
     pub(super) fn value(&mut self, ty: u32, depth: usize) -> R<Value> {
@@ -83,15 +104,15 @@ impl<'a> Reader<'a> {
             8 => Value::Str(self.string()?),
             9 => {
                 if depth > 0 {
-                    return Err(Fail::Bad(invalid("an array of arrays in the metadata")));
+                    return Err(self.bad("an array of arrays in the metadata"));
                 }
                 let (ty, n) = (self.u32()?, self.u64()?);
                 self.elements = self.elements.saturating_add(n);
                 if self.elements > MAX_ELEMENTS {
-                    return Err(Fail::Bad(invalid(format!(
+                    return Err(self.bad(format!(
                         "its metadata has arrays of more than {MAX_ELEMENTS} elements in all \
                          (one of {n})"
-                    ))));
+                    )));
                 }
                 let mut items = Vec::new();
                 for _ in 0..n {
@@ -102,11 +123,7 @@ impl<'a> Reader<'a> {
             10 => Value::Int(u64::from_le_bytes(self.take(8)?.try_into().expect("8")) as i128),
             11 => Value::Int(i64::from_le_bytes(self.take(8)?.try_into().expect("8")) as i128),
             12 => Value::Float(f64::from_le_bytes(self.take(8)?.try_into().expect("8"))),
-            other => {
-                return Err(Fail::Bad(invalid(format!(
-                    "metadata value type {other} (known: 0..=12)"
-                ))))
-            }
+            other => return Err(self.bad(format!("metadata value type {other} (known: 0..=12)"))),
         })
     }
 }

@@ -1,8 +1,16 @@
 //! The zip format's pieces that `torch.save` archives use, apart from the reader's state: the
-//! signatures, a zip64 size, and the end of a record of unknown length (its data descriptor).
+//! signatures, a zip64 size, the end of a record of unknown length (its data descriptor) and
+//! the end of the archive; and the sentence for a file that is not such an archive.
 
-use super::named;
 use crate::error::Error;
+
+/// `file` is not a `torch.save` archive that can be read.
+pub(super) fn bad(file: &str, why: impl std::fmt::Display) -> Error {
+    Error::weights(
+        file,
+        format!("not a valid torch.save archive (truncated or corrupt?): {why}"),
+    )
+}
 
 /// Whether `bytes` start like a zip archive (a `torch.save` file).
 pub fn is_zip(bytes: &[u8]) -> bool {
@@ -15,14 +23,14 @@ pub fn is_legacy(bytes: &[u8]) -> bool {
     bytes.starts_with(b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46")
 }
 
-/// What a legacy file is told.
-pub fn legacy_error() -> Error {
-    named(Error::Weights(
+/// What a legacy file, `file`, is told.
+pub fn legacy_error(file: &str) -> Error {
+    Error::weights(
+        file,
         "it is in torch's format from before version 1.6 (a bare pickle), which gpt2-web does \
          not read: save it again with a current torch (torch.save(torch.load(f), f)) or as \
-         safetensors"
-            .into(),
-    ))
+         safetensors",
+    )
 }
 
 /// The size a zip64 extra field gives (its compressed size, after the uncompressed one).
@@ -61,5 +69,14 @@ pub(super) fn record_end(p: &[u8], had: usize) -> Option<usize> {
         } else {
             None
         }
+    })
+}
+
+/// Whether `p`, the last bytes of an archive, end with its end of central directory record: 22
+/// bytes and a comment of at most 64 KiB.
+pub(super) fn ends_with_directory(p: &[u8]) -> bool {
+    (0..p.len().saturating_sub(21)).rev().any(|i| {
+        p[i..].starts_with(b"PK\x05\x06")
+            && i + 22 + u16::from_le_bytes([p[i + 20], p[i + 21]]) as usize == p.len()
     })
 }
