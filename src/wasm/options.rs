@@ -34,6 +34,10 @@ fn to_json(name: &str, v: &JsValue) -> Result<Value, String> {
         return Ok(Value::Bool(b));
     }
     if let Some(n) = v.as_f64() {
+        // A whole number as an integer, so that it reads back as JS wrote it (3, not 3.0).
+        if n.fract() == 0.0 && n.abs() <= crate::generate::options::MAX_SAFE_INTEGER {
+            return Ok(Value::from(n as i64));
+        }
         return serde_json::Number::from_f64(n)
             .map(Value::Number)
             .ok_or(format!("invalid {name}: {n} is not a number"));
