@@ -98,31 +98,25 @@ fn whole(v: &Value) -> std::result::Result<f64, String> {
     }
 }
 
-impl OptionValue for usize {
-    const TS: &'static str = "number";
-    fn from_json(v: &Value) -> std::result::Result<Self, String> {
-        whole(v).map(|n| n as usize)
-    }
-    fn to_json(&self) -> Value {
-        Value::from(*self)
-    }
-    fn number(&self) -> Option<f64> {
-        Some(*self as f64)
-    }
+/// Whole numbers (counts and the seed), at most 2⁵³ − 1 so JS holds them exactly.
+macro_rules! whole_number {
+    ($($t:ty),*) => {$(
+        impl OptionValue for $t {
+            const TS: &'static str = "number";
+            fn from_json(v: &Value) -> std::result::Result<Self, String> {
+                whole(v).map(|n| n as $t)
+            }
+            fn to_json(&self) -> Value {
+                Value::from(*self)
+            }
+            fn number(&self) -> Option<f64> {
+                Some(*self as f64)
+            }
+        }
+    )*};
 }
 
-impl OptionValue for u64 {
-    const TS: &'static str = "number";
-    fn from_json(v: &Value) -> std::result::Result<Self, String> {
-        whole(v).map(|n| n as u64)
-    }
-    fn to_json(&self) -> Value {
-        Value::from(*self)
-    }
-    fn number(&self) -> Option<f64> {
-        Some(*self as f64)
-    }
-}
+whole_number!(usize, u64);
 
 impl OptionValue for f32 {
     const TS: &'static str = "number";
