@@ -1,5 +1,5 @@
 //! Each kind of error carries its stable `code` (what the worker and the JS API's errors carry,
-//! `Gpt2ErrorCode` in www/gpt2.d.ts): memory refused, the memory budget, the engine used out of
+//! `Gpt2ErrorCode` in www/api/gpt2.d.ts): memory refused, the memory budget, the engine used out of
 //! turn, bad ids, none of them the catch-all `backend`.
 
 mod common;

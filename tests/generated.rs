@@ -1,5 +1,5 @@
 //! The files generated from the generate options' one definition (src/generate/options.rs):
-//! www/options.js and the marked block of www/gpt2.d.ts must be what the table renders today.
+//! www/api/options.js and the marked block of www/api/gpt2.d.ts must be what the table renders today.
 //! `GPT2_BLESS=1 cargo test --test generated` rewrites them after a change to the table.
 
 use gpt2_web::generate::options::{render_dts, render_js};
@@ -27,7 +27,7 @@ fn check(file: &str, have: &str, want: &str, write: impl FnOnce() -> String) {
 
 #[test]
 fn www_options_js_is_fresh() {
-    let file = "www/options.js";
+    let file = "www/api/options.js";
     let have = std::fs::read_to_string(root().join(file)).unwrap_or_default();
     let want = render_js();
     check(file, &have, &want, || want.clone());
@@ -35,7 +35,7 @@ fn www_options_js_is_fresh() {
 
 #[test]
 fn gpt2_d_ts_block_is_fresh() {
-    let file = "www/gpt2.d.ts";
+    let file = "www/api/gpt2.d.ts";
     let text = std::fs::read_to_string(root().join(file)).unwrap();
     let (a, b) = (text.find(START), text.find(END));
     let (Some(a), Some(b)) = (a, b) else {

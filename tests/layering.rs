@@ -382,3 +382,97 @@ fn no_circle_among_the_weights_files() {
     }
     assert!(graph["weights/gguf/mod.rs"].contains("weights/gguf/streaming.rs"));
 }
+
+/// The browser code's folders, bottom first (docs/architecture.md, Layout): a module may import
+/// modules of its own folder or of a folder below. The worker's parts import only each other (they
+/// are joined into one script); the public URLs at the top of www/ (gpt2.js, widget.js) re-export
+/// whatever they stand for.
+const WWW_LAYERS: &[&str] = &["api", "widget", "page"];
+
+/// Every relative module a JS source imports or re-exports (`… from './x.js'`, `import('../y.js')`
+/// is not used for code of ours), as written.
+fn js_imports(src: &str) -> Vec<String> {
+    src.lines()
+        .map(str::trim_start)
+        .filter(|l| {
+            l.starts_with("import ") || l.starts_with("export ") || l.starts_with("} from ")
+        })
+        .filter_map(|l| {
+            let from = l.rfind(" from '")?;
+            let rest = &l[from + 7..];
+            let spec = &rest[..rest.find('\'')?];
+            spec.starts_with('.').then(|| spec.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn the_browser_code_imports_point_down() {
+    let www = Path::new(env!("CARGO_MANIFEST_DIR")).join("www");
+    let mut seen = 0;
+    let mut wrong = Vec::new();
+    for folder in WWW_LAYERS.iter().chain(&["worker", "."]) {
+        let dir = www.join(folder);
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        for file in files
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "js"))
+        {
+            let name = file.file_name().unwrap().to_string_lossy();
+            if *folder == "." && name == "worker.js" {
+                continue; // built from worker/ by tools/join_worker.mjs
+            }
+            let rel = Path::new(folder).join(&*name);
+            for spec in js_imports(&std::fs::read_to_string(file).unwrap()) {
+                seen += 1;
+                let target = normalize(&Path::new(folder).join(&spec));
+                let to = target
+                    .parent()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let layer = |f: &str| WWW_LAYERS.iter().position(|l| *l == f);
+                let ok = www.join(&target).is_file()
+                    && match *folder {
+                        "." => true,
+                        "worker" => to == "worker",
+                        from => matches!((layer(from), layer(&to)), (Some(a), Some(b)) if b <= a),
+                    };
+                if !ok {
+                    wrong.push(format!(
+                        "www/{} imports {spec} (www/{})",
+                        rel.display(),
+                        target.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        seen > 40,
+        "found only {seen} imports: is www/ where it was?"
+    );
+    assert!(
+        wrong.is_empty(),
+        "imports that point up, sideways or nowhere:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// `a/./b/../c` → `a/c`, without touching the file system.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}

@@ -14,10 +14,12 @@
 //     is superlinear in one element's text: 43 MB in one element took 105 s to parse, in 1 MiB
 //     pieces 1.2 s); a small script decodes the model into Files, which gpt2.js's
 //     Gpt2.load({ model: { weights } }) (or { config, weights, tokenizer }) accepts;
-//   - worker.js, unchanged, as a CLASSIC worker from a blob: URL; gpt2.js tells it to import the
-//     wasm-bindgen glue (www/pkg/gpt2_web.js) and the wasm from data: URLs;
-//   - app.js as a module from a data: URL, its imports (gpt2.js, loop-view.js, ...) rewritten to
-//     data: URLs, with www/assets.js (where every file is) replaced as a whole by ASSETS below;
+//   - the worker (tools/join_worker.mjs, without the tests' requests) as a CLASSIC worker from a
+//     blob: URL; gpt2.js tells it to import the wasm-bindgen glue (www/pkg/gpt2_web.js) and the
+//     wasm from data: URLs;
+//   - page/app.js as a module from a data: URL, its imports (../api/gpt2.js,
+//     ../widget/loop-view.js, ...) rewritten to data: URLs, with www/api/assets.js (where every
+//     file is) replaced as a whole by ASSETS below;
 //   - style.css inline.
 // The page's own two tags (style sheet, app.js) are exact text replacements: each must match once,
 // so a change to those lines fails here with a sentence instead of making a broken file.
@@ -25,6 +27,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { joinWorker } from './join_worker.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const WWW = path.join(ROOT, 'www');
@@ -67,21 +70,22 @@ const PIECE = 1 << 20;
 const jsDataUrl = (source) => `data:text/javascript;base64,${b64(Buffer.from(source, 'utf8'))}`;
 
 /**
- * A page module as a data: URL, with its relative imports (`from './x.js'`) inlined the same way;
- * `replaced` maps a module name to the source that stands in for it.
+ * A page module (its path under www/, e.g. page/app.js) as a data: URL, with its relative imports
+ * (`from './x.js'`, `from '../api/y.js'`) inlined the same way; `replaced` maps a module's path to
+ * the source that stands in for it.
  */
 function moduleUrl(name, replaced = {}, seen = []) {
   if (seen.includes(name)) throw new Error(`import cycle: ${[...seen, name].join(' → ')}`);
   let source = replaced[name] ?? read(path.join(WWW, name), 'utf8');
   // Static imports only (a line starting with `import`); comments that show imports stay as they are.
-  source = source.replace(/^(import\b[^;]*?\bfrom\s+)(['"])\.\/([\w.-]+\.js)\2/gm,
-    (_, head, q, dep) => `${head}${q}${moduleUrl(dep, replaced, [...seen, name])}${q}`);
+  source = source.replace(/^(import\b[^;]*?\bfrom\s+)(['"])(\.\.?\/[\w./-]+\.js)\2/gm,
+    (_, head, q, dep) => `${head}${q}${moduleUrl(path.posix.join(path.posix.dirname(name), dep), replaced, [...seen, name])}${q}`);
   if (/\bimport\.meta\b/.test(source)) throw new Error(`www/${name} uses import.meta, which has no base URL in the bundle`);
   return jsDataUrl(source);
 }
 
 /**
- * What stands in for www/assets.js: the worker is a classic script from a blob: URL, the one build
+ * What stands in for www/api/assets.js: the worker is a classic script from a blob: URL, the one build
  * (pkg) comes from data: URLs, and the demo model is the Files the bootstrap made.
  */
 const ASSETS = `
@@ -92,11 +96,14 @@ export const BUILDS = { pkg: { js: b.pkg, wasm: b.wasm } };
 export const DEMO_MODEL = b.model;
 `;
 
-/** worker.js, which must run as a classic script (file:// forbids module workers from blob:). */
+/**
+ * The worker, without the tests' requests (tools/join_worker.mjs), which must run as a classic
+ * script (file:// forbids module workers from blob:).
+ */
 function workerSource() {
-  const source = read(path.join(WWW, 'worker.js'), 'utf8');
+  const { source } = joinWorker({ testing: false });
   if (/\bimport\.meta\b|^\s*(import|export)\s/m.test(source)) {
-    throw new Error('www/worker.js has module syntax (import.meta, import or export) that a classic worker cannot run');
+    throw new Error('the joined worker has module syntax (import.meta, import or export) that a classic worker cannot run');
   }
   return source;
 }
@@ -137,12 +144,12 @@ function main() {
   const wasm = read(path.join(WWW, 'pkg/gpt2_web_bg.wasm'));
   const pkg = read(path.join(WWW, 'pkg/gpt2_web.js'));
 
-  const app = moduleUrl('app.js', { 'assets.js': ASSETS });
+  const app = moduleUrl('page/app.js', { 'api/assets.js': ASSETS });
 
   let html = read(path.join(WWW, 'index.html'), 'utf8');
   const css = read(path.join(WWW, 'style.css'), 'utf8');
   html = replaceOnce(html, 'index.html', '<link rel="stylesheet" href="style.css">', () => `<style>\n${css}</style>`);
-  html = replaceOnce(html, 'index.html', '<script type="module" src="app.js"></script>\n', '');
+  html = replaceOnce(html, 'index.html', '<script type="module" src="page/app.js"></script>\n', '');
   html = html.replace('served with this page)', `inside this file: ${modelName})`); // cosmetic, optional
   const data = (id, bytes) => {
     const text = b64(bytes);

@@ -5,17 +5,23 @@
 //   node tools/package.mjs [--out dist]      (./build.sh package builds the wasm first, then runs this)
 //
 // The package works unchanged through a bundler (tests/e2e/embed.test.mjs builds an app with Vite)
-// and from a CDN-style URL without one: www/assets.js names every file with a literal
-// new URL('./…', import.meta.url), which bundlers copy and browsers resolve against the module.
+// and from a CDN-style URL without one: www/api/assets.js names every file with a literal
+// new URL('../…', import.meta.url), which bundlers copy and browsers resolve against the module.
+// The layout is www/'s: the public entry points at the top (gpt2.js, widget.js, embed.html, one
+// line each but the page), the code in api/ and widget/, the worker joined without the tests'
+// requests (tools/join_worker.mjs).
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { joinWorker } from './join_worker.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const WWW = path.join(ROOT, 'www');
-const FILES = ['gpt2.js', 'gpt2.d.ts', 'assets.js', 'sources.js', 'connection.js', 'worker.js', 'widget.js', 'widget-style.js', 'widget.d.ts', 'loop-view.js', 'text.js', 'presets.js', 'completions.js', 'sampling.js', 'options.js',
-  'embed.html', 'embed.js'];
+/** The public entry points, at the top as in www/. */
+const FILES = ['gpt2.js', 'gpt2.d.ts', 'widget.js', 'widget.d.ts', 'embed.html'];
+/** The code behind them: every file of these www/ folders. */
+const FOLDERS = ['api', 'widget'];
 const BUILDS = ['pkg', 'pkg-relaxed', 'pkg-threads'];
 
 function main() {
@@ -28,6 +34,8 @@ function main() {
   fs.rmSync(stage, { recursive: true, force: true });
   fs.mkdirSync(stage, { recursive: true });
   for (const f of FILES) fs.copyFileSync(path.join(WWW, f), path.join(stage, f));
+  for (const d of FOLDERS) fs.cpSync(path.join(WWW, d), path.join(stage, d), { recursive: true });
+  fs.writeFileSync(path.join(stage, 'worker.js'), joinWorker({ testing: false }).source);
   for (const b of BUILDS) {
     const dir = path.join(WWW, b);
     if (!fs.existsSync(path.join(dir, 'gpt2_web_bg.wasm'))) throw new Error(`www/${b} is missing: run ./build.sh build first`);
@@ -46,8 +54,8 @@ function main() {
       './widget': { types: './widget.d.ts', default: './widget.js' },
       './package.json': './package.json',
     },
-    sideEffects: ['./widget.js', './embed.js'],
-    files: [...FILES, ...BUILDS.map((b) => `${b}/`), 'README.md'],
+    sideEffects: ['./widget.js', './widget/widget.js', './widget/embed.js'],
+    files: [...FILES, 'worker.js', ...FOLDERS.map((d) => `${d}/`), ...BUILDS.map((b) => `${b}/`), 'README.md'],
   };
   fs.writeFileSync(path.join(stage, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`);
   fs.writeFileSync(path.join(stage, 'README.md'), README);

@@ -7,14 +7,16 @@
 //                                                 people link to); each points into v/<hash>/
 //   widget.js, gpt2.js                           stable URLs for course pages (no-cache): one line
 //                                                 each, re-exporting v/<hash>/widget.js, gpt2.js
-//   v/<hash>/…                                   the modules, the worker, the style sheet and the
+//   v/<hash>/…                                   the modules (api/, widget/, page/ and the public
+//                                                 stubs), the worker (without the tests' requests:
+//                                                 tools/join_worker.mjs), the style sheet and the
 //                                                 three wasm builds: immutable
-//   models/gpt2-shakespeare/<name>.<hash>.gguf   the demo model: immutable; v/<hash>/assets.js
+//   models/gpt2-shakespeare/<name>.<hash>.gguf   the demo model: immutable; v/<hash>/api/assets.js
 //                                                 names it (a retrained model gets a new name)
 //   _headers                                     those rules, in the syntax Netlify and Cloudflare
 //                                                 Pages read (the README gives nginx's)
 //
-// Imports stay relative (./widget.js), so nothing inside v/<hash>/ is rewritten but assets.js's
+// Imports stay relative (../api/gpt2.js), so nothing inside v/<hash>/ is rewritten but assets.js's
 // path to the model. A release that changes one byte of code changes the folder's name (the old
 // one can stay on the host for pages still open); a code change leaves the model's name alone.
 //
@@ -23,6 +25,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { joinWorker } from './join_worker.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -30,25 +33,32 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const ENTRIES = ['index.html', 'embed.html', 'embed-example.html'];
 /** Modules a course page imports by a stable URL: a stub of one line each at the top. */
 export const STUBS = ['widget.js', 'gpt2.js'];
+/** The folders of modules (www/api/, www/widget/, www/page/): the release holds every file of each. */
+const FOLDERS = ['api', 'widget', 'page'];
 const BUILDS = ['pkg', 'pkg-relaxed', 'pkg-threads'];
 const BUILD_FILES = ['gpt2_web.js', 'gpt2_web_bg.wasm'];
 /** Where the demo model is, in the source tree and as assets.js names it. */
 const DEMO_DIR = 'models/gpt2-shakespeare';
 const DEMO_FILE = 'gpt2-shakespeare-q8_0.gguf';
-const DEMO_PATH = `./${DEMO_DIR}/${DEMO_FILE}`;
+const DEMO_PATH = `../${DEMO_DIR}/${DEMO_FILE}`;
+/** The module that names the demo model (by DEMO_PATH), three levels down in the site (v/<hash>/api/). */
+const ASSETS = 'api/assets.js';
 
 export const IMMUTABLE = 'public, max-age=31536000, immutable';
 export const REVALIDATE = 'no-cache';
 
 const sha256 = (bytes) => crypto.createHash('sha256').update(bytes).digest('hex');
 
-/** The files of the versioned folder, relative to www/: every module and style sheet, the builds. */
+/**
+ * The files of the versioned folder, relative to www/: every module and style sheet (top level
+ * and FOLDERS; www/worker.js is replaced by the worker without the tests' requests), the builds.
+ */
 function releaseFiles(www) {
-  const top = fs.readdirSync(www).filter((f) => /\.(js|css)$/.test(f)).sort();
+  const code = (dir) => fs.readdirSync(path.join(www, dir)).filter((f) => /\.(js|css)$/.test(f)).map((f) => path.posix.join(dir, f));
+  const modules = ['.', ...FOLDERS].flatMap(code).filter((f) => f !== 'worker.js').sort();
   const missing = BUILDS.filter((b) => !fs.existsSync(path.join(www, b, 'gpt2_web_bg.wasm')));
   if (missing.length) throw new Error(`${missing.map((b) => `www/${b}`).join(', ')} missing: run ./build.sh build first`);
-  if (!top.includes('worker.js')) throw new Error('www/worker.js is missing: run ./build.sh build first (node tools/join_worker.mjs)');
-  return [...top, ...BUILDS.flatMap((b) => BUILD_FILES.map((f) => `${b}/${f}`))];
+  return [...modules, 'worker.js', ...BUILDS.flatMap((b) => BUILD_FILES.map((f) => `${b}/${f}`))];
 }
 
 /**
@@ -59,14 +69,15 @@ export function writeSite({ www = path.join(ROOT, 'www'), out = path.join(ROOT, 
   const modelBytes = fs.readFileSync(path.join(www, DEMO_DIR, DEMO_FILE));
   const model = `${DEMO_DIR}/${DEMO_FILE.replace(/\.gguf$/, `.${sha256(modelBytes).slice(0, 12)}.gguf`)}`;
 
-  // The folder's content: assets.js names the versioned model, from two levels down (v/<hash>/).
+  // The folder's content: assets.js names the versioned model, from three levels down
+  // (v/<hash>/api/); the worker is the one without the tests' requests.
   const contents = new Map();
   for (const rel of releaseFiles(www)) {
-    let bytes = fs.readFileSync(path.join(www, rel));
-    if (rel === 'assets.js') {
+    let bytes = rel === 'worker.js' ? Buffer.from(joinWorker({ testing: false }).source) : fs.readFileSync(path.join(www, rel));
+    if (rel === ASSETS) {
       const text = bytes.toString('utf8');
-      if (!text.includes(`'${DEMO_PATH}'`)) throw new Error(`www/assets.js does not name ${DEMO_PATH}: tools/site.mjs needs updating`);
-      bytes = Buffer.from(text.replace(`'${DEMO_PATH}'`, `'../../${model}'`));
+      if (!text.includes(`'${DEMO_PATH}'`)) throw new Error(`www/${ASSETS} does not name ${DEMO_PATH}: tools/site.mjs needs updating`);
+      bytes = Buffer.from(text.replace(`'${DEMO_PATH}'`, `'../../../${model}'`));
     }
     contents.set(rel, bytes);
   }

@@ -3,9 +3,9 @@
 //! one check of every value (`GenerateParams::validate`, `set`), the JS API's parsing (`set` with
 //! JSON values, errors named as JS spells the option), the CLI's flags and their defaults
 //! (src/bin/gpt2/options.rs reads `OPTIONS`) and the TypeScript types (`render_dts`: the block
-//! of www/gpt2.d.ts that `cargo test --test generated` checks and `GPT2_BLESS=1` rewrites). The
+//! of www/api/gpt2.d.ts that `cargo test --test generated` checks and `GPT2_BLESS=1` rewrites). The
 //! lists of backends, dtypes, kernels and stop reasons follow from their enums the same way
-//! (`lists`: www/options.js and the same block).
+//! (`lists`: www/api/options.js and the same block).
 //!
 //! Adding an option is one row below plus the code that uses the field.
 
@@ -382,7 +382,7 @@ fn js_literal(v: &Value) -> String {
 const GENERATED: &str =
     "Generated from src/generate/options.rs by `GPT2_BLESS=1 cargo test --test generated`; do not edit.";
 
-/// A list of names the JS API takes or reports, as www/options.js (`js`) and gpt2.d.ts (`ts`)
+/// A list of names the JS API takes or reports, as www/api/options.js (`js`) and gpt2.d.ts (`ts`)
 /// name it.
 pub struct List {
     pub js: &'static str,
@@ -437,7 +437,7 @@ fn quoted(items: &[&str], sep: &str) -> String {
         .join(sep)
 }
 
-/// www/options.js: the lists the JS API checks `Gpt2.load`'s arguments against.
+/// www/api/options.js: the lists the JS API checks `Gpt2.load`'s arguments against.
 pub fn render_js() -> String {
     let mut s = format!("// {GENERATED}\n");
     for l in lists() {

@@ -1,4 +1,4 @@
-// The JS API (www/gpt2.js) called directly in a blank page of the same origin: progress, errors as
+// The JS API (www/gpt2.js → www/api/gpt2.js) called directly in a blank page of the same origin: progress, errors as
 // sentences, option checks, queueing, the Cache API and dispose (greedy text, the model as bytes
 // and AbortSignal: engines.test.mjs, in every engine).
 import { test } from 'node:test';

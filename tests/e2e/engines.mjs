@@ -6,7 +6,7 @@
 //             selenium-webdriver; it needs a display, so a private Xvfb is started when there is none
 //
 // `launchEngine(name)` → { name, version, newPage(), close() }; a page has
-//   goto(url)               navigate and wait for the load event
+//   goto(url)               navigate, wait for the load event, read the demo page's record (observe.mjs)
 //   evaluate(fn, arg)       run `fn(arg)` (may be async) in the page; its JSON-able value
 //   waitFor(fn, arg, ms)    poll `fn(arg)` in the page until truthy (its value); throws after `ms`
 //   click(selector)         a real pointer click on the first match in the top document
@@ -25,6 +25,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chromium as playwrightChromium } from 'playwright-core';
 import { CHROMIUM_ARGS, chromiumPath, freePort } from './harness.mjs';
+import { observePage } from './observe.mjs';
 
 export const ALL_ENGINES = ['chromium', 'firefox', 'webkit'];
 export const ENGINES = (process.env.GPT2_ENGINES || ALL_ENGINES.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
@@ -70,6 +71,12 @@ class BasePage {
   constructor() {
     this.logs = [];
     this.requests = null;
+  }
+
+  /** Navigates (each engine's own way, waiting for the load event), then reads the demo page's record. */
+  async goto(url) {
+    await this.navigate(url);
+    await this.evaluate(observePage).catch(() => {}); // a page that navigated away again: nothing to read
   }
 
   async waitFor(fn, arg = null, timeout = 60_000, poll = 25) {
@@ -120,7 +127,7 @@ class PlaywrightPage extends BasePage {
     page.on('worker', (w) => w.on('console', (m) => this.logs.push(`worker console.${m.type()}: ${m.text()}`)));
   }
 
-  goto(url) { return this.page.goto(url); }
+  navigate(url) { return this.page.goto(url); }
   evaluate(fn, arg = null) { return this.page.evaluate(fn, arg); }
   click(selector) { return this.page.click(selector, { timeout: 10_000 }); }
   press(key) { return this.page.keyboard.press(key === 'Space' ? ' ' : key); }
@@ -182,7 +189,7 @@ class PuppeteerPage extends BasePage {
     page.on('pageerror', (e) => this.logs.push(`pageerror: ${e.message}`));
   }
 
-  goto(url) { return this.page.goto(url, { waitUntil: 'load', timeout: 60_000 }); }
+  navigate(url) { return this.page.goto(url, { waitUntil: 'load', timeout: 60_000 }); }
   evaluate(fn, arg = null) { return this.page.evaluate(fn, arg); }
   click(selector) { return this.page.click(selector); }
   async press(key) {
@@ -256,7 +263,7 @@ class SeleniumPage extends BasePage {
    * wait ("normal" page-load strategy) sometimes never returns for the offline bundle, whose worker
    * is still starting, though the page's readyState is "complete" within seconds.
    */
-  async goto(url) {
+  async navigate(url) {
     // A mark on the document being left, so that its own "complete" is not taken for the new one's.
     await this.driver.executeScript('window.__gpt2Leaving = true').catch(() => {});
     await this.driver.get(url);

@@ -49,7 +49,7 @@ test('the worker dies mid-generation: everything pending rejects with a sentence
       const running = model.generate(prompt, {
         maxTokens: 500, ignoreEos: true,
         onToken: () => {
-          if (++tokens === 3) model._crashWorker();
+          if (++tokens === 3) window.gpt2Workers.at(-1).postMessage({ op: 'crash' }); // www/worker/testing.js
         },
       }).then(() => null, (e) => e.message);
       const queued = model.generate(prompt, { maxTokens: 4 }).then(() => null, (e) => e.message);
@@ -73,7 +73,8 @@ test('a widget whose worker died offers to load the model again, and then genera
       el.id = 'w';
       Object.entries({ model: folder, prompt, 'max-tokens': '6' }).forEach(([k, v]) => el.setAttribute(k, v));
       document.body.append(el);
-      (await el.model)._crashWorker();
+      await el.model;
+      window.gpt2Workers.at(-1).postMessage({ op: 'crash' }); // www/worker/testing.js
     }, { folder: `/${MODEL_URL}`, prompt: PROMPT });
     const w = page.locator('#w');
     await page.waitForTimeout(300);

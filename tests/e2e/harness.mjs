@@ -15,6 +15,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { keepWorkers, observeNavigations } from './observe.mjs';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const OUT = path.join(ROOT, 'tests/e2e/out');
@@ -28,7 +29,7 @@ if (!fs.existsSync(path.join(MODEL_DIR, 'model.safetensors'))) {
   throw new Error(`the model ${MODEL_DIR} is missing (the demo model is made by tools/train_demo_model.py)`);
 }
 /**
- * What the page loads when it names no model: for the demo, its 8-bit GGUF file (www/assets.js);
+ * What the page loads when it names no model: for the demo, its 8-bit GGUF file (www/api/assets.js);
  * for another model (GPT2_E2E_MODEL), its folder. The CLI's reference runs read the same file.
  */
 export const MODEL_FILE = MODEL_NAME === 'gpt2-shakespeare'
@@ -120,7 +121,8 @@ export async function startServer({ root = 'www', args = [] } = {}) {
 }
 
 /**
- * A fresh browser context and page at `url`. Every request of the context (page and workers) is
+ * A fresh browser context and page at `url`; its goto and reload read the demo page's record, and
+ * it keeps the workers it starts (observe.mjs). Every request of the context (page and workers) is
  * recorded in `requests`; console messages and page errors in `logs` (printed when a test fails).
  */
 export async function openPage(browser, url) {
@@ -128,7 +130,8 @@ export async function openPage(browser, url) {
   const requests = [];
   const logs = [];
   context.on('request', (r) => requests.push(r.url()));
-  const page = await context.newPage();
+  await context.addInitScript(keepWorkers);
+  const page = observeNavigations(await context.newPage());
   page.on('console', (m) => logs.push(`console.${m.type()}: ${m.text()}`));
   page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
   page.on('worker', (w) => w.on('console', (m) => logs.push(`worker console.${m.type()}: ${m.text()}`)));

@@ -8,14 +8,15 @@ import fs from 'node:fs';
 import path from 'node:path';
 import vm from 'node:vm';
 import { ROOT } from './harness.mjs';
+import { joinWorker } from '../../tools/join_worker.mjs';
 
 const WWW = path.join(ROOT, 'www');
 const read = (f) => fs.readFileSync(path.join(WWW, f), 'utf8');
 
-/** The joined worker, run with a stand-in `self` that records what it posts. */
-function runWorker() {
+/** The joined worker (www/worker.js, or `source`), run with a stand-in `self` that records what it posts. */
+function runWorker(source = null) {
   const file = path.join(WWW, 'worker.js');
-  assert.ok(fs.existsSync(file), 'www/worker.js is missing: node tools/join_worker.mjs (./build.sh build) makes it');
+  assert.ok(source || fs.existsSync(file), 'www/worker.js is missing: node tools/join_worker.mjs (./build.sh build) makes it');
   const posted = [];
   const self = { addEventListener() {}, postMessage: (m) => posted.push(m), onmessage: null };
   // A MessageChannel of its own: a real one's open port would keep this process alive.
@@ -26,9 +27,10 @@ function runWorker() {
     }
   }
   const context = vm.createContext({ self, console, setTimeout, clearTimeout, MessageChannel: Channel, performance, URL, TextDecoder, TextEncoder });
-  vm.runInContext(fs.readFileSync(file, 'utf8'), context, { filename: 'worker.js' });
+  vm.runInContext(source ?? fs.readFileSync(file, 'utf8'), context, { filename: 'worker.js' });
   // Top-level const bindings of a script are visible to later scripts of the same context.
-  const tables = vm.runInContext('({ handlers: Object.keys(HANDLERS), requests: REQUESTS, replies: REPLIES })', context);
+  const tables = vm.runInContext('({ handlers: Object.keys(HANDLERS), requests: REQUESTS, replies: REPLIES, ' +
+    'testing: typeof TEST_REQUESTS === "undefined" ? {} : TEST_REQUESTS })', context);
   return { self, posted, ...tables };
 }
 
@@ -39,10 +41,19 @@ test('every request of the protocol has a handler and every handler a request; t
   assert.ok('ready' in replies);
 });
 
-test('the page sends only requests of the protocol, and sends each of them', () => {
-  const { requests } = runWorker();
-  const sent = new Set([...`${read('gpt2.js')}\n${read('connection.js')}`.matchAll(/\bop: '(\w+)'/g)].map((m) => m[1]));
-  assert.deepEqual([...sent].sort(), Object.keys(requests).sort(), 'the ops gpt2.js sends and protocol.js REQUESTS differ');
+test('the page sends only requests of the protocol, and sends each of them but the tests\' own', () => {
+  const { requests, testing } = runWorker();
+  assert.deepEqual(Object.keys(testing).sort(), ['crash', 'loseDevice'], 'www/worker.js lacks testing.js: node tools/join_worker.mjs');
+  const sent = new Set([...`${read('api/gpt2.js')}\n${read('api/connection.js')}`.matchAll(/\bop: '(\w+)'/g)].map((m) => m[1]));
+  const mine = Object.keys(requests).filter((op) => !(op in testing));
+  assert.deepEqual([...sent].sort(), mine.sort(), 'the ops gpt2.js sends and protocol.js REQUESTS differ');
+});
+
+test('the worker that ships (site, npm package, offline bundle) has no test requests', () => {
+  const { handlers, requests } = runWorker(joinWorker({ testing: false }).source);
+  for (const op of ['crash', 'loseDevice']) {
+    assert.ok(!handlers.includes(op) && !(op in requests), `the shipped worker answers "${op}"`);
+  }
 });
 
 test('the worker replies only with types of the protocol, and the page handles every one', () => {
@@ -52,7 +63,7 @@ test('the worker replies only with types of the protocol, and the page handles e
   for (const m of parts.matchAll(/postMessage\(\{ type: '(\w+)'/g)) used.add(m[1]);
   assert.ok(used.size >= 5, `found only ${[...used]}`);
   assert.deepEqual([...used].sort(), Object.keys(replies).sort(), 'the types the worker posts and protocol.js REPLIES differ');
-  const connection = read('connection.js');
+  const connection = read('api/connection.js');
   for (const type of Object.keys(replies)) {
     assert.match(connection, new RegExp(`type === '${type}'`), `connection.js does not handle the "${type}" reply`);
   }

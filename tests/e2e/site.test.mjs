@@ -14,6 +14,7 @@ import crypto from 'node:crypto';
 import { ROOT, startServer, nativeGenerate, PROMPT } from './harness.mjs';
 import { ENGINES, launchEngine } from './engines.mjs';
 import { writeSite, readHeaders, headersFor, ENTRIES, STUBS, IMMUTABLE, REVALIDATE } from '../../tools/site.mjs';
+import { joinWorker } from '../../tools/join_worker.mjs';
 
 const T = { timeout: 240_000 };
 const WWW = path.join(ROOT, 'www');
@@ -30,10 +31,15 @@ test('the site: a release folder named by its content, a hashed model, entry pag
   const model = fs.readFileSync(path.join(SITE, site.model));
   assert.equal(site.model.match(/\.([0-9a-f]{12})\.gguf$/)?.[1], crypto.createHash('sha256').update(model).digest('hex').slice(0, 12));
   assert.deepEqual(model, fs.readFileSync(path.join(WWW, 'models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf')));
-  // Every module of www/ is in the folder, unchanged but assets.js, which names the hashed model.
-  for (const f of fs.readdirSync(WWW).filter((n) => /\.(js|css)$/.test(n))) {
+  // Every module of www/ is in the folder, unchanged but api/assets.js, which names the hashed
+  // model, and worker.js, which is the worker without the tests' requests.
+  const modules = ['.', 'api', 'widget', 'page'].flatMap((d) => fs.readdirSync(path.join(WWW, d))
+    .filter((n) => /\.(js|css)$/.test(n)).map((n) => path.posix.join(d, n)));
+  assert.ok(modules.length >= 25, `found only ${modules}`);
+  for (const f of modules) {
     const copy = fs.readFileSync(path.join(SITE, v, f), 'utf8');
-    if (f === 'assets.js') assert.match(copy, new RegExp(`'\\.\\./\\.\\./${site.model.replace(/\./g, '\\.')}'`));
+    if (f === 'api/assets.js') assert.match(copy, new RegExp(`'\\.\\./\\.\\./\\.\\./${site.model.replace(/\./g, '\\.')}'`));
+    else if (f === 'worker.js') assert.equal(copy, joinWorker({ testing: false }).source, `${v}worker.js is not the worker without the tests' requests`);
     else assert.equal(copy, fs.readFileSync(path.join(WWW, f), 'utf8'), `${v}${f} differs from www/${f}`);
   }
   for (const b of ['pkg', 'pkg-relaxed', 'pkg-threads']) assert.ok(fs.existsSync(path.join(SITE, v, b, 'gpt2_web_bg.wasm')), `${b} missing`);
@@ -60,7 +66,7 @@ test('the release\'s name follows its content: the same files give the same name
   assert.equal(writeSite({ www: WWW, out: path.join(tmp, 'again') }).hash, site.hash);
   const copy = path.join(tmp, 'www');
   fs.cpSync(WWW, copy, { recursive: true, filter: (src) => !src.endsWith('.safetensors') && !src.includes(`${path.sep}node_modules`) });
-  fs.appendFileSync(path.join(copy, 'text.js'), '\n');
+  fs.appendFileSync(path.join(copy, 'widget/text.js'), '\n');
   const changed = writeSite({ www: copy, out: path.join(tmp, 'changed') });
   assert.notEqual(changed.hash, site.hash);
   assert.equal(changed.model, site.model);

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import {
   launch, startServer, withPage, nativeGenerate, MODEL_URL, PROMPT, WEBGPU_ARGS,
 } from './harness.mjs';
+import { testRequest } from './observe.mjs';
 
 const T = { timeout: 240_000 };
 const N = 16; // tokens per generation
@@ -129,7 +130,7 @@ test('the GPU device lost mid-generation: the page continues on the CPU, same gr
     await page.fill('#temperature', '0');
     await page.click('#generate');
     await page.waitForFunction(() => window.tokenEvents >= 2, null, { polling: 20, timeout: 120_000 });
-    const wasOnGpu = await page.evaluate(() => window.gpt2Model._loseDevice());
+    const wasOnGpu = await page.evaluate(testRequest, { op: 'loseDevice' }); // www/worker/testing.js
     assert.equal(wasOnGpu, true, 'the model was not on the GPU when its device was destroyed');
 
     await page.waitForFunction(() => window.lastResult || !document.getElementById('error').hidden, null, { timeout: 120_000 });

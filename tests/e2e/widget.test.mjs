@@ -1,4 +1,4 @@
-// <gpt2-generator> (www/widget.js) in Chromium: widgets share one model download, fire their events
+// <gpt2-generator> (www/widget.js → www/widget/widget.js) in Chromium: widgets share one model download, fire their events
 // with the right counts, show "watch the loop" candidates, keep their styles to themselves, and the
 // lesson page (www/embed-example.html) works and is photographed to tests/e2e/out/embed-example.png.
 import { test } from 'node:test';

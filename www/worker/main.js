@@ -22,8 +22,11 @@ import { engineModule, wasmMemory } from './engine.js';
 import { load } from './load.js';
 import { REQUESTS } from './protocol.js';
 
-/** What the worker does for each request (protocol.js: REQUESTS; a test checks the two agree). */
-const HANDLERS = {
+/**
+ * What the worker does for each request (protocol.js: REQUESTS; a test checks the two agree). The
+ * worker that `./build.sh serve` and the tests use also has testing.js's requests.
+ */
+export const HANDLERS = {
   load: (msg) => respond(msg.id, () => load(msg)),
   generate: (msg) => enqueue(msg),
   logits: (msg) => enqueue(msg),
@@ -31,11 +34,9 @@ const HANDLERS = {
   tokenize: (msg) => respond(msg.id, () => tokenize(msg)),
   decode: (msg) => respond(msg.id, () => decode(msg)),
   dispose: (msg) => respond(msg.id, () => dispose(msg)),
-  loseDevice: (msg) => respond(msg.id, () => loseDevice(msg)),
   memory: (msg) => respond(msg.id, () => ({
     wasmBytes: wasmMemory?.buffer.byteLength ?? 0, ...(models.get(msg.model)?.engine.memoryUse ?? {}),
   })),
-  crash: () => setTimeout(() => { throw new Error('the worker crashed (a test)'); }), // tests only
 };
 
 self.onmessage = ({ data: msg }) => {
@@ -46,7 +47,7 @@ self.onmessage = ({ data: msg }) => {
   return HANDLERS[op](msg);
 };
 
-async function respond(id, fn) {
+export async function respond(id, fn) {
   try {
     reply(id, 'done', { value: await fn() });
   } catch (e) {
@@ -205,16 +206,6 @@ async function decode({ model: id, ids }) {
   while (m.stepping) await m.stepping.catch(() => {}); // the engine is taken while a step runs
   m = model(id);
   return m.engine.decode(Uint32Array.from(ids));
-}
-
-/** Tests only: destroys the model's GPU device between two steps, as a driver reset would. */
-async function loseDevice({ model: id }) {
-  let m = model(id);
-  while (m.stepping) await m.stepping.catch(() => {}); // the engine is taken while a step runs
-  m = model(id);
-  const onGpu = m.engine.backend === 'webgpu';
-  m.engine.loseDevice();
-  return onGpu;
 }
 
 function dispose({ model: id }) {

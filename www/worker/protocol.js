@@ -6,7 +6,7 @@
 // Every request from the page carries a fresh numeric `id`; every reply carries the id of the
 // request it answers. A loaded model is named by the id of its load request, so several models
 // (and several page widgets) share one worker. `done` and `error` end a request (every one but
-// `abort` and `crash`); the others may come any number of times before.
+// `abort`); the others may come any number of times before.
 
 /** page → worker: op → what the request holds, and what answers it. */
 export const REQUESTS = {
@@ -23,9 +23,7 @@ export const REQUESTS = {
   tokenize: '{ id, op, model, text } → done [ids]',
   decode: '{ id, op, model, ids } → done text',
   dispose: '{ id, op, model } → done; queued generations of the model get error',
-  loseDevice: '{ id, op, model } → done (whether it was on the GPU); tests only: destroys the GPU device between two steps',
   memory: '{ id, op, model } → done { wasmBytes, …the model\'s weights and KV cache on the CPU }',
-  crash: '{ op } → nothing: an uncaught error in the worker, as a crash (tests only)',
 };
 
 /** worker → page: type → what the reply holds. */

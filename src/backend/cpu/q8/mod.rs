@@ -398,7 +398,7 @@ mod choice;
 
 /// The browser's 8-bit kernels (simd128.rs `Dot`, in the order of its discriminants), by the
 /// names `Gpt2.load`'s `kernel` option takes: named here, outside the wasm-only file, so native
-/// code (the generated www/options.js) lists them too.
+/// code (the generated www/api/options.js) lists them too.
 pub const WASM_KERNELS: [&str; 3] = ["dot-add", "dot-i16", "widen"];
 mod kv;
 mod portable;

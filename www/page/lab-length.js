@@ -3,7 +3,7 @@
 // about the TPOT.
 
 import { drawLab, fitLine } from './charts.js';
-import { fmtMs } from './text.js';
+import { fmtMs } from '../widget/text.js';
 
 /** Runs the lab on `model`; `$` finds its elements. Resolves with `{ points, fit }`, or null when stopped early. */
 export async function runLengthRuns(model, { prompt, lengths, repeats, signal }, $) {

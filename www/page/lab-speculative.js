@@ -3,7 +3,7 @@
 // side by side: the same text, the kept draft tokens highlighted, model steps against tokens,
 // tokens per step over time, and the wall-clock ratio.
 
-import { fmtMs } from './text.js';
+import { fmtMs } from '../widget/text.js';
 import { drawBars } from './charts.js';
 
 /** The tokens each model step gave: a step's kept draft tokens, then the model's own one. */

@@ -14,7 +14,7 @@
 // off, one that ends without [DONE], and a timeout (nothing for `timeoutMs`).
 
 import { drawSeries, fitLine } from './charts.js';
-import { fmtMs } from './text.js';
+import { fmtMs } from '../widget/text.js';
 
 const STORE = 'gpt2-web.api-lab';
 

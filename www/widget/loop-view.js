@@ -11,7 +11,7 @@
 //   view.reset(prompt);
 //   await model.generate(prompt, { topLogprobs: 10, onToken: (ev) => view.step(ev) });
 //
-// Used by the page (www/app.js) and by <gpt2-generator watch> (www/widget.js). The styles are
+// Used by the page (www/page/app.js) and by <gpt2-generator watch> (www/widget/widget.js). The styles are
 // prefixed with .gpt2-loop and added once per document or shadow root.
 
 /** How much of the text before a step its card shows. */

@@ -2,10 +2,10 @@
 // files from this computer), and the embed snippet's attributes for the current settings. Reads
 // the DOM, changes nothing; a field that does not parse throws the sentence. Imported by app.js.
 
-import { MODEL_FILES, isHubId } from './gpt2.js';
-import { DEMO_MODEL as DEMO } from './assets.js';
+import { MODEL_FILES, isHubId } from '../api/gpt2.js';
+import { DEMO_MODEL as DEMO } from '../api/assets.js';
 import { stopAttribute } from './embed-code.js';
-import { unescape } from './text.js';
+import { unescape } from '../widget/text.js';
 
 const $ = (id) => document.getElementById(id);
 

@@ -3,7 +3,7 @@
 // numbers also go into the table its canvas names by aria-details (a text alternative that a
 // screen reader can walk, and anyone can read).
 
-import { fmtMs } from './text.js';
+import { fmtMs } from '../widget/text.js';
 
 
 function colors() {

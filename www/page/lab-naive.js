@@ -3,7 +3,7 @@
 // position it predicts, the line a + b·position fitted through each, and the total without the
 // cache as the sum of that line: quadratic in the length.
 
-import { fmtMs } from './text.js';
+import { fmtMs } from '../widget/text.js';
 import { drawSeries, fitLine } from './charts.js';
 
 /** [position, ms] for each token after the first: the time of the step that made it. */

@@ -5,34 +5,12 @@
 // URL parameters: ?model=<folder URL> loads that folder at start instead of the demo model;
 // ?backend=auto|cpu|webgpu picks the backend of that first load, ?dtype=q8|f32 its CPU weights.
 //
-// Hooks for the browser tests (tests/e2e/), on window:
-//   pageState    'loading' | 'ready' | 'busy' | 'error' (set after every load, generation and lab), or
-//                'asking' (a ?model= of another origin waits for the Load button)
-//   gpt2Model    the loaded Gpt2 (or null)
-//   lastResult   the result of the last Generate click (null while it runs)
-//   tokenEvents  how many onToken calls that generation made
-//   visibleMs    its time from click to the first visible text painted
-//   firstTokenMs its time from click to the first token event
-//   loadedAtMs   performance.now() when the last load finished (from the page's navigation: open → ready)
-//   pageStartMs  { app, load }: when app.js began to run and when it called Gpt2.load, the first time
-//   backendChanges  [{ backend, reason, afterTokens }]: each move to another backend (GPU lost), with
-//                the number of tokens the running generation had shown by then
-//   loopView     the "watch the loop" view (www/loop-view.js)
-//   labResult    { points: [{ n, totalMs, ttftMs, tpotMs }], fit: { a, b, r2 } } after the length lab
-//   comparison   { rows, greedyIdentical, sampledDistinct } after the greedy/sampling/beam lab
-//   naiveLab     { identical, cached: { fit, totalMs, points }, naive: {…} } after the no-KV-cache lab
-//   prediction   { n, predictedMs, measuredMs, off } after "predict, then measure"
-//   speculativeLab  after the "more than one token per step" lab
-//   apiLab       { api: [{ maxTokens, n, ttftMs, tpotMs, totalMs, text }], apiFit, local, localFit, text } or
-//                { error, api } after "a real API" (numbers and texts only: never the key)
-//   codeLab      { status, error?: { message, line }, prints, steps, records, fit } after "write the loop yourself"
-//   memoryUse    { plan, wasmBytes, weights, kvCache } after a load (model.plan, model.memory())
-//   fallBackBytes  bytes of the weights read again after the GPU was lost
+// What the page measured and where it stands is kept in record.js.
 
-import { Gpt2, isHubId, hubUrl } from './gpt2.js';
-import { LoopView } from './loop-view.js';
+import { Gpt2, isHubId, hubUrl } from '../api/gpt2.js';
+import { LoopView } from '../widget/loop-view.js';
 import { LoopDiagram } from './loop-diagram.js';
-import { DEMO_MODEL as DEMO } from './assets.js';
+import { DEMO_MODEL as DEMO } from '../api/assets.js';
 import { wireEmbedPanel } from './embed-code.js';
 import { numberField, listField, formOptions, chosenSource, embedSettings } from './page-form.js';
 import { runSpeculativeLab } from './lab-speculative.js';
@@ -42,9 +20,10 @@ import { runLengthRuns } from './lab-length.js';
 import { runCodeLab, wireCodeLab } from './lab-code.js';
 import { runApiLab, wireApiLab } from './lab-api.js';
 import { predictionText, measurePrediction } from './predict.js';
-import { PRESETS } from './presets.js';
-import { fmtMs, sentence, afterPaint, Announcer } from './text.js';
+import { PRESETS } from '../api/presets.js';
+import { fmtMs, sentence, afterPaint, Announcer } from '../widget/text.js';
 import { drawLatency as drawLatencyOn, drawLab as drawLabOn } from './charts.js';
+import { record } from './record.js';
 
 /** When this module began to run (its imports fetched and evaluated), from the page's navigation. */
 const startedAtMs = performance.now();
@@ -58,12 +37,6 @@ let latency = []; // elapsedMs of each token of the current generation
 let chartQueued = false;
 let lastMetrics = null; // the last Generate's metrics, for "predict, then measure"
 const spoken = new Announcer($('spoken')); // the stream for screen readers, a line or sentence at a time
-
-Object.assign(window, {
-  pageState: 'loading', gpt2Model: null, lastResult: null, tokenEvents: 0, visibleMs: null, firstTokenMs: null,
-  loadedAtMs: null, backendChanges: [],
-  labResult: null, comparison: null, naiveLab: null, prediction: null, speculativeLab: null, codeLab: null, apiLab: null,
-});
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers.
@@ -95,7 +68,7 @@ function setBusy(busy) {
   $('load').disabled = busy;
   $('stop').disabled = !busy;
   $('code-stop').disabled = !busy;
-  window.pageState = busy ? 'busy' : ready ? 'ready' : 'error';
+  record.pageState = busy ? 'busy' : ready ? 'ready' : 'error';
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -105,7 +78,7 @@ async function loadModel(source, backend, dtype) {
   clearError();
   setBusy(true);
   $('stop').disabled = true;
-  window.pageState = 'loading';
+  record.pageState = 'loading';
   const files = new Map();
   const bar = $('progress');
   const text = $('progress-text');
@@ -117,13 +90,13 @@ async function loadModel(source, backend, dtype) {
       model: source, backend, dtype,
       onBackendChange: ({ backend: now, reason }) => {
         if (model !== loaded) return; // a model that is being replaced
-        window.backendChanges.push({ backend: now, reason, afterTokens: window.tokenEvents });
+        record.backendChanges.push({ backend: now, reason, afterTokens: record.tokenEvents });
         $('backend').textContent = now;
         showBackendNote(`switched to the ${now === 'cpu' ? 'CPU' : 'GPU'} during generation: ${reason ?? 'no reason given'}`);
       },
       onProgress: ({ file, loaded: got, total, tensor, cached, plan, fallBack }) => {
         if (fallBack) { // the GPU was lost mid-generation: the weights are read again for the CPU
-          window.fallBackBytes = got;
+          record.fallBackBytes = got;
           $('status').textContent = `The GPU was lost: reading the weights again for the CPU (${fmtMB(got)})…`;
           return;
         }
@@ -142,9 +115,9 @@ async function loadModel(source, backend, dtype) {
     });
     model?.dispose(); // the previous model stays usable until the new one has loaded
     model = loaded;
-    window.gpt2Model = model;
-    window.loadedAtMs = performance.now();
-    window.pageStartMs ??= { app: startedAtMs, load: t0 }; // the first load's start, for bench --cold
+    record.gpt2Model = model;
+    record.loadedAtMs = performance.now();
+    record.pageStartMs ??= { app: startedAtMs, load: t0 }; // the first load's start, for bench --cold
     let bytes = 0;
     for (const f of files.values()) bytes += f.got;
     bar.value = 1;
@@ -164,7 +137,7 @@ async function loadModel(source, backend, dtype) {
     ].filter(Boolean).join(' '));
     $('max-tokens').max = String(c.nPositions);
     const used = await model.memory();
-    window.memoryUse = { plan: model.plan, ...used };
+    record.memoryUse = { plan: model.plan, ...used };
     $('memory-info').textContent = memoryText(model.plan, model.backend === 'cpu' ? used.wasmBytes : null);
   } catch (e) {
     bar.value = 0;
@@ -224,12 +197,12 @@ async function generate() {
   resetReadout();
   latency = [];
   drawLatency();
-  Object.assign(window, { lastResult: null, tokenEvents: 0, visibleMs: null, firstTokenMs: null });
+  Object.assign(record, { lastResult: null, tokenEvents: 0, visibleMs: null, firstTokenMs: null });
   $('status').textContent = 'Generating…';
   controller = new AbortController();
   setBusy(true);
   const t0 = performance.now();
-  const switches = window.backendChanges.length;
+  const switches = record.backendChanges.length;
   let shown = 0; // tokens with text on the page (for alternating backgrounds)
   let visible = false;
   try {
@@ -237,12 +210,12 @@ async function generate() {
       ...options,
       signal: controller.signal,
       onToken: (ev) => {
-        window.tokenEvents++;
+        record.tokenEvents++;
         if (ev.top) loopView.step(ev);
         diagram.token(ev);
         latency.push(ev.elapsedMs);
         if (ev.index === 0) {
-          window.firstTokenMs = performance.now() - t0;
+          record.firstTokenMs = performance.now() - t0;
           $('ttft').textContent = fmtMs(ev.elapsedMs);
         }
         $('output-tokens').textContent = String(ev.index + 1);
@@ -259,15 +232,15 @@ async function generate() {
           if (!visible && ev.text.trim()) {
             visible = true;
             afterPaint(() => {
-              window.visibleMs = performance.now() - t0;
-              $('first-visible').textContent = fmtMs(window.visibleMs);
+              record.visibleMs = performance.now() - t0;
+              $('first-visible').textContent = fmtMs(record.visibleMs);
             });
           }
         }
         queueChart();
       },
     });
-    window.lastResult = r;
+    record.lastResult = r;
     diagram.end(r);
     showMetrics(r);
     const m = r.metrics;
@@ -277,7 +250,7 @@ async function generate() {
     // A sampled text names its seed, so the student can run the same text again.
     const seed = options.temperature > 0 ? ` Seed ${options.seed}${$('seed').value.trim() === '' ? ' (random: type it into Seed to repeat this text)' : ''}.` : '';
     $('status').textContent = `Done: ${m.outputTokens} tokens in ${fmtMs(m.totalMs)} (${r.stopReason.replace('_', ' ')}).${seed}` +
-      (window.backendChanges.length > switches ? ` ${$('backend-note').textContent}` : '');
+      (record.backendChanges.length > switches ? ` ${$('backend-note').textContent}` : '');
   } catch (e) {
     $('status').textContent = '';
     showError(e.message);
@@ -330,8 +303,8 @@ function runLengthLab() {
     const repeats = Math.max(1, Math.min(10, Math.round(numberField('lab-repeats', 'Runs per length'))));
     const prompt = $('prompt').value;
     const fit = await lengthsThatFit(prompt, lengths);
-    window.labResult = null;
-    window.labResult = await runLengthRuns(model, { prompt, lengths: fit, repeats, signal }, $);
+    record.labResult = null;
+    record.labResult = await runLengthRuns(model, { prompt, lengths: fit, repeats, signal }, $);
   });
 }
 
@@ -345,8 +318,8 @@ function runComparison() {
       temperature: numberField('cmp-temperature', 'Sampling temperature'),
       maxTokens: Math.round(numberField('cmp-tokens', 'Tokens')),
     };
-    window.comparison = null;
-    window.comparison = await runDecodingLab(model, options, $);
+    record.comparison = null;
+    record.comparison = await runDecodingLab(model, options, $);
   });
 }
 
@@ -377,11 +350,11 @@ function runPrediction() {
     const n = Math.round(numberField('predict-tokens', 'Tokens'));
     const prompt = $('prompt').value;
     await lengthsThatFit(prompt, [n]);
-    window.prediction = null;
+    record.prediction = null;
     const got = await measurePrediction(model, lastMetrics, { prompt, options: formOptions(), n, signal });
     if (!got) return;
     $('predict-out').textContent = got.text;
-    window.prediction = got;
+    record.prediction = got;
   });
 }
 
@@ -414,8 +387,8 @@ $('cmp-run').addEventListener('click', runComparison);
 $('naive-run').addEventListener('click', () => lab('Without a KV cache', async (signal) => {
   const prompt = $('prompt').value;
   const [maxTokens] = await lengthsThatFit(prompt, [Math.round(numberField('naive-tokens', 'Tokens'))]);
-  window.naiveLab = null;
-  window.naiveLab = await runNaiveLab(model, { prompt, maxTokens, signal }, $);
+  record.naiveLab = null;
+  record.naiveLab = await runNaiveLab(model, { prompt, maxTokens, signal }, $);
 }));
 $('preset').addEventListener('change', (e) => applyPreset(e.target.value));
 // Editing a setting by hand leaves the preset: the form is custom from then on.
@@ -426,14 +399,14 @@ $('predict-tokens').addEventListener('input', updatePrediction);
 $('predict-run').addEventListener('click', runPrediction);
 $('spec-run').addEventListener('click', () => lab('More than one token per step', async (signal) => {
   const maxTokens = Math.round(numberField('spec-tokens', 'Tokens'));
-  window.speculativeLab = null;
-  window.speculativeLab = await runSpeculativeLab(model, { prompt: $('prompt').value, maxTokens, signal }, $);
+  record.speculativeLab = null;
+  record.speculativeLab = await runSpeculativeLab(model, { prompt: $('prompt').value, maxTokens, signal }, $);
 }));
 const runCode = () => {
   if (model && !controller) {
     lab('Write the loop yourself', async (signal) => {
-      window.codeLab = null;
-      window.codeLab = await runCodeLab(model, $, signal);
+      record.codeLab = null;
+      record.codeLab = await runCodeLab(model, $, signal);
     });
   }
 };
@@ -445,14 +418,14 @@ $('api-form').addEventListener('submit', (e) => {
   e.preventDefault();
   if (controller) return;
   lab('A real API', async (signal) => {
-    window.apiLab = null;
-    window.apiLab = await runApiLab(model, $, signal);
+    record.apiLab = null;
+    record.apiLab = await runApiLab(model, $, signal);
   });
 });
 $('boundaries').addEventListener('change', (e) => $('output').classList.toggle('boundaries', e.target.checked));
 const loopView = new LoopView($('loop'));
 const diagram = new LoopDiagram($('loop-diagram'));
-window.loopView = loopView;
+record.loopView = loopView;
 $('watch-loop').addEventListener('change', (e) => { $('loop').hidden = !e.target.checked; });
 $('loop').hidden = !$('watch-loop').checked; // a checkbox the browser restored
 // Ctrl/Cmd+Enter in the prompt generates; Escape anywhere stops.
@@ -464,7 +437,7 @@ document.addEventListener('keydown', (e) => {
 });
 window.addEventListener('resize', () => {
   drawLatency();
-  if (window.labResult) drawLab(window.labResult.points, window.labResult.fit);
+  if (record.labResult) drawLab(record.labResult.points, record.labResult.fit);
 });
 
 drawLatency();
@@ -487,7 +460,7 @@ if (params.has('model')) {
     loadModel(params.get('model'), backend, dtype);
   } else {
     // A link must not make a visitor download hundreds of megabytes from a host it names: ask.
-    window.pageState = 'asking';
+    record.pageState = 'asking';
     $('progress-text').textContent = 'Not loaded.';
     $('model-info').textContent = `This link asks to load a model from ${origin ?? params.get('model')}. ` +
       'Press Load model to download it.';

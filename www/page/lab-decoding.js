@@ -4,7 +4,7 @@
 // measures and its cost, so the lesson's claims can be checked: beam search is the most repetitive
 // and the most expensive, which is why open-ended text rarely uses it.
 
-import { fmtMs } from './text.js';
+import { fmtMs } from '../widget/text.js';
 
 /** The n-grams of `ids` (as strings). */
 function ngrams(ids, n) {

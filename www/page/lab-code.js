@@ -11,8 +11,8 @@
 // Nothing runs by itself: only Run runs the code in the box (which a link may fill, never run).
 
 import { drawLab, drawSeries, fitLine } from './charts.js';
-import { SOURCE } from './sampling.js';
-import { fmtMs } from './text.js';
+import { SOURCE } from '../api/sampling.js';
+import { fmtMs } from '../widget/text.js';
 
 /** The loop of the lesson, and its extension tasks, ready to run. */
 export const VARIANTS = {

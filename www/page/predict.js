@@ -1,7 +1,7 @@
 // "Predict, then measure": the lesson's formula total ≈ TTFT + TPOT × (n − 1), fed with the last
 // generation's measured TTFT and TPOT, against a run of exactly n tokens.
 
-import { fmtMs } from './text.js';
+import { fmtMs } from '../widget/text.js';
 
 /** The predicted total of `n` tokens from a generation's metrics. */
 export function predictTotal(metrics, n) {

@@ -1,0 +1,429 @@
+// gpt2-web's JavaScript API: GPT-2 in a Web Worker, one callback per generated token.
+//
+//   import { Gpt2 } from './gpt2.js';
+//   const model = await Gpt2.load({ model: 'models/gpt2-shakespeare/', backend: 'auto', dtype: 'q8',
+//                                   onProgress: ({ file, loaded, total }) => {} });
+//   const r = await model.generate('ROMEO:', { maxTokens: 40, temperature: 0.8, seed: 1,
+//                                               onToken: ({ text }) => out.append(text) });
+//   r.text; r.stopReason; r.metrics.ttftMs; r.metrics.tpotMs; r.metrics.totalMs;
+//   model.dispose();
+//
+// Types and full documentation: gpt2.d.ts. What a `model` option names is sources.js's. The
+// model runs in worker.js; all models loaded by one
+// page share that worker, which is started on the first load and stopped when the last model is
+// disposed. A `generate` while another runs on the same model is queued, not rejected.
+// Loading the same folder URL with the same backend again (e.g. several <gpt2-generator> widgets)
+// shares one download and one model: each load returns its own handle, and the model is freed
+// when the last handle is disposed.
+
+import { BUILDS, DEMO_MODEL } from './assets.js';
+import { completionsOf } from './completions.js';
+import { BACKENDS, DTYPES, KERNELS } from './options.js';
+import { EMBED_HELP, connection, idle, request, withCode } from './connection.js';
+import { PRESETS } from './presets.js';
+import { argmax, softmax, topK, topP, sample, rng } from './sampling.js';
+import { MODEL_FILES, HUB_HOST, isHubId, hubUrl, modelSource, readHere } from './sources.js';
+
+/** An option or argument the API refuses: an Error with code 'param' (gpt2.d.ts Gpt2Error). */
+const invalid = (message) => withCode(new Error(message), 'param');
+
+// ---------------------------------------------------------------------------------------------
+// Argument checks: a wrong call fails at once with a sentence, before anything is downloaded.
+// The generate options themselves are read and checked once, by the engine, when the worker
+// queues the request (src/generate/options.rs defines them; an error names the option).
+
+function checkOptions(options) {
+  if (options === null || typeof options !== 'object') throw invalid('generate options must be an object');
+  const { signal, onToken, ...rest } = options;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('the signal option must be an AbortSignal');
+  if (onToken !== undefined && typeof onToken !== 'function') throw invalid('the onToken option must be a function');
+  return { signal, onToken, options: rest };
+}
+
+/** The result of a generation aborted before it started (here, or while queued in the worker). */
+function emptyResult() {
+  return {
+    text: '', tokens: [], stopReason: 'abort',
+    metrics: {
+      ttftMs: 0, tpotMs: 0, tpotP50Ms: 0, tpotP95Ms: 0, totalMs: 0, prefillMs: 0,
+      promptTokens: 0, outputTokens: 0, prefillTokensPerSec: 0, decodeTokensPerSec: 0,
+      targetForwards: 0, draftedTokens: 0, acceptedDraftTokens: 0,
+    },
+  };
+}
+
+/**
+ * Where the platform stops a tab below what a wasm build can address: iOS and iPadOS (every browser
+ * there is WebKit) close a page at about 1.5 GB, so a model that needs more is refused with that
+ * reason before its weights download. iPadOS reports itself as a Mac with a touch screen.
+ */
+export function platformMemory(nav = globalThis.navigator) {
+  const ua = nav?.userAgent ?? '';
+  const ios = /\b(iPhone|iPad|iPod)\b/.test(ua) || (/\bMacintosh\b/.test(ua) && nav.maxTouchPoints > 1);
+  return ios ? { bytes: 1.5e9, what: 'the about 1.5 GB at which iOS and iPadOS close a browser tab' } : null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The public class.
+
+export class Gpt2 {
+  #conn;
+  #id;
+  #config;
+  #name;
+  #load; // the shared model this handle counts on: { key, refs }
+  #disposed = false;
+  #onBackendChange;
+  #onProgress; // the load's, also told while a lost GPU's model is read again (fallBack: true)
+  #lastCall = null; // the last logits call's timings
+  #completions = null;
+
+  /** Use Gpt2.load(). */
+  constructor(conn, id, config, name, load) {
+    if (!conn) throw new Error('use Gpt2.load() to make a model');
+    this.#conn = conn;
+    this.#id = id;
+    this.#load = load;
+    load.live?.handles.add(this);
+    this.#config = Object.freeze({ ...config });
+    this.#name = name;
+  }
+
+  /** Downloads (or reads) a model and builds it in the worker. See gpt2.d.ts. */
+  static async load({
+    model = DEMO_MODEL, backend = 'auto', dtype = 'q8', threads, build, kernel, memoryLimit, onProgress, onBackendChange,
+    revision, file, hubHost,
+  } = {}) {
+    if (!BACKENDS.includes(backend)) {
+      throw invalid(`unknown backend "${backend}"; choose ${BACKENDS.join(', ')}`);
+    }
+    if (!DTYPES.includes(dtype)) {
+      throw invalid(`unknown dtype "${dtype}"; choose ${DTYPES.join(', ')}`);
+    }
+    if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1 && threads <= 64)) {
+      throw invalid(`invalid threads: ${JSON.stringify(threads)} is not a whole number from 1 to 64`);
+    }
+    if (build !== undefined && !Object.hasOwn(BUILDS, build)) {
+      throw invalid(`unknown build "${build}"; choose ${Object.keys(BUILDS).join(', ')}`);
+    }
+    if (kernel !== undefined && !KERNELS.includes(kernel)) {
+      throw invalid(`unknown kernel "${kernel}"; choose ${KERNELS.join(', ')}`);
+    }
+    if (memoryLimit !== undefined && !(Number.isFinite(memoryLimit) && memoryLimit >= 1)) {
+      throw invalid(`invalid memoryLimit: ${JSON.stringify(memoryLimit)} is not a number of bytes`);
+    }
+    const platform = memoryLimit !== undefined
+      ? { bytes: memoryLimit, what: `the memoryLimit given to Gpt2.load (${(memoryLimit / 1e9).toFixed(2)} GB)` }
+      : platformMemory();
+    if (onProgress !== undefined && typeof onProgress !== 'function') {
+      throw invalid('the onProgress option must be a function');
+    }
+    if (onBackendChange !== undefined && typeof onBackendChange !== 'function') {
+      throw invalid('the onBackendChange option must be a function');
+    }
+    const { name, source, names } = modelSource(model, { revision, file, hubHost });
+    if (source.files && globalThis.location?.protocol === 'file:') source.files = await readHere(source.files);
+    const conn = connection();
+    // Files given as bytes are never shared; a folder URL is, per backend, dtype, build and kernel.
+    const key = source.urls ? `${backend} ${dtype} ${build} ${kernel} ${name}` : null;
+    let load = key !== null ? conn.loads.get(key) : undefined;
+    if (!load) {
+      load = { key, refs: 0, listeners: new Set() };
+      const progress = ({ file, loaded, total, tensor, cached, plan }) => {
+        for (const f of load.listeners) f({ file, loaded, total, tensor, cached, ...(plan ? { plan } : {}) });
+      };
+      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, build, kernel, platform, builds: BUILDS, files: names }, { progress });
+      load.promise = promise.then((info) => ({ id, info }));
+      if (key !== null) conn.loads.set(key, load);
+    }
+    load.refs++;
+    conn.models++; // counted from the start, so the worker is not stopped under a loading model
+    if (onProgress) load.listeners.add(onProgress);
+    let loaded;
+    try {
+      loaded = await load.promise;
+    } catch (e) {
+      load.refs--;
+      if (conn.loads.get(key) === load) conn.loads.delete(key); // a later load tries again
+      conn.models--;
+      idle(conn);
+      const demo = model === DEMO_MODEL && / 404/.test(e.message)
+        ? ' (the demo model is not beside gpt2.js, as in the npm package: pass Gpt2.load({ model: URL }))' : '';
+      const id = isHubId(model)
+        ? ` ("${model}" was taken as a Hugging Face model id; a folder beside the page is written "${model}/")` : '';
+      throw withCode(new Error(`could not load the model: ${e.message}${demo}${id}`), e.code);
+    } finally {
+      if (onProgress) load.listeners.delete(onProgress);
+    }
+    // What runs where, shared by the handles of this model: it changes if the GPU is lost.
+    const { info } = loaded;
+    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
+    const handle = new Gpt2(conn, loaded.id, info.config, name, load);
+    handle.#onBackendChange = onBackendChange;
+    handle.#onProgress = onProgress;
+    return handle;
+  }
+
+  /** The worker moved the model to another backend (the GPU was lost): tell every handle. */
+  #backendChanged({ backend, reason }) {
+    const live = this.#load.live;
+    if (live.backend === backend) return;
+    Object.assign(live, { backend, dtype: backend === 'cpu' ? live.cpuDtype : 'f32', gpuUnavailable: reason, adapter: backend === 'cpu' ? undefined : live.adapter });
+    for (const h of live.handles) {
+      try {
+        h.#onBackendChange?.({ backend, reason });
+      } catch (e) {
+        console.error('an onBackendChange callback failed:', e);
+      }
+    }
+  }
+
+  /** 'webgpu' or 'cpu': what actually runs (it changes to 'cpu' if the GPU is lost). */
+  get backend() { return this.#load.live.backend; }
+
+  /** Threads of the CPU engine: more than 1 only on a cross-origin isolated page (see gpt2.d.ts). */
+  get threads() { return this.#load.live.threads; }
+
+  /** Which wasm build runs: 'pkg' (simd128), 'pkg-relaxed' (relaxed SIMD) or 'pkg-threads'. */
+  get build() { return this.#load.live.build; }
+
+  /** The CPU's 8-bit kernel in the worker: 'dot-add', 'dot-i16', 'widen' or one for each shape (see gpt2.d.ts). */
+  get kernel() { return this.#load.live.kernel; }
+
+  /** What the load timed to choose the 8-bit kernel, or null (see gpt2.d.ts). */
+  get kernelTimes() { return this.#load.live.kernelTimes; }
+
+  /** The weight format in use: 'q8' or 'f32' on the CPU, 'f32' on WebGPU. */
+  get dtype() { return this.#load.live.dtype; }
+
+  /** The GPU adapter in words while on WebGPU, else undefined. */
+  get adapter() { return this.#load.live.adapter; }
+
+  /** Why the model runs on the CPU when WebGPU was wanted ('auto' found none, or it was lost); else undefined. */
+  get gpuUnavailable() { return this.#load.live.gpuUnavailable; }
+
+  /** The model's shape: { nLayer, nHead, nEmbd, nPositions, vocabSize, nParams, eosTokenId }. */
+  get config() { return this.#config; }
+
+  /** The model folder's URL, or the weights file's name for local files. */
+  get name() { return this.#name; }
+
+  /** The end-of-text token's id (50256 for GPT-2): a loop stops when it picks it. */
+  get eosTokenId() { return this.#config.eosTokenId; }
+
+  /** Token ids as a list of whole numbers in 0..vocabSize, or a sentence naming what is wrong. */
+  #ids(ids, what) {
+    if (!(Array.isArray(ids) || ArrayBuffer.isView(ids))) throw invalid(`${what} needs an array of token ids`);
+    const v = this.#config.vocabSize;
+    for (const id of ids) {
+      if (!(Number.isInteger(id) && id >= 0 && id < v)) {
+        throw invalid(`${what}: ${JSON.stringify(id)} is not a token id (a whole number from 0 to ${v - 1})`);
+      }
+    }
+    return Array.from(ids);
+  }
+
+  /**
+   * The next-token logits after `ids`, a Float32Array of config.vocabSize: the lesson's "logits of
+   * the sequence", to write the loop with. `cache: true` (the default) keeps the KV cache of what
+   * `ids` shares from its start with the last call's ids and runs only the rest; `false` runs the
+   * whole sequence, as the naive loop. A generation in between empties that cache. Timings of the
+   * call: `model.lastCall`. See gpt2.d.ts.
+   */
+  async logits(ids, { cache = true } = {}) {
+    if (this.#disposed) throw new Error('this model has been disposed');
+    if ((Array.isArray(ids) || ArrayBuffer.isView(ids)) && ids.length > this.#config.nPositions) {
+      throw withCode(new Error(`logits: ${ids.length} ids do not fit the model's context of ${this.#config.nPositions} tokens`), 'prompt_too_long');
+    }
+    const list = this.#ids(ids, 'logits');
+    if (list.length === 0) throw invalid('logits needs at least one token id');
+    if (typeof cache !== 'boolean') throw invalid('the cache option must be true or false');
+    const t0 = performance.now();
+    const backend = (change) => this.#backendChanged(change);
+    const out = await request(this.#conn, { op: 'logits', model: this.#id, ids: list, cache }, { backend }).promise;
+    this.#lastCall = Object.freeze({
+      ms: performance.now() - t0, engineMs: out.ms, positions: list.length - out.reused, reused: out.reused,
+    });
+    return out.logits;
+  }
+
+  /**
+   * The last logits call's timings: `{ ms, engineMs, positions, reused }` (ms from the call to the
+   * answer; engineMs of it in the engine; positions run; positions taken from the cache); null before.
+   */
+  get lastCall() { return this.#lastCall; }
+
+  /** The text of token ids (whole characters; a character split across the ids' end shows as U+FFFD). */
+  async decode(ids) {
+    if (this.#disposed) throw new Error('this model has been disposed');
+    return request(this.#conn, { op: 'decode', model: this.#id, ids: this.#ids(ids, 'decode') }).promise;
+  }
+
+  /**
+   * OpenAI's completions API on this model: `model.completions.create({ prompt, max_tokens,
+   * temperature, top_p, stop, seed, stream })` (completions.js, gpt2.d.ts).
+   */
+  get completions() { return (this.#completions ??= completionsOf(this)); }
+
+  /** Generates a continuation of `prompt`. See gpt2.d.ts for the options and the result. */
+  async generate(prompt, options = {}) {
+    if (this.#disposed) throw new Error('this model has been disposed');
+    if (typeof prompt !== 'string') throw invalid('the prompt must be a string');
+    // A loaded model as the draft: the worker steps the two together.
+    let draftModel;
+    if (options?.draft instanceof Gpt2) {
+      const d = options.draft;
+      if (d.#disposed) throw new Error('the draft model has been disposed');
+      if (d.#id === this.#id) {
+        throw new Error('the draft model is this model (loads of one folder with one backend share it); load a smaller one');
+      }
+      draftModel = d.#id;
+      options = { ...options, draft: 'model' };
+    } else if (options?.draft === 'model') {
+      throw invalid("invalid draft: pass the loaded draft model itself (draft: await Gpt2.load(…)), not 'model'");
+    }
+    const { signal, onToken, options: opts } = checkOptions(options);
+    if (signal?.aborted) return emptyResult();
+    let settle;
+    const token = onToken && ((ev) => {
+      try {
+        onToken(ev);
+      } catch (e) {
+        // The caller's callback failed: stop generating and report its error.
+        this.#conn.worker.postMessage({ op: 'abort', id });
+        this.#conn.pending.delete(id);
+        settle.reject(e);
+        idle(this.#conn);
+      }
+    });
+    const backend = (change) => this.#backendChanged(change);
+    const progress = ({ file, loaded, total, tensor, cached, fallBack }) => {
+      try {
+        this.#onProgress?.({ file, loaded, total, tensor, cached, fallBack });
+      } catch (e) {
+        console.error('an onProgress callback failed:', e);
+      }
+    };
+    const { id, promise } = request(this.#conn, { op: 'generate', model: this.#id, prompt, options: opts, draftModel }, { token, backend, progress });
+    const onAbort = () => this.#conn.worker.postMessage({ op: 'abort', id });
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const result = await new Promise((resolve, reject) => {
+        settle = { reject };
+        promise.then(resolve, reject);
+      });
+      if (result === null) return emptyResult(); // aborted while queued
+      delete result.backend; // model.backend has it (a 'backend' message came if it changed)
+      return result;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /**
+   * One generation as an async iterator of its token events (the same events as onToken):
+   * `for await (const t of model.stream(prompt, options))`. Leaving the loop early (`break`,
+   * `return`, a throw) aborts the generation; `.result` resolves with the result either way
+   * (stopReason 'abort' after a break). Options as generate's, without onToken.
+   */
+  stream(prompt, options = {}) {
+    if (options === null || typeof options !== 'object') throw invalid('stream options must be an object');
+    if ('onToken' in options) throw new Error('stream() yields the tokens itself: leave out the onToken option');
+    const { signal, ...rest } = options;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new Error('the signal option must be an AbortSignal');
+    const controller = new AbortController();
+    const forward = () => controller.abort();
+    if (signal?.aborted) controller.abort();
+    signal?.addEventListener('abort', forward, { once: true });
+    const events = [];
+    let finished = false;
+    let wake = null;
+    const notify = () => {
+      wake?.();
+      wake = null;
+    };
+    const result = this.generate(prompt, {
+      ...rest,
+      signal: controller.signal,
+      onToken: (ev) => {
+        events.push(ev);
+        notify();
+      },
+    }).finally(() => {
+      finished = true;
+      signal?.removeEventListener('abort', forward);
+      notify();
+    });
+    result.catch(() => {}); // not unhandled: next() rethrows it, and `.result` still rejects for whoever awaits it
+    return {
+      result,
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+      async next() {
+        for (;;) {
+          if (events.length > 0) return { value: events.shift(), done: false };
+          if (finished) {
+            await result; // rethrows the generation's error
+            return { value: undefined, done: true };
+          }
+          await new Promise((resolve) => { wake = resolve; });
+        }
+      },
+      async return() {
+        controller.abort();
+        events.length = 0;
+        await result.catch(() => {});
+        return { value: undefined, done: true };
+      },
+    };
+  }
+
+  /**
+   * Memory: `wasmBytes`, the size of the WebAssembly memory of the worker all models of this page
+   * share (weights, KV caches and buffers of every loaded model; it grows and never shrinks until
+   * the last model is disposed and the worker stops, so it is also the peak), and on the CPU this
+   * model's `weights` and `kvCache` bytes.
+   */
+  async memory() {
+    if (this.#disposed) throw new Error('this model has been disposed');
+    return request(this.#conn, { op: 'memory', model: this.#id }).promise;
+  }
+
+  /**
+   * What this model was predicted to need on the CPU before it loaded (from config.json alone):
+   * `{ weights, kvCache, activations, file, conversion, peak, limit }` in bytes, `file` being the
+   * most of the weights file held at once (one tensor: the file streams in).
+   */
+  get plan() { return this.#load.live.plan; }
+  get loadTimings() { return this.#load.live.loadTimings; }
+
+  /** Token ids of `text` under this model's tokenizer. */
+  async tokenize(text) {
+    if (this.#disposed) throw new Error('this model has been disposed');
+    if (typeof text !== 'string') throw new Error('tokenize needs a string');
+    return request(this.#conn, { op: 'tokenize', model: this.#id, text }).promise;
+  }
+
+  /**
+   * Frees this handle; later calls on it reject. When it was the model's last handle (see load), the
+   * model is freed: a running generation ends, queued ones reject.
+   */
+  dispose() {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    const conn = this.#conn;
+    conn.models--;
+    this.#load.live?.handles.delete(this);
+    if (--this.#load.refs > 0) return; // another handle still uses this model
+    if (conn.loads.get(this.#load.key) === this.#load) conn.loads.delete(this.#load.key);
+    request(conn, { op: 'dispose', model: this.#id }).promise.catch(() => {});
+  }
+}
+
+export default Gpt2;
+export { MODEL_FILES, HUB_HOST, isHubId, hubUrl };
+/** The loop's parts for model.logits: argmax, softmax, topK, topP, sample, rng (sampling.js). */
+export { argmax, softmax, topK, topP, sample, rng };
+/** The lesson's settings by use: autocomplete, creative, extraction (`{ label, why, options }`). */
+export { PRESETS };
