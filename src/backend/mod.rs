@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 
 pub use crate::config::MAX_VERIFY;
+pub use cpu::BatchRow;
 
 /// Which backend to use. The GPU backend is called "webgpu" everywhere (the JS API, the CLI,
 /// JSON, the docs): it is wgpu's WebGPU API, on the browser's WebGPU or natively on
@@ -86,6 +87,37 @@ impl Backend {
         match self {
             Backend::Cpu(b) => b.forward(ids, pos, Some(head)),
             Backend::WebGpu(b) => b.forward(ids, pos, true).await,
+        }
+    }
+
+    /// One forward pass over several sequences (a batch), each in its own KV cache slot: into
+    /// `out`, the logits of the last id of each, (rows.len(), vocab_size) in the order given.
+    /// Each row is, bit for bit, what `forward` of that sequence alone in its slot gives, as long
+    /// as the batch holds at most `batch_rows` sequences. The CPU runs every matrix product once
+    /// for all of them; the GPU backend runs them one after another for now.
+    pub async fn forward_batch(&mut self, rows: &[BatchRow<'_>], out: &mut Vec<f32>) -> Result<()> {
+        for r in rows {
+            self.config().check_ids(r.ids, r.pos)?;
+        }
+        out.clear();
+        match self {
+            Backend::Cpu(b) => out.extend_from_slice(b.forward_batch(rows)?),
+            Backend::WebGpu(b) => {
+                let v = b.config().vocab_size;
+                for r in rows {
+                    b.kv_use(r.slot, r.pos).await?;
+                    out.extend_from_slice(&b.forward(r.ids, r.pos, false).await?[..v]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The most sequences a `forward_batch` takes with each row exactly as alone.
+    pub fn batch_rows(&self) -> usize {
+        match self {
+            Backend::Cpu(b) => b.batch_rows(),
+            Backend::WebGpu(_) => usize::MAX,
         }
     }
 

@@ -20,6 +20,7 @@ use crate::speculate::Draft;
 use serde::Serialize;
 use std::collections::VecDeque;
 
+mod batch;
 mod beam;
 mod next;
 pub mod options;
@@ -30,6 +31,7 @@ mod transcript;
 
 use transcript::Transcript;
 
+pub use batch::{Batch, MAX_BATCH};
 pub use beam::{Beam, EarlyStopping, MAX_BEAMS};
 pub use next::NextLogits;
 pub use options::{GenerateParams, Kind, Limits, OptionSpec, OptionValue, Scope, OPTIONS};
@@ -321,6 +323,44 @@ impl Generation {
         };
         let Pending { id, drafted, top } = p;
         Ok(Progress::Token(self.t.append(model, id, drafted, top)))
+    }
+
+    /// For a batch (`batch::Batch`): the sequence so far and how many of its ids the KV cache
+    /// holds, when this generation's next move is a model step of the plain loop; `None` when it
+    /// has tokens to hand out, has ended, or is not the plain loop.
+    pub(crate) fn batch_input(&self) -> Option<(&[u32], usize)> {
+        match &self.strategy {
+            Strategy::Plain(p) if self.pending.is_empty() && self.t.done.is_none() => {
+                Some((&self.t.ids, p.fed()))
+            }
+            _ => None,
+        }
+    }
+
+    /// For a batch: the logits of the step `batch_input` asked for, sampled; `next` hands the
+    /// token out. `started`: when the step began (`now_ms`), for the prefill time.
+    pub(crate) fn batch_output(&mut self, logits: &[f32], started: f64) {
+        if let Strategy::Plain(p) = &mut self.strategy {
+            let (sampler, n_top) = (&mut self.sampler, self.params.top_logprobs);
+            let token = p.sample(logits, sampler, &self.t.ids, n_top);
+            self.pending.push_back(token);
+            if self.forwards == 0 {
+                self.t.prefill_ms = now_ms() - started;
+            }
+            self.forwards += 1;
+        }
+    }
+
+    /// For a batch: after a fall-back to the CPU the KV cache holds nothing of this sequence.
+    pub(crate) fn forget_cache(&mut self) {
+        if let Strategy::Plain(p) = &mut self.strategy {
+            p.forget();
+        }
+    }
+
+    /// Whether this generation can run in a batch: the plain loop with the KV cache.
+    pub(crate) fn batchable(&self) -> bool {
+        matches!(&self.strategy, Strategy::Plain(_)) && self.params.kv_cache
     }
 
     /// Whether beam search has ended and handed out all of its best beam.

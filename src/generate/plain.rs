@@ -26,6 +26,21 @@ impl Plain {
         }
     }
 
+    /// How many of the ids the KV cache holds for the next step (none without the cache: the
+    /// naive loop runs the whole sequence again, nothing remembered).
+    pub fn fed(&self) -> usize {
+        if self.kv_cache {
+            self.fed
+        } else {
+            0
+        }
+    }
+
+    /// After a fall-back to the CPU: the KV cache holds nothing of this sequence.
+    pub fn forget(&mut self) {
+        self.fed = 0;
+    }
+
     /// Predict and sample: the next token after `ids`, with the sampler's `n_top` candidates.
     pub async fn step(
         &mut self,
@@ -34,19 +49,28 @@ impl Plain {
         ids: &[u32],
         n_top: usize,
     ) -> Result<Pending> {
-        if !self.kv_cache {
-            self.fed = 0; // the naive loop: the whole sequence again, nothing remembered
-        }
-        let logits = model.predict(ids, self.fed).await?; // predict
+        let logits = model.predict(ids, self.fed()).await?; // predict
+        Ok(self.sample(logits, sampler, ids, n_top))
+    }
+
+    /// Sample: the next token from the logits of the last of `ids` (this step's predict, alone
+    /// or in a batch), with the sampler's `n_top` candidates.
+    pub fn sample(
+        &mut self,
+        logits: &[f32],
+        sampler: &mut Sampler,
+        ids: &[u32],
+        n_top: usize,
+    ) -> Pending {
         self.fed = ids.len();
         self.logits.clear();
         self.logits.extend_from_slice(logits);
         let mut top = Vec::new();
         let id = sampler.pick(&mut self.logits, ids, n_top, &mut top); // sample
-        Ok(Pending {
+        Pending {
             id,
             drafted: false,
             top,
-        }) // append: the transcript's, in `next`
+        } // append: the transcript's, in `next`
     }
 }

@@ -11,7 +11,7 @@ mod load;
 pub use load::Loader;
 
 use crate::backend::cpu::CpuDtype;
-use crate::backend::{Backend, BackendChoice};
+use crate::backend::{Backend, BackendChoice, BatchRow};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::tokenizer::Tokenizer;
@@ -156,6 +156,34 @@ impl Model {
             return self.backend.forward(seq, 0).await;
         }
         Ok(&self.backend.logits()[..self.config.vocab_size])
+    }
+
+    /// `predict` for several sequences in one forward pass (a batch): each `(slot, seq, cached)`
+    /// runs `seq[cached..]` in KV cache slot `slot` (`kv_slots`), and `out` gets the logits of
+    /// the last of each seq, (seqs.len(), vocab_size) in the order given. After a fall-back the
+    /// slots are made again and every sequence runs whole (`epoch` tells the caller).
+    pub async fn predict_batch<'s>(
+        &mut self,
+        seqs: &[(usize, &'s [u32], usize)],
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        fn row(slot: usize, seq: &[u32], cached: usize) -> BatchRow<'_> {
+            let ids = seq.get(cached..).unwrap_or_default();
+            BatchRow {
+                slot,
+                ids,
+                pos: cached,
+            }
+        }
+        let rows: Vec<BatchRow> = seqs.iter().map(|&(s, q, c)| row(s, q, c)).collect();
+        let ran = self.backend.forward_batch(&rows, out).await;
+        if self.recover(ran).await? {
+            let n = seqs.iter().map(|s| s.0 + 1).max().unwrap_or(1);
+            self.backend.kv_slots(n).await?;
+            let whole: Vec<BatchRow> = seqs.iter().map(|&(s, q, _)| row(s, q, 0)).collect();
+            return self.backend.forward_batch(&whole, out).await;
+        }
+        Ok(())
     }
 
     /// The verification pass of speculative decoding over `seq[cached..]`, the others held in

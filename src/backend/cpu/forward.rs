@@ -1,12 +1,18 @@
 //! GPT-2's forward pass on the CPU, following transformers' `modeling_gpt2.py`: the embedding,
 //! the blocks (LayerNorm, attention against the KV cache, MLP) and the tied head, over buffers
 //! that belong to the backend and only grow, so a decode step allocates nothing.
+//!
+//! One pass may carry several sequences (a batch): their rows are stacked, so every matrix
+//! product runs once over all of them (each weight read once for the whole batch), while
+//! attention runs per sequence over its own KV cache slot. Every product, LayerNorm and
+//! attention row is computed the same whatever rows sit beside it, so a sequence's logits in a
+//! batch are bit for bit its logits alone (tests/batch.rs).
 
 use super::attention::attention;
 use super::matrix::Linear;
 use super::profile::{Phase, Profiler};
 use super::q8::Q8Act;
-use super::{grow, CpuBackend};
+use super::{grow, no_slot, CpuBackend, KvSet};
 use crate::config::Activation;
 use crate::error::{Error, Result};
 
@@ -38,30 +44,94 @@ fn linear(
     Ok(())
 }
 
+/// One sequence of a batched forward pass: its new `ids` at positions `pos..`, appended to KV
+/// cache slot `slot` (see `CpuBackend::kv_slots`).
+#[derive(Clone, Copy, Debug)]
+pub struct BatchRow<'a> {
+    pub slot: usize,
+    pub ids: &'a [u32],
+    pub pos: usize,
+}
+
+/// A sequence during a pass: its ids and the KV cache taken out of its slot.
+struct Seg<'a> {
+    ids: &'a [u32],
+    pos: usize,
+    slot: usize,
+    kv: KvSet,
+}
+
 impl CpuBackend {
-    /// Logits of the last of `ids` at positions `pos..` (checked by the caller). With `head:
-    /// Some(n)`, the verification pass of speculative decoding: every row goes through ln_f,
-    /// and the first n rows through the head, row after row (`head_rows` adds the others); each
-    /// row is the same, bit for bit, as a forward of that one id after the ones before it.
+    /// Logits of the last of `ids` at positions `pos..` (checked by the caller), in the slot in
+    /// use (`kv_use`). With `head: Some(n)`, the verification pass of speculative decoding: every
+    /// row goes through ln_f, and the first n rows through the head, row after row (`head_rows`
+    /// adds the others); each row is the same, bit for bit, as a forward of that one id after the
+    /// ones before it.
     pub fn forward(&mut self, ids: &[u32], pos: usize, head: Option<usize>) -> Result<&[f32]> {
+        let row = BatchRow {
+            slot: self.active,
+            ids,
+            pos,
+        };
+        self.pass(&[row], head)?;
+        let rows = head.map_or(1, |n| n.min(ids.len()));
+        self.verify_rows = if head.is_some() { ids.len() } else { 0 };
+        Ok(&self.logits[..rows * self.config.vocab_size])
+    }
+
+    /// One forward pass over several sequences, each in its own KV cache slot (distinct): the
+    /// logits of the last id of each, (rows.len(), vocab) in the order given. Positions are
+    /// checked by the caller, as for `forward`.
+    pub fn forward_batch(&mut self, rows: &[BatchRow]) -> Result<&[f32]> {
+        let n = self.slots.len();
+        for (i, r) in rows.iter().enumerate() {
+            if r.slot >= n {
+                return Err(no_slot(r.slot, n));
+            }
+            if r.ids.is_empty() || rows[..i].iter().any(|o| o.slot == r.slot) {
+                return Err(Error::State(format!(
+                    "a batch row of slot {} with {} ids (each slot once, each with ids)",
+                    r.slot,
+                    r.ids.len()
+                )));
+            }
+        }
+        self.pass(rows, None)?;
+        self.verify_rows = 0;
+        Ok(&self.logits[..rows.len() * self.config.vocab_size])
+    }
+
+    /// The pass itself, for `forward` and `forward_batch`: each row's slot taken out for it and
+    /// put back after, whatever the outcome.
+    fn pass(&mut self, rows: &[BatchRow], head: Option<usize>) -> Result<()> {
         // With a thread pool, the whole forward runs on one of its threads: one hop into the
         // pool per call, and the matrix products and heads inside split with no further hops.
         #[cfg(feature = "threads")]
         if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
-            return rayon::scope(move |_| self.forward(ids, pos, head));
+            return rayon::scope(move |_| self.pass(rows, head));
         }
-        let t = ids.len();
+        let mut segs: Vec<Seg> = rows
+            .iter()
+            .map(|r| Seg {
+                ids: r.ids,
+                pos: r.pos,
+                slot: r.slot,
+                kv: self.take_set(r.slot),
+            })
+            .collect();
+        let t: usize = rows.iter().map(|r| r.ids.len()).sum();
         let mut s = std::mem::take(&mut self.scratch);
         let mut prof = Profiler::new(self.profile.is_some());
-        let result = self.run(ids, pos, head, &mut s, &mut prof);
+        let result = self.run(&mut segs, head, &mut s, &mut prof);
         self.scratch = s;
+        for seg in segs {
+            self.put_set(seg.slot, seg.kv);
+        }
         result?;
         if let (Some(profile), Some(phases)) = (&mut self.profile, prof.finish()) {
             profile.record(t, phases, true);
         }
-        let rows = head.map_or(1, |n| n.min(t));
-        self.verify_rows = if head.is_some() { t } else { 0 };
-        Ok(&self.logits[..rows * self.config.vocab_size])
+        Ok(())
     }
 
     /// The head over rows `from..to` of the last verification pass (`forward` with a `head`),
@@ -93,43 +163,49 @@ impl CpuBackend {
         Ok(&self.logits[from * v..to * v])
     }
 
+    /// The blocks over the stacked rows of `segs`; then ln_f and the head over the last row of
+    /// each (`head: None`) or, for one sequence, over every row and the first `head` rows.
     fn run(
         &mut self,
-        ids: &[u32],
-        pos: usize,
+        segs: &mut [Seg],
         head: Option<usize>,
         s: &mut Scratch,
         prof: &mut Profiler,
     ) -> Result<()> {
         let all = head.is_some();
-        let (t, c) = (ids.len(), self.config.n_embd);
+        debug_assert!(
+            !all || segs.len() == 1,
+            "a verification pass is one sequence"
+        );
+        let c = self.config.n_embd;
+        let t: usize = segs.iter().map(|g| g.ids.len()).sum();
         let x = grow(&mut s.x, t * c);
-        for (i, (&id, row)) in ids.iter().zip(x.chunks_exact_mut(c)).enumerate() {
+        let ids = segs
+            .iter()
+            .flat_map(|g| g.ids.iter().enumerate().map(|(i, &id)| (id, g.pos + i)));
+        for ((id, p), row) in ids.zip(x.chunks_exact_mut(c)) {
             self.wte.row(id as usize, row)?;
-            let wpe_row = &self.wpe[(pos + i) * c..][..c];
+            let wpe_row = &self.wpe[p * c..][..c];
             row.iter_mut().zip(wpe_row).for_each(|(x, p)| *x += p);
         }
         for layer in 0..self.blocks.len() {
             // When only the last position's logits are wanted, after the last layer's keys and
-            // values are cached only the last row goes on: a prompt skips most of that layer.
-            let q0 = if layer + 1 == self.blocks.len() && !all {
-                t - 1
-            } else {
-                0
-            };
-            self.block(layer, t, pos, q0, s, prof)?;
+            // values are cached only each sequence's last row goes on: a prompt skips most of
+            // that layer.
+            let last = layer + 1 == self.blocks.len() && !all;
+            self.block(layer, segs, last, s, prof)?;
         }
-        // ln_f over the last row, or every row (kept in s.h for `head_rows`); the tied head
-        // over the last row, or the first `head` rows.
-        let (first, v) = (if all { 0 } else { t - 1 }, self.config.vocab_size);
+        // ln_f over the rows left (the last of each sequence, or every row, kept in s.h for
+        // `head_rows`); the tied head over those, or the first `head` rows.
+        let (rows, v) = (if all { t } else { segs.len() }, self.config.vocab_size);
         let eps = self.config.layer_norm_epsilon;
-        let h = grow(&mut s.h, (t - first) * c);
-        self.ln_f.forward(&s.x[first * c..t * c], eps, h);
+        let h = grow(&mut s.h, rows * c);
+        self.ln_f.forward(&s.x[..rows * c], eps, h);
         prof.lap(Phase::LayerNorm);
-        if self.logits.len() < (t - first) * v {
-            self.logits.resize((t - first) * v, 0.0);
+        if self.logits.len() < rows * v {
+            self.logits.resize(rows * v, 0.0);
         }
-        let rows = head.map_or(1, |n| n.min(t));
+        let rows = head.map_or(rows, |n| n.min(t));
         let h = &s.h[..rows * c];
         self.wte.prepare(h, &mut s.act);
         self.wte
@@ -138,14 +214,15 @@ impl CpuBackend {
         Ok(())
     }
 
-    /// Block `layer` over the residual stream `s.x` (t, C): every row's key and value go into
-    /// the cache, rows `q0..` go on through attention and the MLP.
+    /// Block `layer` over the residual stream `s.x`, the rows of `segs` stacked: every row's key
+    /// and value go into its sequence's cache; every row goes on through attention and the MLP,
+    /// or with `last` only the last row of each sequence (the rows left are then stacked at the
+    /// start of `s.x`).
     fn block(
-        &mut self,
+        &self,
         layer: usize,
-        t: usize,
-        pos: usize,
-        q0: usize,
+        segs: &mut [Seg],
+        last: bool,
         s: &mut Scratch,
         prof: &mut Profiler,
     ) -> Result<()> {
@@ -154,20 +231,34 @@ impl CpuBackend {
             self.config.n_inner,
             self.config.layer_norm_epsilon,
         );
-        let tq = t - q0;
+        let t: usize = segs.iter().map(|g| g.ids.len()).sum();
+        let q0 = |g: &Seg| if last { g.ids.len() - 1 } else { 0 };
+        let tq: usize = segs.iter().map(|g| g.ids.len() - q0(g)).sum();
         let b = &self.blocks[layer];
-        let x = &mut s.x[..t * c];
         let h = grow(&mut s.h, t * c);
-        b.ln_1.forward(x, eps, h);
+        b.ln_1.forward(&s.x[..t * c], eps, h);
         prof.lap(Phase::LayerNorm);
         let qkv = grow(&mut s.qkv, t * 3 * c);
         linear(&b.c_attn, h, &mut s.act, qkv, prof)?;
         let att = grow(&mut s.att, tq * c);
-        let (k, v) = (&mut self.k_cache[layer], &mut self.v_cache[layer]);
         let scale = self.config.attention_scale(layer);
-        attention(&self.config, k, v, scale, qkv, pos, q0, att, &mut s.heads);
+        let (mut row, mut out) = (0, 0);
+        for g in segs.iter_mut() {
+            let (n, q) = (g.ids.len(), q0(g));
+            let (k, v) = (&mut g.kv.k[layer], &mut g.kv.v[layer]);
+            let qkv = &s.qkv[row * 3 * c..(row + n) * 3 * c];
+            let att = &mut att[out * c..(out + n - q) * c];
+            attention(&self.config, k, v, scale, qkv, g.pos, q, att, &mut s.heads);
+            if q > 0 {
+                // The rows that go on, stacked: always at or before where they are.
+                s.x.copy_within((row + q) * c..(row + n) * c, out * c);
+            } else if out != row {
+                s.x.copy_within(row * c..(row + n) * c, out * c);
+            }
+            (row, out) = (row + n, out + n - q);
+        }
         prof.lap(Phase::Attention);
-        let x = &mut x[q0 * c..];
+        let x = &mut s.x[..tq * c];
         let h = grow(&mut s.h, tq * c);
         linear(&b.attn_c_proj, att, &mut s.act, h, prof)?;
         x.iter_mut().zip(h.iter()).for_each(|(x, h)| *x += h);

@@ -19,6 +19,7 @@ mod profile;
 pub mod q8;
 mod vmath;
 
+pub use forward::BatchRow;
 pub use parts::CpuParts;
 pub use profile::{Phase, Phases, Profile};
 
@@ -237,6 +238,17 @@ impl CpuBackend {
             self.v_cache = set.v;
         } else {
             self.slots[slot] = set;
+        }
+    }
+
+    /// The most sequences one batched pass (`forward_batch`) may carry with each giving the
+    /// logits it gets alone: f32 products of up to `GEMV_ROWS` rows take the GEMV, which gives
+    /// each row the same result whatever rows are beside it (more take candle's matmul, which
+    /// does not promise that); the 8-bit products are row by row at any count.
+    pub fn batch_rows(&self) -> usize {
+        match self.dtype {
+            CpuDtype::Q8 => 64,
+            CpuDtype::F32 => matrix::GEMV_ROWS,
         }
     }
 

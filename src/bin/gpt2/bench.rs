@@ -33,6 +33,10 @@ pub struct BenchCmd {
     /// each step by position, and the line through the steps without it
     #[arg(long)]
     no_kv_cache: bool,
+    /// Instead of the length lab: decode throughput with this many sequences stepped together
+    /// (comma-separated, e.g. 1,2,4,8), --tokens each, against a prompt of as many tokens
+    #[arg(long, value_delimiter = ',', value_name = "SIZES")]
+    batch: Vec<usize>,
     /// The report as one JSON object
     #[arg(long)]
     json: bool,
@@ -47,6 +51,23 @@ impl BenchCmd {
         }
         if let Some(d) = &self.draft {
             return self.speculative(d);
+        }
+        if !self.batch.is_empty() {
+            let max = gpt2_web::generate::MAX_BATCH;
+            if self.batch.iter().any(|&b| b == 0 || b > max) {
+                return Err(usage(format!(
+                    "--batch takes sizes from 1 to {max}, e.g. 1,2,4,8"
+                )));
+            }
+            let mut model = self.model.load()?;
+            let prompt_tokens = self.prompt_tokens.unwrap_or(16);
+            let report =
+                gpt2_web::bench::batch(&mut model, &self.batch, prompt_tokens, self.tokens, 3)?;
+            return if self.json {
+                emit(to_json(&report)?)
+            } else {
+                emit(report.table().trim_end())
+            };
         }
         if self.no_kv_cache {
             let mut model = self.model.load()?;

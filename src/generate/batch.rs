@@ -1,0 +1,141 @@
+//! Many generations, one forward pass per step: continuous batching. Decode does one token's
+//! worth of work per weight read, so a machine serving one sequence is mostly idle; here every
+//! sequence that needs its next token gets it from the same pass (each weight read once for all
+//! of them), while each keeps its own KV cache slot, sampler, seed, stops and end. Sequences join
+//! and leave between any two steps: a finished one leaves its slot to the next.
+//!
+//! Exactness: a sequence's tokens in a batch are the tokens it gets alone (tests/batch.rs). Its
+//! prompt runs in a pass of its own, as alone; decode rows share passes of at most
+//! `Backend::batch_rows` sequences, within which every row is computed as alone.
+
+use super::{Generation, Progress};
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::platform::now_ms;
+
+/// The most generations one batch holds (each holds a KV cache slot of the whole context).
+pub const MAX_BATCH: usize = 64;
+
+/// Generations stepped together; each is named by its KV cache slot.
+#[derive(Default)]
+pub struct Batch {
+    members: Vec<Option<Generation>>,
+    logits: Vec<f32>,
+    /// The model's `epoch` when the slots were made: a fall-back empties every KV cache.
+    epoch: usize,
+    /// The most sequences that shared one forward pass so far.
+    widest: usize,
+}
+
+impl Batch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `gen` (the plain loop with the KV cache: beams and drafts run alone) in a free KV
+    /// cache slot, made when none is free; returns the slot, its name in `step`'s answers.
+    pub async fn add(&mut self, model: &mut Model, gen: Generation) -> Result<usize> {
+        if !gen.batchable() {
+            return Err(Error::param(
+                "batch",
+                "only the plain loop joins a batch (no beams, no draft, kvCache on)",
+            ));
+        }
+        if self.members.is_empty() {
+            self.epoch = model.epoch;
+        }
+        let slot = match self.members.iter().position(Option::is_none) {
+            Some(free) => free,
+            None if self.members.len() >= MAX_BATCH => {
+                return Err(Error::param(
+                    "batch",
+                    format!("a batch holds at most {MAX_BATCH} sequences"),
+                ))
+            }
+            None => {
+                model.kv_slots(self.members.len() + 1).await?;
+                self.members.push(None);
+                self.members.len() - 1
+            }
+        };
+        self.members[slot] = Some(gen);
+        Ok(slot)
+    }
+
+    /// The generation in `slot`, to cancel it or read it.
+    pub fn get_mut(&mut self, slot: usize) -> Option<&mut Generation> {
+        self.members.get_mut(slot)?.as_mut()
+    }
+
+    /// Takes the generation in `slot` out (its result is `result()`); the slot is free again.
+    pub fn remove(&mut self, slot: usize) -> Option<Generation> {
+        self.members.get_mut(slot)?.take()
+    }
+
+    /// How many generations the batch holds, finished or not.
+    pub fn len(&self) -> usize {
+        self.members.iter().flatten().count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most sequences that shared one forward pass so far.
+    pub fn widest(&self) -> usize {
+        self.widest
+    }
+
+    /// One step of every member: the model steps they need (new prompts each in a pass of its
+    /// own, every decode row in shared passes), then each member's next move — a token, or
+    /// `Done` (it stays until `remove`d).
+    pub async fn step(&mut self, model: &mut Model) -> Result<Vec<(usize, Progress)>> {
+        let started = now_ms();
+        if model.epoch != self.epoch {
+            // A fall-back to the CPU: slots made again, every sequence runs whole.
+            model.kv_slots(self.members.len()).await?;
+            self.members
+                .iter_mut()
+                .flatten()
+                .for_each(Generation::forget_cache);
+            self.epoch = model.epoch;
+        }
+        let v = model.config.vocab_size;
+        // (slot, ids the KV cache does not hold yet) of each member that needs a model step.
+        let wants: Vec<(usize, usize)> = (self.members.iter().enumerate())
+            .filter_map(|(slot, g)| {
+                g.as_ref()?
+                    .batch_input()
+                    .map(|(s, fed)| (slot, s.len() - fed))
+            })
+            .collect();
+        let (prompts, rows): (Vec<_>, Vec<_>) = wants.into_iter().partition(|w| w.1 > 1);
+        let passes = prompts
+            .chunks(1)
+            .chain(rows.chunks(model.backend.batch_rows().max(1)));
+        for pass in passes {
+            let seqs: Vec<(usize, &[u32], usize)> = pass
+                .iter()
+                .filter_map(|&(slot, _)| {
+                    let (seq, fed) = self.members[slot].as_ref()?.batch_input()?;
+                    Some((slot, seq, fed))
+                })
+                .collect();
+            model.predict_batch(&seqs, &mut self.logits).await?;
+            drop(seqs);
+            self.widest = self.widest.max(pass.len());
+            for (i, &(slot, _)) in pass.iter().enumerate() {
+                if let Some(g) = self.members[slot].as_mut() {
+                    g.batch_output(&self.logits[i * v..(i + 1) * v], started);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(self.members.len());
+        for (slot, g) in self.members.iter_mut().enumerate() {
+            if let Some(g) = g {
+                out.push((slot, g.next(model, None).await?));
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,199 @@
+//! Batching is exact: every sequence of a batch gets the tokens it gets alone — greedy and
+//! seeded sampling, in q8 and f32 — with prompts of different lengths joining at different steps
+//! and one aborted midway; and a batched pass gives each row the logits of a pass alone, bit for
+//! bit.
+
+mod common;
+use common::*;
+use gpt2_web::generate::{Batch, MAX_BATCH};
+use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Generation, Model, Progress, StopReason};
+use pollster::block_on;
+
+fn load_as(dir: &str, dtype: CpuDtype) -> Model {
+    Model::load_dir(&root().join(dir), BackendChoice::Cpu, dtype).unwrap()
+}
+
+const PROMPTS: &[&str] = &[
+    "ROMEO.\n",
+    "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n",
+    "O",
+    "The king is dead, and",
+    "JULIET.\nWherefore art thou",
+];
+
+fn params(i: usize, sampled: bool) -> GenerateParams {
+    GenerateParams {
+        max_tokens: 12 + 3 * i,
+        temperature: if sampled { 0.9 } else { 0.0 },
+        top_k: 40,
+        seed: 7 + i as u64,
+        ..Default::default()
+    }
+}
+
+/// The ids a generation of `prompt` gives alone.
+fn alone(model: &mut Model, prompt: &str, p: GenerateParams) -> (Vec<u32>, StopReason) {
+    let mut g = Generation::new(model, prompt, p).unwrap();
+    let r = g.run(model, None, &mut |_| {}, &|| false).unwrap();
+    (r.tokens.clone(), r.stop_reason)
+}
+
+#[test]
+fn a_batched_pass_gives_each_row_the_logits_of_a_pass_alone() {
+    for dtype in [CpuDtype::Q8, CpuDtype::F32] {
+        let mut model = load_as(DEMO, dtype);
+        let seqs: Vec<Vec<u32>> = PROMPTS
+            .iter()
+            .map(|p| model.tokenizer.encode(p).unwrap())
+            .collect();
+        let v = model.config.vocab_size;
+        // Each sequence alone, in slot 0: its prompt but the last id, then the last id.
+        let mut want = Vec::new();
+        for s in &seqs {
+            let (head, last) = s.split_at(s.len() - 1);
+            if !head.is_empty() {
+                block_on(model.predict(head, 0)).unwrap();
+            }
+            want.push(
+                block_on(model.predict(&[head, last].concat(), head.len()))
+                    .unwrap()
+                    .to_vec(),
+            );
+        }
+        // All of them: their prompts but the last id (in q8 in one pass of rows of different
+        // lengths; in f32 each alone, as `Batch` runs prompts: more than `batch_rows` f32 rows
+        // take candle's matmul), then every last id in one pass of single rows.
+        block_on(model.kv_slots(seqs.len())).unwrap();
+        let heads: Vec<(usize, &[u32], usize)> = (seqs.iter().enumerate())
+            .filter(|(_, s)| s.len() > 1)
+            .map(|(i, s)| (i, &s[..s.len() - 1], 0))
+            .collect();
+        let mut out = Vec::new();
+        let per_pass = if dtype == CpuDtype::Q8 {
+            heads.len()
+        } else {
+            1
+        };
+        for pass in heads.chunks(per_pass) {
+            block_on(model.predict_batch(pass, &mut out)).unwrap();
+        }
+        assert!(seqs.len() <= model.backend.batch_rows());
+        let lasts: Vec<(usize, &[u32], usize)> = seqs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, &s[..], s.len() - 1))
+            .collect();
+        block_on(model.predict_batch(&lasts, &mut out)).unwrap();
+        assert_eq!(out.len(), seqs.len() * v);
+        for (i, w) in want.iter().enumerate() {
+            assert!(
+                out[i * v..(i + 1) * v] == w[..],
+                "{dtype:?}: row {i} differs from its pass alone"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_sequence_of_a_batch_gets_the_tokens_it_gets_alone() {
+    for (dir, dtype) in [(DEMO, CpuDtype::Q8), (DEMO, CpuDtype::F32)] {
+        let mut model = load_as(dir, dtype);
+        for sampled in [false, true] {
+            let want: Vec<_> = (PROMPTS.iter().enumerate())
+                .map(|(i, p)| alone(&mut model, p, params(i, sampled)))
+                .collect();
+            let what = format!("{dir} {dtype:?} sampled={sampled}");
+            // Three start together, the fourth joins after 2 steps, the fifth after 5; the
+            // second is aborted after 4 steps.
+            let mut batch = Batch::new();
+            let mut got: Vec<Vec<u32>> = vec![Vec::new(); PROMPTS.len()];
+            let mut slot_of = vec![usize::MAX; PROMPTS.len()];
+            let mut ended = vec![None; PROMPTS.len()];
+            let join =
+                |batch: &mut Batch, model: &mut Model, i: usize, slot_of: &mut Vec<usize>| {
+                    let g = Generation::new(model, PROMPTS[i], params(i, sampled)).unwrap();
+                    slot_of[i] = block_on(batch.add(model, g)).unwrap();
+                };
+            for i in 0..3 {
+                join(&mut batch, &mut model, i, &mut slot_of);
+            }
+            for step in 1.. {
+                if step == 3 {
+                    join(&mut batch, &mut model, 3, &mut slot_of);
+                }
+                if step == 6 {
+                    join(&mut batch, &mut model, 4, &mut slot_of);
+                }
+                if step == 5 {
+                    batch.get_mut(slot_of[1]).unwrap().cancel();
+                }
+                for (slot, progress) in block_on(batch.step(&mut model)).unwrap() {
+                    let i = slot_of.iter().position(|&s| s == slot).unwrap();
+                    match progress {
+                        Progress::Token(ev) => got[i].push(ev.id),
+                        Progress::Done => {
+                            let r = batch.remove(slot).unwrap().result();
+                            assert_eq!(r.tokens, got[i], "{what}: {i}'s result");
+                            ended[i] = Some(r.stop_reason);
+                            slot_of[i] = usize::MAX - 1 - i; // free; never matched again
+                        }
+                        Progress::Working => panic!("{what}: the plain loop settled no token"),
+                    }
+                }
+                if batch.is_empty() && step > 6 {
+                    break;
+                }
+                assert!(step < 200, "{what}: the batch never ended");
+            }
+            assert!(
+                batch.widest() >= 3,
+                "{what}: at most {} sequences shared a pass",
+                batch.widest()
+            );
+            for (i, (ids, stop)) in want.iter().enumerate() {
+                if i == 1 {
+                    assert_eq!(ended[i], Some(StopReason::Abort), "{what}");
+                    assert!(
+                        got[i].len() >= 3 && ids.starts_with(&got[i]),
+                        "{what}: the aborted one's tokens {:?} are not a start of {ids:?}",
+                        got[i]
+                    );
+                } else {
+                    assert_eq!(
+                        &got[i], ids,
+                        "{what}: sequence {i} differs from its generation alone"
+                    );
+                    assert_eq!(ended[i], Some(*stop), "{what}: sequence {i}'s stop reason");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn only_the_plain_loop_joins_a_batch_and_a_batch_has_a_limit() {
+    let mut model = load_as(TINY, CpuDtype::Q8);
+    let beams = GenerateParams {
+        num_beams: 2,
+        ..Default::default()
+    };
+    let g = Generation::new(&model, "a", beams).unwrap();
+    let e = block_on(Batch::new().add(&mut model, g)).err().unwrap();
+    assert_eq!(e.code(), "param");
+    assert!(e.to_string().contains("plain loop"), "{e}");
+    let mut batch = Batch::new();
+    for _ in 0..MAX_BATCH {
+        let g = Generation::new(&model, "a", GenerateParams::default()).unwrap();
+        block_on(batch.add(&mut model, g)).unwrap();
+    }
+    let g = Generation::new(&model, "a", GenerateParams::default()).unwrap();
+    let e = block_on(batch.add(&mut model, g)).err().unwrap();
+    assert!(
+        e.to_string().contains(&format!("at most {MAX_BATCH}")),
+        "{e}"
+    );
+    // A slot given back is taken again.
+    batch.remove(5).unwrap();
+    let g = Generation::new(&model, "a", GenerateParams::default()).unwrap();
+    assert_eq!(block_on(batch.add(&mut model, g)).unwrap(), 5);
+}
