@@ -197,3 +197,57 @@ fn only_the_plain_loop_joins_a_batch_and_a_batch_has_a_limit() {
     let g = Generation::new(&model, "a", GenerateParams::default()).unwrap();
     assert_eq!(block_on(batch.add(&mut model, g)).unwrap(), 5);
 }
+
+#[test]
+fn choice_i_of_n_is_the_generation_with_seed_plus_i() {
+    let mut model = load_as(DEMO, CpuDtype::Q8);
+    let params = GenerateParams {
+        n: 3,
+        seed: 4,
+        temperature: 0.9,
+        max_tokens: 10,
+        ..Default::default()
+    };
+    let mut seen = Vec::new();
+    let rs = gpt2_web::generate::choices(
+        &mut model,
+        PROMPTS[0],
+        &params,
+        &mut |i, _| seen.push(i),
+        &|| false,
+    )
+    .unwrap();
+    assert_eq!(rs.len(), 3);
+    for (i, r) in rs.iter().enumerate() {
+        let one = GenerateParams {
+            n: 1,
+            seed: 4 + i as u64,
+            ..params.clone()
+        };
+        assert_eq!(alone(&mut model, PROMPTS[0], one).0, r.tokens, "choice {i}");
+        assert_eq!(seen.iter().filter(|&&c| c == i).count(), r.tokens.len());
+        assert!(r.metrics.batch_size >= 2);
+    }
+    // The plain loop only, and at most MAX_CHOICES.
+    for (bad, what) in [
+        (
+            GenerateParams {
+                n: 2,
+                num_beams: 2,
+                ..Default::default()
+            },
+            "plain loop",
+        ),
+        (
+            GenerateParams {
+                n: 17,
+                ..Default::default()
+            },
+            "17 is not in 1..=16",
+        ),
+    ] {
+        let e = bad.validate().unwrap_err();
+        assert!(e.to_string().contains(what), "{e}");
+        assert_eq!(e.code(), "param");
+    }
+}

@@ -350,3 +350,50 @@ fn a_gguf_file_on_the_gpu_matches_the_cpu() {
         assert_eq!(g.tokens, c.tokens, "greedy on the GPU and the CPU");
     }
 }
+
+#[test]
+fn a_batch_on_the_gpu_gives_each_sequence_the_tokens_it_gets_alone() {
+    use gpt2_web::generate::Batch;
+    use gpt2_web::{Generation, Progress};
+    let Some(mut model) = gpu_model(TINY) else {
+        return;
+    };
+    let fx = fixture("tiny-random");
+    let prompts: Vec<Vec<u32>> = fx.cases.iter().take(3).map(|c| c.ids.clone()).collect();
+    let params = |i: usize| GenerateParams {
+        max_tokens: 6 + i,
+        temperature: if i == 1 { 0.9 } else { 0.0 },
+        seed: 3 + i as u64,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let alone: Vec<Vec<u32>> = (prompts.iter().enumerate())
+        .map(|(i, p)| {
+            let mut g = Generation::from_ids(&model, p.clone(), params(i)).unwrap();
+            g.run(&mut model, None, &mut |_| {}, &|| false)
+                .unwrap()
+                .tokens
+        })
+        .collect();
+    let mut batch = Batch::new();
+    let mut slots = Vec::new();
+    for (i, p) in prompts.iter().enumerate() {
+        let g = Generation::from_ids(&model, p.clone(), params(i)).unwrap();
+        slots.push(block_on(batch.add(&mut model, g)).unwrap());
+    }
+    let mut got = vec![Vec::new(); prompts.len()];
+    while !batch.is_empty() {
+        for (slot, p) in block_on(batch.step(&mut model)).unwrap() {
+            let i = slots.iter().position(|&s| s == slot).unwrap();
+            match p {
+                Progress::Token(ev) => got[i].push(ev.id),
+                _ => drop(batch.remove(slot)),
+            }
+        }
+    }
+    assert_eq!(model.backend.name(), "webgpu");
+    assert_eq!(
+        got, alone,
+        "a batch on the GPU differs from each sequence alone"
+    );
+}

@@ -103,9 +103,11 @@ impl Backend {
         match self {
             Backend::Cpu(b) => out.extend_from_slice(b.forward_batch(rows)?),
             Backend::WebGpu(b) => {
-                let v = b.config().vocab_size;
+                // One sequence after another; switching slots copies the active cache out and
+                // the next one in, whole: the one going out may be longer than the one coming in.
+                let (v, n_ctx) = (b.config().vocab_size, b.config().n_positions);
                 for r in rows {
-                    b.kv_use(r.slot, r.pos).await?;
+                    b.kv_use(r.slot, n_ctx).await?;
                     out.extend_from_slice(&b.forward(r.ids, r.pos, false).await?[..v]);
                 }
             }

@@ -257,6 +257,9 @@ impl GenerateCmd {
             };
             let _ = out.flush();
         };
+        if params.n > 1 {
+            return self.choices(&mut model, &prompt, &params);
+        }
         let mut g = gpt2_web::Generation::new(&model, &prompt, params)?;
         let r = g.run(&mut model, draft_model.as_mut(), &mut on_token, &|| false)?;
         if self.json {
@@ -280,6 +283,41 @@ impl GenerateCmd {
         if let Some(why) = &model.gpu_unavailable {
             eprintln!("[on the CPU because: {why}]");
         }
+        Ok(())
+    }
+}
+
+impl GenerateCmd {
+    /// `--n N`: N choices as one batch, choice i with seed + i. With --json, one line per token
+    /// (with its "choice") and then `{"choices": [results]}`; else each choice's text.
+    fn choices(&self, model: &mut Model, prompt: &str, params: &GenerateParams) -> CliResult<()> {
+        let mut out = std::io::stdout().lock();
+        let mut on_token = |choice: usize, ev: &gpt2_web::TokenEvent| {
+            if self.json {
+                if let Ok(serde_json::Value::Object(mut o)) = serde_json::to_value(ev) {
+                    o.insert("choice".into(), choice.into());
+                    let _ = writeln!(out, "{}", serde_json::Value::Object(o));
+                }
+            }
+        };
+        let rs = gpt2_web::generate::choices(model, prompt, params, &mut on_token, &|| false)?;
+        if self.json {
+            return emit(json!({ "choices": rs }).to_string());
+        }
+        for (i, r) in rs.iter().enumerate() {
+            println!(
+                "--- choice {i} (seed {}) ---\n{}",
+                params.seed + i as u64,
+                r.text
+            );
+        }
+        let m = rs.iter().map(|r| r.metrics.total_ms).fold(0.0, f64::max);
+        eprintln!(
+            "[{} | {} choices in one batch | {} output tokens | total {m:.1} ms]",
+            model.backend.name(),
+            rs.len(),
+            rs.iter().map(|r| r.metrics.output_tokens).sum::<usize>(),
+        );
         Ok(())
     }
 }

@@ -8,13 +8,18 @@
 //! prompt runs in a pass of its own, as alone; decode rows share passes of at most
 //! `Backend::batch_rows` sequences, within which every row is computed as alone.
 
-use super::{Generation, Progress};
+use super::{GenerateParams, Generation, Progress};
+#[cfg(not(target_arch = "wasm32"))]
+use super::{GenerationResult, TokenEvent};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::platform::now_ms;
 
 /// The most generations one batch holds (each holds a KV cache slot of the whole context).
 pub const MAX_BATCH: usize = 64;
+
+/// The most choices (`n`) of one generate call.
+pub const MAX_CHOICES: usize = 16;
 
 /// Generations stepped together; each is named by its KV cache slot.
 #[derive(Default)]
@@ -38,7 +43,7 @@ impl Batch {
         if !gen.batchable() {
             return Err(Error::param(
                 "batch",
-                "only the plain loop joins a batch (no beams, no draft, kvCache on)",
+                "only the plain loop joins a batch (no beams, no draft, kvCache on, no profile)",
             ));
         }
         if self.members.is_empty() {
@@ -79,6 +84,15 @@ impl Batch {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Frees the KV cache slots past the last member (all but slot 0 when none is left), as
+    /// `Model::kv_slots` does: a batch that emptied holds no memory beyond one sequence's.
+    pub async fn shrink(&mut self, model: &mut Model) -> Result<()> {
+        while self.members.last().is_some_and(Option::is_none) {
+            self.members.pop();
+        }
+        model.kv_slots(self.members.len().max(1)).await
     }
 
     /// The most sequences that shared one forward pass so far.
@@ -123,10 +137,21 @@ impl Batch {
                 .collect();
             model.predict_batch(&seqs, &mut self.logits).await?;
             drop(seqs);
+            if model.epoch != self.epoch {
+                // A fall-back to the CPU during this pass: its sequences ran whole there; every
+                // other member's KV cache is gone, and every member needs its slot again.
+                model.kv_slots(self.members.len()).await?;
+                for (slot, g) in self.members.iter_mut().enumerate() {
+                    if let Some(g) = g.as_mut().filter(|_| !pass.iter().any(|p| p.0 == slot)) {
+                        g.forget_cache();
+                    }
+                }
+                self.epoch = model.epoch;
+            }
             self.widest = self.widest.max(pass.len());
             for (i, &(slot, _)) in pass.iter().enumerate() {
                 if let Some(g) = self.members[slot].as_mut() {
-                    g.batch_output(&self.logits[i * v..(i + 1) * v], started);
+                    g.batch_output(&self.logits[i * v..(i + 1) * v], started, pass.len());
                 }
             }
         }
@@ -138,4 +163,53 @@ impl Batch {
         }
         Ok(out)
     }
+}
+
+/// The parameters of choice `i` of a generate call with `n` choices: seed + i, one sequence.
+pub fn choice_params(params: &GenerateParams, i: usize) -> GenerateParams {
+    GenerateParams {
+        seed: params.seed.wrapping_add(i as u64),
+        n: 1,
+        ..params.clone()
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+/// `params.n` generations of `prompt` as one batch (`choice_params`: choice i is the single
+/// generation with seed + i), natively: `on_token(choice, event)` for each token, `cancelled`
+/// asked before every step. The results in choice order.
+pub fn choices(
+    model: &mut Model,
+    prompt: &str,
+    params: &GenerateParams,
+    on_token: &mut dyn FnMut(usize, &TokenEvent),
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<GenerationResult>> {
+    params.validate()?;
+    let mut batch = Batch::new();
+    let mut slots = Vec::with_capacity(params.n);
+    for i in 0..params.n.max(1) {
+        let g = Generation::new(model, prompt, choice_params(params, i))?;
+        slots.push(pollster::block_on(batch.add(model, g))?);
+    }
+    let mut results: Vec<Option<GenerationResult>> = vec![None; slots.len()];
+    while !batch.is_empty() {
+        if cancelled() {
+            for &s in &slots {
+                if let Some(g) = batch.get_mut(s) {
+                    g.cancel();
+                }
+            }
+        }
+        for (slot, p) in pollster::block_on(batch.step(model))? {
+            let i = slots.iter().position(|&s| s == slot).unwrap_or(0);
+            match p {
+                Progress::Token(ev) => on_token(i, &ev),
+                Progress::Working => {}
+                Progress::Done => results[i] = batch.remove(slot).map(|g| g.result()),
+            }
+        }
+    }
+    pollster::block_on(batch.shrink(model))?;
+    Ok(results.into_iter().flatten().collect())
 }

@@ -31,7 +31,9 @@ mod transcript;
 
 use transcript::Transcript;
 
-pub use batch::{Batch, MAX_BATCH};
+#[cfg(not(target_arch = "wasm32"))]
+pub use batch::choices;
+pub use batch::{choice_params, Batch, MAX_BATCH, MAX_CHOICES};
 pub use beam::{Beam, EarlyStopping, MAX_BEAMS};
 pub use next::NextLogits;
 pub use options::{GenerateParams, Kind, Limits, OptionSpec, OptionValue, Scope, OPTIONS};
@@ -42,6 +44,13 @@ pub const MAX_STOPS: usize = 16;
 pub const MAX_STOP_BYTES: usize = 1000;
 
 impl GenerateParams {
+    /// Whether a generation with these parameters can share forward passes with others
+    /// (`generate::Batch`): the plain loop with the KV cache — no beams, no draft — and no
+    /// profile (a profile times the passes of one generation alone).
+    pub fn batchable(&self) -> bool {
+        self.num_beams <= 1 && self.draft == Draft::None && self.kv_cache && !self.profile
+    }
+
     /// Checks every setting before anything runs: each option within its limits (`OPTIONS`),
     /// then the ones that do not go together. An error names the option.
     pub fn validate(&self) -> Result<()> {
@@ -71,6 +80,13 @@ impl GenerateParams {
             return Err(Error::param(
                 "draft",
                 "speculative decoding and beam search do not go together",
+            ));
+        }
+        if self.n > 1 && !self.batchable() {
+            return Err(Error::param(
+                "n",
+                "several choices run the plain loop as one batch: not with beam search, a draft, \
+                 the KV cache off or profile",
             ));
         }
         if self.num_beams > 1 && !self.sampling().is_greedy() {
@@ -157,6 +173,9 @@ pub struct Metrics {
     /// Tokens drafters proposed, and how many of them the model kept.
     pub drafted_tokens: usize,
     pub accepted_draft_tokens: usize,
+    /// The most sequences this one shared a forward pass with, itself included (a batch:
+    /// `generate::Batch`); 1 alone.
+    pub batch_size: usize,
 }
 
 /// The outcome of a generation: `{ text, tokens, stopReason, metrics }` in JSON.
@@ -211,6 +230,8 @@ pub struct Generation {
     pending: VecDeque<Pending>,
     /// Forward passes of the model so far.
     forwards: usize,
+    /// The most sequences a forward pass of this one carried.
+    batch_size: usize,
 }
 
 impl Generation {
@@ -257,6 +278,7 @@ impl Generation {
             strategy,
             pending: VecDeque::new(),
             forwards: 0,
+            batch_size: 1,
             params,
         })
     }
@@ -338,8 +360,10 @@ impl Generation {
     }
 
     /// For a batch: the logits of the step `batch_input` asked for, sampled; `next` hands the
-    /// token out. `started`: when the step began (`now_ms`), for the prefill time.
-    pub(crate) fn batch_output(&mut self, logits: &[f32], started: f64) {
+    /// token out. `started`: when the step began (`now_ms`), for the prefill time; `shared`:
+    /// the sequences of that forward pass.
+    pub(crate) fn batch_output(&mut self, logits: &[f32], started: f64, shared: usize) {
+        self.batch_size = self.batch_size.max(shared);
         if let Strategy::Plain(p) = &mut self.strategy {
             let (sampler, n_top) = (&mut self.sampler, self.params.top_logprobs);
             let token = p.sample(logits, sampler, &self.t.ids, n_top);
@@ -358,9 +382,9 @@ impl Generation {
         }
     }
 
-    /// Whether this generation can run in a batch: the plain loop with the KV cache.
-    pub(crate) fn batchable(&self) -> bool {
-        matches!(&self.strategy, Strategy::Plain(_)) && self.params.kv_cache
+    /// Whether this generation can run in a batch (`GenerateParams::batchable`).
+    pub fn batchable(&self) -> bool {
+        self.params.batchable()
     }
 
     /// Whether beam search has ended and handed out all of its best beam.

@@ -9,6 +9,7 @@
 //!
 //! Adding an option is one row below plus the code that uses the field.
 
+use super::batch::MAX_CHOICES;
 use super::beam::{EarlyStopping, MAX_BEAMS};
 use crate::error::{Error, Result};
 use crate::sampling::SamplingParams;
@@ -290,6 +291,8 @@ generate_options! {
     repetition_penalty "repetitionPenalty": f32 = 1.0, above(0.0, 100.0);
     /// Seed of the sampler's random numbers: the same seed and options give the same text.
     seed "seed": u64 = 0, closed(0.0, MAX_SAFE_INTEGER);
+    /// Generations of the prompt at once, as one batch: choice i samples with seed + i, so it equals a single generation with that seed (the plain loop: not with beams or a draft).
+    n "n": usize = 1, closed(1.0, MAX_CHOICES as f64);
     /// Generation ends before any of these texts, which are not returned (at most 16, of at most 1000 bytes each).
     stop "stop": Vec<String> = Vec::new(), None;
     /// Give each token event the sampler's top candidates.

@@ -1,6 +1,6 @@
 //! The outcome of a generation: its text, tokens, stop reason and timings.
 
-use super::{Generation, GenerationResult, StopReason, Strategy};
+use super::{Generation, GenerationResult, Metrics, StopReason, Strategy};
 
 impl Generation {
     /// The result so far (complete once `is_done`). Text held back when cancelled is dropped, so
@@ -15,7 +15,10 @@ impl Generation {
             text: t.text().to_string(),
             tokens: t.generated().to_vec(),
             stop_reason: t.done.unwrap_or(StopReason::Abort),
-            metrics: t.metrics(self.forwards, drafted, accepted),
+            metrics: Metrics {
+                batch_size: self.batch_size,
+                ..t.metrics(self.forwards, drafted, accepted)
+            },
             beams: match &self.strategy {
                 Strategy::Beam(b) => b.best.clone(),
                 _ => Vec::new(),

@@ -190,6 +190,7 @@ impl Transcript {
             target_forwards: forwards,
             drafted_tokens: drafted,
             accepted_draft_tokens: accepted,
+            batch_size: 1,
         }
     }
 }

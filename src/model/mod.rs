@@ -162,9 +162,9 @@ impl Model {
     /// runs `seq[cached..]` in KV cache slot `slot` (`kv_slots`), and `out` gets the logits of
     /// the last of each seq, (seqs.len(), vocab_size) in the order given. After a fall-back the
     /// slots are made again and every sequence runs whole (`epoch` tells the caller).
-    pub async fn predict_batch<'s>(
+    pub async fn predict_batch(
         &mut self,
-        seqs: &[(usize, &'s [u32], usize)],
+        seqs: &[(usize, &[u32], usize)],
         out: &mut Vec<f32>,
     ) -> Result<()> {
         fn row(slot: usize, seq: &[u32], cached: usize) -> BatchRow<'_> {

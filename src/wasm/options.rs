@@ -14,6 +14,28 @@ pub struct Params {
     pub(super) params: GenerateParams,
 }
 
+#[wasm_bindgen]
+impl Params {
+    /// Whether a generation with these options can share forward passes with others (the plain
+    /// loop with the KV cache: no beams, no draft, no profile); the worker batches those.
+    pub fn batchable(&self) -> bool {
+        self.params.batchable()
+    }
+
+    /// How many choices (`n`) the call asks for.
+    #[wasm_bindgen(getter)]
+    pub fn n(&self) -> u32 {
+        self.params.n as u32
+    }
+
+    /// The options of choice `i`: seed + i, one sequence (`generate::choice_params`).
+    pub fn choice(&self, i: u32) -> Params {
+        Params {
+            params: crate::generate::choice_params(&self.params, i as usize),
+        }
+    }
+}
+
 /// Reads and checks generate options (the JS API's names; undefined or null: the defaults), so
 /// a queued `generate` is refused when it is called, not when its turn comes. The error names
 /// the option as JS spells it.

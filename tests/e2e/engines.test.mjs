@@ -146,6 +146,54 @@ for (const name of ENGINES) {
       });
     });
 
+    test('API: concurrent generates on one model run as one batch, each with the tokens it gets alone; an aborted one leaves alone', T, async () => {
+      const got = await withEnginePage(engine, async (page) => {
+        await page.goto(`${sites.assets.origin}${sites.assets.page('batch', '<title>batch test</title>')}`);
+        return page.evaluate(async ({ folder, prompt, n }) => {
+          const { Gpt2 } = await import('/gpt2.js');
+          const model = await Gpt2.load({ model: folder });
+          const calls = [
+            [prompt, { maxTokens: n, temperature: 0 }],
+            ['O', { maxTokens: n + 4, temperature: 0.9, seed: 3 }],
+            [`${prompt} and`, { maxTokens: n - 4, temperature: 0.9, topK: 40, seed: 5 }],
+          ];
+          const alone = [];
+          for (const [p, o] of calls) alone.push((await model.generate(p, o)).tokens);
+          const ctrl = new AbortController();
+          const aborted = model.generate(prompt, {
+            maxTokens: 60, ignoreEos: true, signal: ctrl.signal, onToken: (e) => { if (e.index === 1) ctrl.abort(); },
+          });
+          const together = await Promise.all([...calls.map(([p, o]) => model.generate(p, o)), aborted]);
+          const single = await model.generate(prompt, { maxTokens: 4, numBeams: 2 }); // beams run alone, after
+          // n: choice i is the generation with seed + i; token events carry their choice.
+          const seen = new Set();
+          const many = await model.generate('O', { maxTokens: n, temperature: 0.9, seed: 2, n: 3, onToken: (e) => seen.add(e.choice) });
+          const singles = [];
+          for (let i = 0; i < 3; i++) singles.push((await model.generate('O', { maxTokens: n, temperature: 0.9, seed: 2 + i })).tokens);
+          model.dispose();
+          return {
+            many: { choices: many.choices.map((c) => [...c.tokens]), tokens: [...many.tokens], seen: [...seen].sort() }, // copies: a value returned twice does not survive every driver
+            singles,
+            alone,
+            together: together.map((r) => ({ tokens: r.tokens, stopReason: r.stopReason, batchSize: r.metrics.batchSize })),
+            beams: single.metrics.batchSize,
+          };
+        }, { folder: `/${MODEL_URL}`, prompt: PROMPT, n: N });
+      });
+      for (let i = 0; i < got.alone.length; i++) {
+        assert.deepEqual(got.together[i].tokens, got.alone[i], `generation ${i} in the batch differs from alone`);
+      }
+      const last = got.together.at(-1);
+      assert.equal(last.stopReason, 'abort');
+      assert.ok(last.tokens.length >= 2 && last.tokens.length <= 2 + 4, `${last.tokens.length} tokens after an abort at the second`);
+      const sizes = got.together.map((r) => r.batchSize);
+      assert.ok(Math.min(...sizes) >= 2 && Math.max(...sizes) === 4, `batch sizes ${sizes}: the four did not share their steps`);
+      assert.equal(got.beams, 1);
+      assert.deepEqual(got.many.choices, got.singles, 'choice i is not the generation with seed + i');
+      assert.deepEqual(got.many.tokens, got.singles[0], 'the result\'s own tokens are not choice 0\'s');
+      assert.deepEqual(got.many.seen, [0, 1, 2]);
+    });
+
     test('page: Generate streams the CLI\'s greedy text, fills the readout and announces the end', T, async () => {
       const want = native();
       await withEnginePage(engine, async (page) => {

@@ -125,19 +125,24 @@ test('completions.create gives OpenAI-shaped results and chunks that match gener
       const sampled = async () => (await m.completions.create({ prompt, max_tokens: 12, temperature: 0.9, top_p: 0.9, seed: 5 })).choices[0].text;
       const seeded = [await sampled(), await sampled()];
       const gen = await m.generate(prompt, { maxTokens: 12, temperature: 0.9, topP: 0.9, seed: 5 });
+      // n: choice i is the generation with seed 5 + i.
+      const three = await m.completions.create({ prompt, max_tokens: 12, temperature: 0.9, top_p: 0.9, seed: 5, n: 3 });
+      const singles = [];
+      for (let i = 0; i < 3; i++) singles.push((await m.generate(prompt, { maxTokens: 12, temperature: 0.9, topP: 0.9, seed: 5 + i })).text);
       const stopped = await m.completions.create({ prompt, max_tokens: 40, temperature: 0, stop: want.text.slice(5, 8) });
       const early = await m.completions.create({ prompt, max_tokens: 200, temperature: 0, stream: true });
       let n = 0;
       for await (const c of early) { if (++n === 3) break; }
       const after = await m.completions.create({ prompt, max_tokens: 2, temperature: 0 });
       const fail = (b) => m.completions.create(b).then(() => 'resolved', (e) => e.message);
-      const errors = [await fail({ prompt, n: 2 }), await fail({ prompt, max_tokens: 0 }), await fail({ prompt: 5 }),
-        await fail({ prompt, temperature: 3 }), await fail({ prompt, frequency_penalty: 0.5 }), await fail({ prompt, wat: 1 })];
+      const errors = [await fail({ prompt, best_of: 2 }), await fail({ prompt, max_tokens: 0 }), await fail({ prompt: 5 }),
+        await fail({ prompt, temperature: 3 }), await fail({ prompt, frequency_penalty: 0.5 }), await fail({ prompt, wat: 1 }),
+        await fail({ prompt, n: 17 })];
       const controller = new AbortController();
       const aborted = m.completions.create({ prompt, max_tokens: 300, temperature: 0 }, { signal: controller.signal });
       setTimeout(() => controller.abort(), 30);
       const abortName = await aborted.then(() => 'resolved', (e) => e.name);
-      return { want, one, chunks, seeded, gen: gen.text, stopped, after, errors, abortName, stopText: want.text.slice(5, 8) };
+      return { want, one, chunks, seeded, gen: gen.text, three, singles, stopped, after, errors, abortName, stopText: want.text.slice(5, 8) };
     }, PROMPT);
     assert.equal(r.one.object, 'text_completion');
     assert.equal(r.one.choices.length, 1);
@@ -158,12 +163,16 @@ test('completions.create gives OpenAI-shaped results and chunks that match gener
     assert.equal(r.stopped.choices[0].finish_reason, 'stop');
     assert.ok(!r.stopped.choices[0].text.includes(r.stopText));
     assert.equal(r.after.choices[0].text.length > 0, true, 'the model works after a break out of a stream');
-    assert.match(r.errors[0], /n 2 is not supported/);
+    assert.deepEqual(r.three.choices.map((c) => c.index), [0, 1, 2]);
+    assert.deepEqual(r.three.choices.map((c) => c.text), r.singles, 'choice i is not the generation with seed + i');
+    assert.equal(r.three.usage.completion_tokens > r.one.usage.completion_tokens / 2, true);
+    assert.match(r.errors[0], /best_of 2 is not supported/);
     assert.match(r.errors[1], /max_tokens 0 is not a whole number/);
     assert.match(r.errors[2], /prompt must be a string/);
     assert.match(r.errors[3], /temperature 3 is not a number from 0 to 2/);
     assert.match(r.errors[4], /frequency_penalty 0.5 is not supported/);
     assert.match(r.errors[5], /unknown parameter "wat"/);
+    assert.match(r.errors[6], /invalid n: 17 is not in 1..=16/);
     assert.equal(r.abortName, 'AbortError');
   });
 });

@@ -14,13 +14,13 @@
 
 /** Parameters OpenAI's API takes that would change the answer and that this facade cannot honour. */
 const UNSUPPORTED = {
-  n: (v) => v === 1, best_of: (v) => v === 1, echo: (v) => v === false, logprobs: (v) => v === null || v === 0,
+  best_of: (v) => v === 1, echo: (v) => v === false, logprobs: (v) => v === null || v === 0,
   suffix: (v) => v === null || v === '', logit_bias: (v) => v === null || Object.keys(v).length === 0,
   presence_penalty: (v) => v === 0, frequency_penalty: (v) => v === 0,
 };
 /** Parameters taken and not needed (the model is the loaded one; `user` is for the provider's logs). */
 const IGNORED = ['model', 'user'];
-const KNOWN = ['prompt', 'max_tokens', 'temperature', 'top_p', 'stop', 'seed', 'stream', 'stream_options'];
+const KNOWN = ['prompt', 'max_tokens', 'temperature', 'top_p', 'stop', 'seed', 'n', 'stream', 'stream_options'];
 
 const fail = (message) => Object.assign(new Error(message), { code: 'param' });
 
@@ -40,7 +40,7 @@ function options(body) {
     }
     throw fail(`unknown parameter "${key}"; completions.create takes ${KNOWN.join(', ')}`);
   }
-  const { prompt, max_tokens: maxTokens = 16, temperature = 1, top_p: topP = 1, stop, seed, stream = false } = body;
+  const { prompt, max_tokens: maxTokens = 16, temperature = 1, top_p: topP = 1, stop, seed, n = 1, stream = false } = body;
   const text = Array.isArray(prompt) && prompt.length === 1 ? prompt[0] : prompt;
   if (typeof text !== 'string') throw fail('prompt must be a string (one prompt per call)');
   if (!(Number.isInteger(maxTokens) && maxTokens >= 1)) throw fail(`max_tokens ${JSON.stringify(maxTokens)} is not a whole number ≥ 1`);
@@ -55,6 +55,7 @@ function options(body) {
   const usage = body.stream_options?.include_usage === true;
   const opts = { maxTokens, temperature, topP, stop: stops };
   if (seed !== undefined && seed !== null) opts.seed = seed;
+  if (n !== 1) opts.n = n; // the engine checks it (1 to 16; choice i samples with seed + i)
   return { prompt: text, opts, stream, usage };
 }
 
@@ -76,8 +77,12 @@ export function completionsOf(model) {
     if (!stream) {
       const r = await model.generate(prompt, { ...opts, signal });
       if (r.stopReason === 'abort') throw aborted();
+      const each = r.choices ?? [{ ...r, index: 0 }];
+      const completion = each.reduce((sum, c) => sum + c.tokens.length, 0);
       return {
-        ...h, choices: [{ text: r.text, index: 0, logprobs: null, finish_reason: finishReason(r.stopReason) }], usage: usageOf(r.metrics),
+        ...h,
+        choices: each.map((c) => ({ text: c.text, index: c.index, logprobs: null, finish_reason: finishReason(c.stopReason) })),
+        usage: { ...usageOf(r.metrics), completion_tokens: completion, total_tokens: r.metrics.promptTokens + completion },
       };
     }
     const controller = new AbortController();
@@ -87,12 +92,14 @@ export function completionsOf(model) {
     async function* chunks() {
       try {
         for await (const ev of tokens) {
-          yield { ...h, choices: [{ text: ev.text, index: 0, logprobs: null, finish_reason: null }] };
+          yield { ...h, choices: [{ text: ev.text, index: ev.choice ?? 0, logprobs: null, finish_reason: null }] };
         }
         const r = await tokens.result;
         if (r.stopReason === 'abort') throw aborted();
-        yield { ...h, choices: [{ text: '', index: 0, logprobs: null, finish_reason: finishReason(r.stopReason) }] };
-        if (usage) yield { ...h, choices: [], usage: usageOf(r.metrics) };
+        const each = r.choices ?? [{ ...r, index: 0 }];
+        for (const c of each) yield { ...h, choices: [{ text: '', index: c.index, logprobs: null, finish_reason: finishReason(c.stopReason) }] };
+        const completion = each.reduce((sum, c) => sum + c.tokens.length, 0);
+        if (usage) yield { ...h, choices: [], usage: { ...usageOf(r.metrics), completion_tokens: completion, total_tokens: r.metrics.promptTokens + completion } };
       } finally {
         signal?.removeEventListener('abort', forward);
       }

@@ -64,6 +64,12 @@ export interface EngineOptions {
    */
   seed?: number;
   /**
+   * Generations of the prompt at once, as one batch: choice i samples with seed + i, so it
+   * equals a single generation with that seed (the plain loop: not with beams or a draft). In
+   * 1..=16. Default 1.
+   */
+  n?: number;
+  /**
    * Generation ends before any of these texts, which are not returned (at most 16, of at most
    * 1000 bytes each). Default none.
    */
@@ -288,6 +294,8 @@ export interface Candidate {
 export interface TokenEvent {
   /** Token id. */
   id: number;
+  /** With `n` > 1: the choice this token belongs to (0 … n − 1). */
+  choice?: number;
   /**
    * The text this token completes: whole UTF-8 characters only, so it may be '' (a token that ends
    * mid-character, the end-of-text token, or text held back because it may start a stop sequence).
@@ -358,6 +366,8 @@ export interface Metrics {
   /** Tokens the drafter proposed, and how many of them the model kept. */
   draftedTokens: number;
   acceptedDraftTokens: number;
+  /** The most generations this one shared a forward pass with, itself included (concurrent calls on one model run in one batch); 1 alone. */
+  batchSize: number;
 }
 
 export interface GenerateResult {
@@ -371,6 +381,18 @@ export interface GenerateResult {
   profile?: { prompt: Phases; decode: Phases };
   /** With `numBeams` > 1: every finished beam, best (this result's text) first. */
   beams?: Beam[];
+  /** With `n` > 1: every choice, generated as one batch; choice i is the generation with seed + i (choice 0 is also this result's own text and tokens). */
+  choices?: Choice[];
+}
+
+/** One of the `n` choices of a generation. */
+export interface Choice {
+  index: number;
+  text: string;
+  tokens: number[];
+  stopReason: StopReason;
+  /** Null for a choice aborted before it ran. */
+  metrics: Metrics | null;
 }
 
 /**

@@ -41,15 +41,18 @@ function checkOptions(options) {
 }
 
 /** The result of a generation aborted before it started (here, or while queued in the worker). */
-function emptyResult() {
-  return {
+/** The result of a generation aborted before it ran (with its `n` choices, each as empty). */
+function emptyResult(n = 1) {
+  const r = {
     text: '', tokens: [], stopReason: 'abort',
     metrics: {
       ttftMs: 0, tpotMs: 0, tpotP50Ms: 0, tpotP95Ms: 0, totalMs: 0, prefillMs: 0,
       promptTokens: 0, outputTokens: 0, prefillTokensPerSec: 0, decodeTokensPerSec: 0,
-      targetForwards: 0, draftedTokens: 0, acceptedDraftTokens: 0,
+      targetForwards: 0, draftedTokens: 0, acceptedDraftTokens: 0, batchSize: 0,
     },
   };
+  if (n > 1) r.choices = Array.from({ length: n }, (_, index) => ({ index, text: '', tokens: [], stopReason: 'abort', metrics: null }));
+  return r;
 }
 
 /**
@@ -283,7 +286,7 @@ export class Gpt2 {
       throw invalid("invalid draft: pass the loaded draft model itself (draft: await Gpt2.load(…)), not 'model'");
     }
     const { signal, onToken, options: opts } = checkOptions(options);
-    if (signal?.aborted) return emptyResult();
+    if (signal?.aborted) return emptyResult(); // nothing sent, nothing checked
     let settle;
     const token = onToken && ((ev) => {
       try {
@@ -312,7 +315,7 @@ export class Gpt2 {
         settle = { reject };
         promise.then(resolve, reject);
       });
-      if (result === null) return emptyResult(); // aborted while queued
+      if (result === null) return emptyResult(opts.n); // aborted while queued (n checked by the engine)
       delete result.backend; // model.backend has it (a 'backend' message came if it changed)
       return result;
     } finally {

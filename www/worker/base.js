@@ -2,7 +2,7 @@
 // files' names of the load in progress, what a Content-Security-Policy blocked, and the sentence
 // for an error. Imports nothing. (Part of the worker: see www/worker/main.js.)
 
-/** model id → { engine, queue: Job[], running: Job | null, stepping: Promise | null, disposed, crashed } */
+/** model id → { engine, queue: Job[], running: Job | { members: Map<slot, Job> } (a batch) | null, stepping: Promise | null, disposed, crashed } */
 export const models = new Map();
 /** request id → Job while queued or running: a generate ({ id, model, prompt, options, draftModel, aborted }) or a logits call ({ id, model, logits: { ids, cache }, aborted }) */
 export const jobs = new Map();

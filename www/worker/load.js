@@ -214,15 +214,16 @@ async function ggufHead(id, mod, weights, opened) {
   throw new Error(`${weights.file} ended after ${have} bytes, inside its GGUF header: not a whole GGUF file (truncated?)`);
 }
 
-/** `reader`, reporting each chunk to the model's running job: a fall-back reading the weights again. */
+/** `reader`, reporting each chunk to the model's running job (or batch): a fall-back reading the weights again. */
 function readingAgain(reader, file, entry) {
   let loaded = 0;
   return {
     read: async () => {
       const step = await reader.read();
       if (!step.done) loaded += step.value.length;
-      const job = entry.m?.running;
-      if (job) reply(job.id, 'progress', { file, loaded, total: null, tensor: null, cached: false, fallBack: true });
+      const running = entry.m?.running; // a job, or a batch's { members }
+      const ids = running?.members ? new Set([...running.members.values()].map((j) => j.id)) : running ? [running.id] : [];
+      for (const id of ids) reply(id, 'progress', { file, loaded, total: null, tensor: null, cached: false, fallBack: true });
       return step;
     },
   };

@@ -13,9 +13,13 @@
 // started directly, from a same-origin blob that imports it by absolute URL (a page of another
 // origin), as a classic worker (the offline bundle), or copied and renamed by a bundler.
 //
-// Concurrency: the engine runs one generation at a time. Each model has a FIFO queue: a second
-// `generate` while one runs waits for it; an aborted queued request is answered at once. Models
-// in the same worker take turns token by token, since the loop yields after every step.
+// Concurrency: each model has a FIFO queue. Generations of the plain loop (no beams, no draft,
+// the KV cache on, no profile: the engine's `Params.batchable`) at its head run as one batch:
+// one forward pass per step for all of them (up to BATCH_LIMIT at once), each with its own sampler, stops
+// and end; one that ends leaves at once and the next queued one joins at the next step
+// (continuous batching). Others (beams, drafts, model.logits) run alone, in their turn. An
+// aborted queued request is answered at once. Models in the same worker take turns step by step,
+// since the loops yield after every step.
 
 import { describe, failure, jobs, models, reply } from './base.js';
 import { engineModule, wasmMemory } from './engine.js';
@@ -84,28 +88,80 @@ function enqueue(msg) {
     params?.free();
     return reply(msg.id, 'error', { message: 'the draft model is not loaded (disposed?)' });
   }
-  const job = msg.op === 'logits'
-    ? { id: msg.id, model: msg.model, logits: { ids: Uint32Array.from(msg.ids), cache: msg.cache !== false }, aborted: false }
-    : { id: msg.id, model: msg.model, prompt: msg.prompt, params, draftModel: msg.draftModel, aborted: false };
-  jobs.set(job.id, job);
-  m.queue.push(job);
+  if (params?.n > 1) {
+    // n choices: one job per choice (seed + i), answered together (`answer`), run as a batch.
+    const group = { id: msg.id, subs: [], results: [], left: params.n, failed: false };
+    for (let i = 0; i < params.n; i++) {
+      group.subs.push({ id: msg.id, model: msg.model, prompt: msg.prompt, params: params.choice(i), group, choice: i, aborted: false });
+    }
+    params.free();
+    jobs.set(msg.id, group);
+    m.queue.push(...group.subs);
+  } else {
+    const job = msg.op === 'logits'
+      ? { id: msg.id, model: msg.model, logits: { ids: Uint32Array.from(msg.ids), cache: msg.cache !== false }, aborted: false }
+      : { id: msg.id, model: msg.model, prompt: msg.prompt, params, draftModel: msg.draftModel, aborted: false };
+    jobs.set(job.id, job);
+    m.queue.push(job);
+  }
   if (!m.running) pump(m);
+}
+
+/**
+ * A reply about `job`: to its request, or for a choice of an `n` request, folded into the
+ * request's: tokens carry their `choice`, the first error ends every choice, and the answer
+ * comes when every choice has ended: choice 0's result with `choices`, each `{ index, text,
+ * tokens, stopReason, metrics }` (null when every choice was aborted before it ran).
+ */
+function answer(job, type, payload) {
+  const g = job.group;
+  if (!g) return reply(job.id, type, payload);
+  if (g.failed) return undefined;
+  if (type === 'token') return reply(g.id, 'token', { token: { ...payload.token, choice: job.choice } });
+  if (type === 'error') {
+    g.failed = true;
+    jobs.delete(g.id);
+    for (const sub of g.subs) sub.aborted = true;
+    const m = models.get(job.model);
+    if (m) m.queue = m.queue.filter((q) => q.group !== g || (forget(q), false));
+    return reply(g.id, 'error', payload);
+  }
+  if (type !== 'done') return reply(g.id, type, payload);
+  g.results[job.choice] = payload.value;
+  if (--g.left > 0) return undefined;
+  jobs.delete(g.id);
+  if (g.results.every((r) => r === null)) return reply(g.id, 'done', { value: null });
+  const choices = g.results.map((r, index) => ({
+    index, text: r?.text ?? '', tokens: r?.tokens ?? [], stopReason: r?.stopReason ?? 'abort', metrics: r?.metrics ?? null,
+  }));
+  return reply(g.id, 'done', { value: { ...(g.results[0] ?? g.results.find(Boolean)), choices } });
 }
 
 /** A job that has ended or left its queue: its checked options (engine memory) are freed. */
 function forget(job) {
-  jobs.delete(job.id);
+  if (!job.group) jobs.delete(job.id); // a choice's request stays until `answer` ends it
   job.params?.free();
+  job.params = null;
 }
+
+/** The most generations of one model stepped together; more wait in the queue for a place. */
+const BATCH_LIMIT = 8;
+
+/** A queued generate whose options let it share forward passes with others. */
+const batchable = (job) => !job.logits && job.draftModel === undefined && job.params.batchable();
 
 async function pump(m) {
   while (m.queue.length > 0 && !m.disposed && !m.crashed) {
+    if (batchable(m.queue[0])) {
+      await runBatch(m);
+      continue;
+    }
     const job = m.queue.shift();
     m.running = job;
     try {
-      reply(job.id, 'done', { value: await (job.logits ? nextLogits(m, job) : run(m, job)) });
+      answer(job, 'done', { value: await (job.logits ? nextLogits(m, job) : run(m, job)) });
     } catch (e) {
-      reply(job.id, 'error', failure(e));
+      answer(job, 'error', failure(e));
     } finally {
       forget(job);
       m.running = null;
@@ -114,7 +170,7 @@ async function pump(m) {
   if (m.disposed) finishDispose(m);
   for (const job of m.crashed ? m.queue.splice(0) : []) {
     forget(job);
-    reply(job.id, 'error', { message: `the model stopped working (${m.crashed}); load it again` });
+    answer(job, 'error', { message: `the model stopped working (${m.crashed}); load it again` });
   }
 }
 
@@ -122,9 +178,9 @@ async function pump(m) {
  * One engine call that runs the model (a step, a logits pass): the engine is taken meanwhile
  * (tokenize and dispose wait for `m.stepping`), a trap (a Rust panic) marks the model crashed so
  * later requests say so instead of "busy", and a change of backend during the call (the GPU was
- * lost) is told to the request `id` before its answer.
+ * lost) is told to the request `ids` (one, or a batch's) before their answers.
  */
-async function engineCall(m, id, call) {
+async function engineCall(m, ids, call) {
   let out;
   try {
     m.stepping = call();
@@ -138,7 +194,7 @@ async function engineCall(m, id, call) {
   const { backend } = m.engine;
   if (backend !== m.backend) {
     m.backend = backend;
-    reply(id, 'backend', { backend, reason: m.engine.gpuUnavailable });
+    for (const id of [ids].flat()) reply(id, 'backend', { backend, reason: m.engine.gpuUnavailable });
   }
   return out;
 }
@@ -152,11 +208,73 @@ async function run(m, job) {
     if (job.draftModel !== undefined && !draft) throw new Error('the draft model was disposed during generation');
     const token = await engineCall(m, job.id, () => (draft ? engine.stepWith(draft.engine) : engine.step()));
     if (token === undefined) break;
-    if (token !== null) reply(job.id, 'token', { token }); // null: a beam step settled none
+    if (token !== null) answer(job, 'token', { token }); // null: a beam step settled none
     await nextTask(); // lets an 'abort' message in
   }
   if (m.disposed) throw new Error('the model was disposed during generation');
   return { ...engine.result(), backend: engine.backend };
+}
+
+/**
+ * The batchable generations at the head of the queue, stepped together until none is left: each
+ * step joins the ones queued since (while there is room: BATCH_LIMIT, and the memory for one more
+ * KV cache, else it waits for a member to leave), asks the engine for one step of all, posts each
+ * member's token, and answers each member that ended with its result.
+ */
+async function runBatch(m) {
+  const { engine } = m;
+  const members = new Map(); // the engine's batch slot → job
+  let room = Infinity; // members memory allows, once a join found none for one more
+  m.running = { members };
+  try {
+    for (;;) {
+      while (m.queue.length > 0 && members.size < Math.min(BATCH_LIMIT, room) && !m.disposed && batchable(m.queue[0])) {
+        const job = m.queue.shift();
+        try {
+          members.set(await engineCall(m, job.id, () => engine.join(job.prompt, job.params)), job);
+        } catch (e) {
+          if (m.crashed) throw e;
+          if (failure(e).code === 'memory' && members.size > 0) {
+            // No memory for another KV cache now: it waits for a member to leave.
+            m.queue.unshift(job);
+            room = members.size;
+            break;
+          }
+          forget(job);
+          answer(job, 'error', failure(e));
+        }
+      }
+      if (members.size === 0) return;
+      for (const [slot, job] of members) if (job.aborted || m.disposed) engine.cancelIn(slot); // ends before the next pass
+      const ids = [...new Set([...members.values()].map((j) => j.id))]; // the choices of one request share its id
+      for (const { slot, token, done } of await engineCall(m, ids, () => engine.stepBatch())) {
+        const job = members.get(slot);
+        if (token) answer(job, 'token', { token });
+        if (!done) continue;
+        members.delete(slot);
+        room = Infinity; // its KV cache is free again: a waiting one may fit
+        try {
+          const result = await engineCall(m, job.id, () => engine.leave(slot));
+          if (m.disposed) throw new Error('the model was disposed during generation');
+          forget(job);
+          answer(job, 'done', { value: { ...result, backend: engine.backend } });
+        } catch (e) {
+          forget(job);
+          answer(job, 'error', failure(e));
+        }
+      }
+      await nextTask(); // lets an 'abort' (and new requests) in
+    }
+  } catch (e) {
+    // A step failed: every member fails with it, and leaves.
+    for (const [slot, job] of members) {
+      forget(job);
+      answer(job, 'error', failure(e));
+      if (!m.crashed) await engine.leave(slot).catch(() => {});
+    }
+  } finally {
+    m.running = null;
+  }
 }
 
 /** One forward pass for model.logits: `{ logits, reused, ms }` (ms: the engine's time for it). */
@@ -179,15 +297,17 @@ function nextTask() {
 }
 
 function abort(id) {
-  const job = jobs.get(id);
-  if (!job) return; // already finished
-  job.aborted = true;
-  const m = models.get(job.model);
-  const queued = m ? m.queue.indexOf(job) : -1;
-  if (queued >= 0) {
-    m.queue.splice(queued, 1);
-    forget(job);
-    reply(id, 'done', { value: null }); // gpt2.js makes the aborted result
+  const found = jobs.get(id);
+  if (!found) return; // already finished
+  for (const job of found.subs ?? [found]) {
+    job.aborted = true;
+    const m = models.get(job.model);
+    const queued = m ? m.queue.indexOf(job) : -1;
+    if (queued >= 0) {
+      m.queue.splice(queued, 1);
+      forget(job);
+      answer(job, 'done', { value: null }); // gpt2.js makes the aborted result
+    }
   }
 }
 
@@ -214,7 +334,7 @@ function dispose({ model: id }) {
   m.disposed = true;
   for (const job of m.queue.splice(0)) {
     forget(job);
-    reply(job.id, 'error', { message: 'the model was disposed before this generation ran' });
+    answer(job, 'error', { message: 'the model was disposed before this generation ran' });
   }
   if (!m.running) finishDispose(m); // else the loop notices and frees it after its step
 }

@@ -16,7 +16,8 @@ export const REQUESTS = {
     'files: { config, weights, tokenizer } (their names, for sentences) } → progress…, done { backend, dtype, threads, build, ' +
     'kernel, kernelTimes, config, adapter, gpuUnavailable, plan, timings }',
   generate: '{ id, op, model, prompt, options, draftModel? (a loaded model\'s id, for options.draft === \'model\') } → ' +
-    'token… (backend, progress while a lost GPU\'s model is read again), done { …result, backend }',
+    'token… (backend, progress while a lost GPU\'s model is read again), done { …result, backend }; with options.n > 1 ' +
+    'each token has its `choice` and done is choice 0\'s result with `choices`',
   abort: '{ op, id (the generate request\'s) } → nothing of its own: the generation ends with done (null when it was still queued)',
   logits: '{ id, op, model, ids (token ids), cache (false: the whole sequence again) } → backend?, done { logits ' +
     '(Float32Array, vocabSize), reused (ids the KV cache held), ms (the engine\'s time) }; queued behind generations',

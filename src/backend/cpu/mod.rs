@@ -167,7 +167,12 @@ impl CpuBackend {
             let cache = |keys| -> Result<Vec<KvRows>> {
                 (0..self.config.n_layer)
                     .map(|_| {
-                        KvRows::new(&self.config, eight_bit, keys, "a KV cache for beam search")
+                        KvRows::new(
+                            &self.config,
+                            eight_bit,
+                            keys,
+                            "the KV cache of another sequence (beam search, a batch)",
+                        )
                     })
                     .collect()
             };
