@@ -115,6 +115,12 @@ impl Backend {
         Ok(())
     }
 
+    /// Whether `forward_batch` runs its sequences in one pass (the CPU) rather than one after
+    /// another, switching whole KV caches (the GPU backend for now).
+    pub fn batches(&self) -> bool {
+        matches!(self, Backend::Cpu(_))
+    }
+
     /// The most sequences a `forward_batch` takes with each row exactly as alone.
     pub fn batch_rows(&self) -> usize {
         match self {

@@ -103,6 +103,8 @@ pub(super) struct BeamSearch {
     /// Once done: every finished beam, best first, with its text.
     pub best: Vec<Beam>,
     logprobs: Vec<f32>,
+    /// The logits of a batched step, one row per running beam.
+    batch_logits: Vec<f32>,
 }
 
 /// A continuation: its score, the running beam it extends, the token.
@@ -124,11 +126,13 @@ impl BeamSearch {
             certain: 0,
             best: Vec::new(),
             logprobs: Vec::new(),
+            batch_logits: Vec::new(),
         }
     }
 
-    /// One step of the search: a forward pass per running beam, then the beams chosen.
-    /// Returns the forwards run.
+    /// One step of the search: the running beams' forward (one pass for all of them where the
+    /// backend batches, else one per beam), then the beams chosen. Returns the forwards a step
+    /// without batching runs.
     async fn search(
         &mut self,
         model: &mut Model,
@@ -150,6 +154,25 @@ impl BeamSearch {
             self.make_slots(model).await?; // after a fall-back: every sequence from the start
         }
         let mut candidates: Vec<Candidate> = Vec::new();
+        if self.kv_cache && model.backend.batches() {
+            // Every running beam in one forward pass, each in its own KV cache slot.
+            let seqs: Vec<Vec<u32>> = (self.running.iter())
+                .map(|r| [prompt, &r.ids[..]].concat())
+                .collect();
+            let rows: Vec<(usize, &[u32], usize)> = (self.running.iter().zip(&seqs))
+                .map(|(r, s)| (r.slot, &s[..], r.fed.min(s.len() - 1)))
+                .collect();
+            let (epoch, v) = (model.epoch, model.config.vocab_size);
+            model.predict_batch(&rows, &mut self.batch_logits).await?;
+            for (b, s) in seqs.iter().enumerate() {
+                log_softmax(&self.batch_logits[b * v..(b + 1) * v], &mut self.logprobs);
+                let r = &mut self.running[b];
+                r.fed = if model.epoch == epoch { s.len() } else { 0 };
+                sampler.apply_repetition_penalty(&mut self.logprobs, s);
+                top_continuations(&self.logprobs, r.score, b, 2 * self.n, &mut candidates);
+            }
+            return self.settle(model, candidates, ends).await;
+        }
         let mut seq = Vec::new();
         for b in 0..self.running.len() {
             let r = &self.running[b];
@@ -166,6 +189,17 @@ impl BeamSearch {
             sampler.apply_repetition_penalty(&mut self.logprobs, &seq);
             top_continuations(&self.logprobs, r.score, b, 2 * self.n, &mut candidates);
         }
+        self.settle(model, candidates, ends).await
+    }
+
+    /// After a step's forward passes: the next beams from the best candidates. Returns the
+    /// forward passes a step without batching runs (one per beam), the measure of its work.
+    async fn settle(
+        &mut self,
+        model: &mut Model,
+        mut candidates: Vec<Candidate>,
+        ends: &Ends<'_>,
+    ) -> Result<usize> {
         let forwards = self.running.len();
         if self.epoch != model.epoch {
             self.make_slots(model).await?; // the fall-back happened in this step

@@ -1,8 +1,8 @@
 // Lab: "Greedy, sampling, beam". The same prompt through the three decoding strategies: greedy
 // (the same text whatever the seed), sampling (a different text per seed) and beam search (the
-// most likely whole sequences: one forward pass per beam per step). Each row gets two repetition
-// measures and its cost, so the lesson's claims can be checked: beam search is the most repetitive
-// and the most expensive, which is why open-ended text rarely uses it.
+// most likely whole sequences: a row per beam per step, the beams sharing one pass on the CPU).
+// Each row gets two repetition measures and its cost, so the lesson's claims can be checked: beam
+// search is the most repetitive and the most expensive, which is why open-ended text rarely uses it.
 
 import { fmtMs } from '../widget/text.js';
 
@@ -89,6 +89,6 @@ export async function runDecodingLab(model, { prompt, seeds, temperature, beams,
     `Sampled: ${sampledDistinct} different texts from ${seeds.length} seeds. ` +
     describe('greedy', 'Greedy') + describe('sampled', 'Sampling') + describe('beam', 'Beam search') +
     (beams.length ? 'Beam search keeps the most likely whole sequences: safe, often bland and repetitive, and ' +
-      'it pays one forward pass per beam for every token.' : '');
+      'it computes a row per beam for every token (on the CPU the beams share one forward pass, as a batch).' : '');
   return { rows, greedyIdentical, sampledDistinct };
 }
