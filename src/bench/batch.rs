@@ -1,0 +1,167 @@
+//! `gpt2 bench --batch`: decode throughput against the number of sequences stepped together
+//! (`generate::Batch`), beside the ceiling a batch of B rows can reach, a prompt of B tokens.
+
+use super::{median, prompt_ids, run_once};
+use crate::error::Result;
+use crate::generate::{GenerateParams, Generation};
+use crate::model::Model;
+use serde::Serialize;
+
+/// One batch size of `gpt2 bench --batch`: medians of the repetitions.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchRun {
+    /// Sequences stepped together.
+    pub batch: usize,
+    /// Decode tokens per second of all of them together (after every prompt ran).
+    pub tokens_per_sec: f64,
+    /// One decode step of the whole batch: each sequence's time per output token.
+    pub step_ms: f64,
+    /// tokens_per_sec ÷ that of a batch of one.
+    pub speedup: f64,
+    /// Whether every sequence of the batch gave the tokens of the batch of one (they must).
+    pub identical: bool,
+}
+
+/// `gpt2 bench --batch`: decode throughput against the number of sequences per step, beside
+/// the ceiling a batch of B rows can reach, a prompt of B tokens (the same products, once per
+/// weight read).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchReport {
+    pub backend: String,
+    pub dtype: String,
+    pub kernel: Option<String>,
+    pub prompt_tokens: usize,
+    pub tokens: usize,
+    pub runs: Vec<BatchRun>,
+    /// Prompt tokens per second of a prompt as long as the largest batch (its whole forward).
+    pub prompt_tokens_per_sec: f64,
+    pub prompt_rows: usize,
+}
+
+/// Greedy generations of `tokens` tokens from the same `prompt_tokens`-token prompt, `batch` of
+/// them stepped together, for each batch size (median of `reps` after a warm-up).
+pub fn batch(
+    model: &mut Model,
+    sizes: &[usize],
+    prompt_tokens: usize,
+    tokens: usize,
+    reps: usize,
+) -> Result<BatchReport> {
+    use crate::generate::{Batch, Progress};
+    use crate::platform::now_ms;
+    let n_ctx = model.config.n_positions;
+    let prompt_tokens = prompt_tokens.clamp(1, n_ctx.saturating_sub(2).max(1));
+    let tokens = tokens.clamp(2, n_ctx - prompt_tokens);
+    let prompt = prompt_ids(model, prompt_tokens)?;
+    let params = GenerateParams {
+        max_tokens: tokens,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    // (decode ms after the first step, every sequence's tokens)
+    let once = |model: &mut Model, b: usize| -> Result<(f64, Vec<Vec<u32>>)> {
+        let mut batch = Batch::new();
+        for _ in 0..b {
+            let g = Generation::from_ids(model, prompt.clone(), params.clone())?;
+            pollster::block_on(batch.add(model, g))?;
+        }
+        let mut got = vec![Vec::new(); b];
+        let mut started = None;
+        while !batch.is_empty() {
+            for (slot, p) in pollster::block_on(batch.step(model))? {
+                match p {
+                    Progress::Token(ev) => got[slot].push(ev.id),
+                    _ => drop(batch.remove(slot)),
+                }
+            }
+            started.get_or_insert_with(now_ms); // after the prompts and the first tokens
+        }
+        Ok((now_ms() - started.unwrap_or_else(now_ms), got))
+    };
+    let max_b = sizes.iter().copied().max().unwrap_or(1);
+    once(model, max_b)?; // warm-up: every slot made, caches touched
+    let mut runs: Vec<BatchRun> = Vec::new();
+    let mut alone: Option<Vec<u32>> = None;
+    for &b in sizes {
+        let mut times = Vec::new();
+        let mut identical = true;
+        for _ in 0..reps.max(1) {
+            let (ms, got) = once(model, b)?;
+            let first = alone.get_or_insert_with(|| got[0].clone());
+            identical &= got.iter().all(|g| g == first);
+            times.push(ms);
+        }
+        let ms = median(times);
+        let steps = (tokens - 1) as f64; // the first token came with the prompt
+        let tokens_per_sec = b as f64 * steps * 1e3 / ms;
+        let base = runs.first().map_or(tokens_per_sec, |r| r.tokens_per_sec);
+        runs.push(BatchRun {
+            batch: b,
+            tokens_per_sec,
+            step_ms: ms / steps,
+            speedup: tokens_per_sec / base,
+            identical,
+        });
+    }
+    // The ceiling: a prompt of max_b tokens, the same products over max_b rows.
+    let rows = max_b.min(n_ctx - 1);
+    let long = prompt_ids(model, rows)?;
+    let prefill = (0..reps.max(1))
+        .map(|_| run_once(model, &long, 1).map(|r| r.metrics.prefill_ms))
+        .collect::<Result<Vec<_>>>()?;
+    let prompt_tokens_per_sec = rows as f64 * 1e3 / median(prefill);
+    Ok(BatchReport {
+        backend: model.backend.name().to_string(),
+        dtype: model.backend.dtype_name().to_string(),
+        kernel: (model.backend.name() == "cpu" && model.backend.dtype_name() == "q8")
+            .then(crate::backend::cpu::q8::kernel),
+        prompt_tokens,
+        tokens,
+        runs,
+        prompt_tokens_per_sec,
+        prompt_rows: rows,
+    })
+}
+
+impl BatchReport {
+    /// The batch table, with the ceiling.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "backend {} ({} weights{}) | greedy, {} new tokens after a {}-token prompt, \
+             median of 3\n\n{:>6} {:>13} {:>15} {:>10} {:>10}\n",
+            self.backend,
+            self.dtype,
+            self.kernel
+                .as_deref()
+                .map(|k| format!(", kernel {k}"))
+                .unwrap_or_default(),
+            self.tokens,
+            self.prompt_tokens,
+            "batch",
+            "decode tok/s",
+            "step ms (TPOT)",
+            "× batch 1",
+            "identical"
+        );
+        for r in &self.runs {
+            s += &format!(
+                "{:>6} {:>13.1} {:>15.2} {:>10.2} {:>10}\n",
+                r.batch,
+                r.tokens_per_sec,
+                r.step_ms,
+                r.speedup,
+                if r.identical { "yes" } else { "NO" }
+            );
+        }
+        let last = self.runs.last().map_or(0.0, |r| r.tokens_per_sec);
+        s += &format!(
+            "\nthe ceiling, a {}-token prompt: {:.1} tok/s; the largest batch decodes at {:.2}× it\n",
+            self.prompt_rows,
+            self.prompt_tokens_per_sec,
+            last / self.prompt_tokens_per_sec
+        );
+        s
+    }
+}
