@@ -123,7 +123,11 @@ function answer(job, type, payload) {
     jobs.delete(g.id);
     for (const sub of g.subs) sub.aborted = true;
     const m = models.get(job.model);
-    if (m) m.queue = m.queue.filter((q) => q.group !== g || (forget(q), false));
+    if (m) {
+      // The request's choices still queued leave the queue (the running ones end at their next step).
+      for (const q of m.queue.filter((q) => q.group === g)) forget(q);
+      m.queue = m.queue.filter((q) => q.group !== g);
+    }
     return reply(g.id, 'error', payload);
   }
   if (type !== 'done') return reply(g.id, type, payload);
