@@ -19,7 +19,8 @@
 #   ./build.sh fuzz [SECONDS [TARGET...]]  the loaders' fuzz targets (tools/fuzz, cargo-fuzz on
 #                             nightly: load_model, load_tokenizer), SECONDS each (default 300);
 #                             prints the executions and any crash input
-#   ./build.sh bench [--peer] the speed benchmark: native, then headless Chromium, Firefox and
+#   ./build.sh bench [--peer] the speed benchmark: native (and batching: `gpt2 bench --batch`,
+#                             tools/bench_batch.mjs in Chromium), then headless Chromium, Firefox and
 #                             WebKit (1 and 2 threads, q8 and f32; GPT2_BENCH_ENGINES=chromium
 #                             narrows it); --peer adds transformers.js (ONNX) and wllama (GGUF)
 #                             on the same weights;
@@ -262,6 +263,10 @@ bench() {
       --lengths 16,64,128 --prompt-tokens 64 | tee "$lab.$dtype"
     echo
   done
+  # Batching: B sequences per step against one, natively and in Chromium (tools/bench_batch.mjs).
+  "$CARGO_TARGET_DIR/release/gpt2" bench --model "$model" --backend cpu --batch 1,2,4,8 --tokens 32
+  node tools/bench_batch.mjs --model "$model"
+  echo
   # The q8 bandwidth bound the lab printed, for the browser's decode to be measured against.
   bound=$(sed -n 's/.*bandwidth bound \([0-9.]*\) ms\/token.*/\1/p' "$lab.q8" | head -1)
   bytes=$(sed -n 's/.* \([0-9.]*\) MB of weights read per token.*/\1/p' "$lab.q8" | head -1)

@@ -85,10 +85,10 @@ try {
         const ttft = [];
         for (let k = 0; k < 3; k++) {
           const s = performance.now();
-          await window.model.generate(prompt, { maxTokens: 1, temperature: 0, ignoreEos: true });
+          await window.model.generate(prompt, { maxTokens: 1, temperature: 0, ignoreEos: true, prefixCache: false });
           ttft.push(performance.now() - s);
         }
-        const { metrics } = await window.model.generate(prompt, { maxTokens: 48, temperature: 0, ignoreEos: true });
+        const { metrics } = await window.model.generate(prompt, { maxTokens: 48, temperature: 0, ignoreEos: true, prefixCache: false });
         return { ttft, tpot: metrics.tpotMs };
       }, PROMPT);
       results[i].ttft.push(...r.ttft);
@@ -108,7 +108,7 @@ try {
   console.log('one profiled run each: prompt layers\' matmul ms (GMAC/s), lm_head ms | decode ms per token: matmul, lm_head');
   for (const [i, page] of pages.entries()) {
     const { prompt: p, decode: d } = await page.evaluate(async (prompt) => (await window.model.generate(prompt,
-      { maxTokens: 48, temperature: 0, ignoreEos: true, profile: true })).profile, PROMPT);
+      { maxTokens: 48, temperature: 0, ignoreEos: true, profile: true, prefixCache: false })).profile, PROMPT);
     console.log(`${names[i]}: prompt ${p.phases.matmul.toFixed(1)} ms (${(promptTokens * macs / p.phases.matmul / 1e6).toFixed(1)} GMAC/s), ` +
       `lm_head ${p.phases.lm_head.toFixed(1)} | decode ${(d.phases.matmul / d.tokens).toFixed(2)} + ${(d.phases.lm_head / d.tokens).toFixed(2)} ms`);
   }

@@ -56,7 +56,7 @@ for (const pkg of pkgs) {
   const mod = await import(pathToFileURL(path.join(pkg, 'gpt2_web.js')).href);
   mod.initSync({ module: fs.readFileSync(path.join(pkg, 'gpt2_web_bg.wasm')) });
   const engine = await mod.Engine.load(file('config.json'), file('model.safetensors'), file('tokenizer.json'), 'cpu', DTYPE);
-  engine.options = (maxTokens) => mod.parseOptions({ maxTokens, temperature: 0, ignoreEos: true, profile: true });
+  engine.options = (maxTokens) => mod.parseOptions({ maxTokens, temperature: 0, ignoreEos: true, profile: true, prefixCache: false });
   engines.push(engine);
 }
 

@@ -64,8 +64,8 @@ async function browserRun(browser, origin, size, dtype, threads) {
       }
       const loadMs = performance.now() - t0;
       const mem = await m.memory();
-      await m.generate(prompt, { maxTokens: 2, ignoreEos: true });
-      const r = await m.generate(prompt, { maxTokens: tokens, ignoreEos: true });
+      await m.generate(prompt, { maxTokens: 2, ignoreEos: true, prefixCache: false });
+      const r = await m.generate(prompt, { maxTokens: tokens, ignoreEos: true, prefixCache: false });
       m.dispose();
       return { plan: m.plan, measured: mem.wasmBytes, weights: mem.weights, loadMs, tpotMs: r.metrics.tpotMs, ttftMs: r.metrics.ttftMs };
     }, { model: `/models/${size}/`, dtype, prompt: PROMPT, tokens: TOKENS, threads });

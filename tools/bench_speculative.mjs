@@ -39,7 +39,7 @@ async function inPage({ prompts, dtype, tokens, runs }) {
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const one = async (prompt, draft) => {
     const t0 = performance.now();
-    const r = await model.generate(prompt, { maxTokens: tokens, temperature: 0, ignoreEos: true, draft });
+    const r = await model.generate(prompt, { maxTokens: tokens, temperature: 0, ignoreEos: true, prefixCache: false, draft });
     return { ms: performance.now() - t0, r };
   };
   const out = [];

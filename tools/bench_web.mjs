@@ -120,7 +120,7 @@ async function oursLoad({ dtype, threads, prompt, build, tokens, backend = 'cpu'
     let count = 0;
     const start = performance.now();
     const r = await model.generate(prompt, {
-      maxTokens: n, temperature: 0, ignoreEos: true,
+      maxTokens: n, temperature: 0, ignoreEos: true, prefixCache: false,
       onToken: () => { if (count++ === 0) first = performance.now(); },
     });
     const total = performance.now() - start;
@@ -141,7 +141,7 @@ async function timedRun({ tokens }) {
 /** Runs in the page: one more run of our engine with the phase timers on, then disposes of it. */
 async function oursFinish({ tokens }) {
   const { model, prompt } = window.bench;
-  const { profile } = await model.generate(prompt, { maxTokens: tokens, temperature: 0, ignoreEos: true, profile: true });
+  const { profile } = await model.generate(prompt, { maxTokens: tokens, temperature: 0, ignoreEos: true, profile: true, prefixCache: false });
   model.dispose();
   return profile;
 }

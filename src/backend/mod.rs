@@ -121,6 +121,24 @@ impl Backend {
         matches!(self, Backend::Cpu(_))
     }
 
+    /// The KV cache slot forwards use now (`kv_use`; `forward_batch` on the GPU leaves its last
+    /// row's in use).
+    pub fn active_slot(&self) -> usize {
+        match self {
+            Backend::Cpu(b) => b.active_slot(),
+            Backend::WebGpu(b) => b.active_slot(),
+        }
+    }
+
+    /// Whether each row's result is the same whatever else the pass carries (a prompt at once or
+    /// in pieces, one token or many): the 8-bit CPU kernels compute every row alone, so keys and
+    /// values computed before give the logits of the whole prompt run again, bit for bit (prefix
+    /// caching). In f32, products of more than `GEMV_ROWS` rows take candle's matmul, whose
+    /// last bits differ from the GEMV's (tests/prefix.rs); the GPU backend is not checked for it.
+    pub fn rows_alike(&self) -> bool {
+        matches!(self, Backend::Cpu(b) if b.dtype() == cpu::CpuDtype::Q8)
+    }
+
     /// The most sequences a `forward_batch` takes with each row exactly as alone.
     pub fn batch_rows(&self) -> usize {
         match self {

@@ -162,6 +162,25 @@ impl BatchReport {
             self.prompt_tokens_per_sec,
             last / self.prompt_tokens_per_sec
         );
+        // The targets natively (Chromium's are tools/bench_batch.mjs's): B = 8 decode near the
+        // 8-token prompt and ≥ 2.5× one sequence; each sequence's TPOT at B = 4 ≤ 1.5× alone.
+        let at = |b: usize| self.runs.iter().find(|r| r.batch == b);
+        let mut target = |what: &str, got: f64, want: &str, ok: bool| {
+            let verdict = if ok { "met" } else { "NOT met" };
+            s += &format!("target: {what}: {got:.2}× (want {want}) {verdict}\n");
+        };
+        if let (Some(one), Some(eight)) = (at(1), at(8)) {
+            if self.prompt_rows == 8 {
+                let r = eight.tokens_per_sec / self.prompt_tokens_per_sec;
+                target("B = 8 decode ÷ the 8-token prompt", r, "≥ 0.8×", r >= 0.8);
+            }
+            let r = eight.tokens_per_sec / one.tokens_per_sec;
+            target("B = 8 decode ÷ B = 1", r, "≥ 2.5×", r >= 2.5);
+        }
+        if let (Some(one), Some(four)) = (at(1), at(4)) {
+            let r = four.step_ms / one.step_ms;
+            target("TPOT at B = 4 ÷ B = 1", r, "≤ 1.5×", r <= 1.5);
+        }
         s
     }
 }

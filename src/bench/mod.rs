@@ -119,6 +119,7 @@ fn run_once(model: &mut Model, prompt: &[u32], max_tokens: usize) -> Result<Gene
     let params = GenerateParams {
         max_tokens,
         ignore_eos: true,
+        prefix_cache: false, // every run times the whole prompt
         ..Default::default()
     };
     Generation::from_ids(model, prompt.to_vec(), params)?.run(model, None, &mut |_| {}, &|| false)
@@ -333,6 +334,7 @@ pub fn speculative(
     let params = |draft| GenerateParams {
         max_tokens: tokens,
         ignore_eos: true,
+        prefix_cache: false, // plain and drafted runs both time the whole prompt
         draft,
         ..Default::default()
     };
@@ -455,6 +457,7 @@ pub fn naive(model: &mut Model, prompt_tokens: usize, tokens: usize) -> Result<N
             max_tokens: tokens,
             ignore_eos: true,
             kv_cache,
+            prefix_cache: false,
             ..Default::default()
         };
         let mut times = Vec::new();

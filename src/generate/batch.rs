@@ -49,8 +49,11 @@ impl Batch {
         if self.members.is_empty() {
             self.epoch = model.epoch;
         }
-        let slot = match self.members.iter().position(Option::is_none) {
-            Some(free) => free,
+        // Of the free slots, the one holding the most of the prompt (prefix caching), else the
+        // one used least recently.
+        let free = (self.members.iter().enumerate()).filter_map(|(s, g)| g.is_none().then_some(s));
+        let slot = match model.reusable_in(gen.prompt_ids(), free) {
+            Some((free, _)) => free,
             None if self.members.len() >= MAX_BATCH => {
                 return Err(Error::param(
                     "batch",
@@ -114,7 +117,6 @@ impl Batch {
                 .for_each(Generation::forget_cache);
             self.epoch = model.epoch;
         }
-        let v = model.config.vocab_size;
         // (slot, ids the KV cache does not hold yet) of each member that needs a model step.
         let wants: Vec<(usize, usize)> = (self.members.iter().enumerate())
             .filter_map(|(slot, g)| {
@@ -123,37 +125,17 @@ impl Batch {
                     .map(|(s, fed)| (slot, s.len() - fed))
             })
             .collect();
-        let (prompts, rows): (Vec<_>, Vec<_>) = wants.into_iter().partition(|w| w.1 > 1);
-        let passes = prompts
-            .chunks(1)
-            .chain(rows.chunks(model.backend.batch_rows().max(1)));
-        for pass in passes {
-            let seqs: Vec<(usize, &[u32], usize)> = pass
-                .iter()
-                .filter_map(|&(slot, _)| {
-                    let (seq, fed) = self.members[slot].as_ref()?.batch_input()?;
-                    Some((slot, seq, fed))
-                })
-                .collect();
-            model.predict_batch(&seqs, &mut self.logits).await?;
-            drop(seqs);
-            if model.epoch != self.epoch {
-                // A fall-back to the CPU during this pass: its sequences ran whole there; every
-                // other member's KV cache is gone, and every member needs its slot again.
-                model.kv_slots(self.members.len()).await?;
-                for (slot, g) in self.members.iter_mut().enumerate() {
-                    if let Some(g) = g.as_mut().filter(|_| !pass.iter().any(|p| p.0 == slot)) {
-                        g.forget_cache();
-                    }
-                }
-                self.epoch = model.epoch;
+        let (prompts, mut rows): (Vec<_>, Vec<_>) = wants.into_iter().partition(|w| w.1 > 1);
+        for (slot, _) in prompts {
+            // What a slot holds of the prompt already (its own, or another's: then copied) is
+            // not run again; a prompt left with one id to run joins the decode rows.
+            match self.reuse_prefix(model, slot).await? {
+                1 => rows.push((slot, 1)),
+                left => self.pass(model, &[(slot, left)], started).await?,
             }
-            self.widest = self.widest.max(pass.len());
-            for (i, &(slot, _)) in pass.iter().enumerate() {
-                if let Some(g) = self.members[slot].as_mut() {
-                    g.batch_output(&self.logits[i * v..(i + 1) * v], started, pass.len());
-                }
-            }
+        }
+        for pass in rows.chunks(model.backend.batch_rows().max(1)) {
+            self.pass(model, pass, started).await?;
         }
         let mut out = Vec::with_capacity(self.members.len());
         for (slot, g) in self.members.iter_mut().enumerate() {
@@ -162,6 +144,71 @@ impl Batch {
             }
         }
         Ok(out)
+    }
+
+    /// Before the first step of the member in `slot`: the longest start of its prompt that a
+    /// slot holds (its own, or another's, copied into its own), taken as computed. The ids left
+    /// to run.
+    async fn reuse_prefix(&mut self, model: &mut Model, slot: usize) -> Result<usize> {
+        let slots = self.members.len();
+        let Some(g) = self.members[slot].as_mut() else {
+            return Ok(0);
+        };
+        let Some(prompt) = g.prefix_wanted() else {
+            return Ok(g.batch_input().map_or(0, |(s, fed)| s.len() - fed));
+        };
+        let own = model
+            .reusable_in(prompt, std::iter::once(slot))
+            .map_or(0, |b| b.1);
+        let others = (0..slots).filter(|&s| s != slot);
+        let n = match model.reusable_in(prompt, others) {
+            Some((from, n)) if n > own => {
+                model.kv_copy(from, slot, n).await?;
+                n
+            }
+            _ => own,
+        };
+        let left = prompt.len() - n;
+        g.reuse_prefix(n);
+        Ok(left)
+    }
+
+    /// One forward pass for the members `pass` names (slot, ids to run), each sampling its
+    /// next token from its row. `started`: when the step began.
+    async fn pass(
+        &mut self,
+        model: &mut Model,
+        pass: &[(usize, usize)],
+        started: f64,
+    ) -> Result<()> {
+        let v = model.config.vocab_size;
+        let seqs: Vec<(usize, &[u32], usize)> = pass
+            .iter()
+            .filter_map(|&(slot, _)| {
+                let (seq, fed) = self.members[slot].as_ref()?.batch_input()?;
+                Some((slot, seq, fed))
+            })
+            .collect();
+        model.predict_batch(&seqs, &mut self.logits).await?;
+        drop(seqs);
+        if model.epoch != self.epoch {
+            // A fall-back to the CPU during this pass: its sequences ran whole there; every
+            // other member's KV cache is gone, and every member needs its slot again.
+            model.kv_slots(self.members.len()).await?;
+            for (slot, g) in self.members.iter_mut().enumerate() {
+                if let Some(g) = g.as_mut().filter(|_| !pass.iter().any(|p| p.0 == slot)) {
+                    g.forget_cache();
+                }
+            }
+            self.epoch = model.epoch;
+        }
+        self.widest = self.widest.max(pass.len());
+        for (i, &(slot, _)) in pass.iter().enumerate() {
+            if let Some(g) = self.members[slot].as_mut() {
+                g.batch_output(&self.logits[i * v..(i + 1) * v], started, pass.len());
+            }
+        }
+        Ok(())
     }
 }
 

@@ -176,6 +176,9 @@ pub struct Metrics {
     /// The most sequences this one shared a forward pass with, itself included (a batch:
     /// `generate::Batch`); 1 alone.
     pub batch_size: usize,
+    /// Prompt tokens whose keys and values an earlier generation had computed (prefix caching):
+    /// reused, not run. `prefill_tokens_per_sec` counts the others.
+    pub cached_prompt_tokens: usize,
 }
 
 /// The outcome of a generation: `{ text, tokens, stopReason, metrics }` in JSON.
@@ -269,7 +272,7 @@ impl Generation {
             let s = speculative::Speculative::new(p.draft, p.draft_tokens, &p.sampling())?;
             Strategy::Speculative(Box::new(s))
         } else {
-            Strategy::Plain(plain::Plain::new(p.kv_cache))
+            Strategy::Plain(plain::Plain::new(p.kv_cache, p.prefix_cache))
         };
         let t = Transcript::new(ids, p.stop.clone(), p.max_tokens, p.ignore_eos, t0);
         Ok(Generation {
@@ -372,6 +375,22 @@ impl Generation {
                 self.t.prefill_ms = now_ms() - started;
             }
             self.forwards += 1;
+        }
+    }
+
+    /// For a batch, before this generation's first step: its prompt, when it may start from keys
+    /// and values a KV cache slot holds already (the plain loop, `prefix_cache` on).
+    pub(crate) fn prefix_wanted(&self) -> Option<&[u32]> {
+        match &self.strategy {
+            Strategy::Plain(p) if p.wants_prefix() => Some(self.prompt_ids()),
+            _ => None,
+        }
+    }
+
+    /// For a batch: this generation's slot holds its first `n` ids (`prefix_wanted`).
+    pub(crate) fn reuse_prefix(&mut self, n: usize) {
+        if let Strategy::Plain(p) = &mut self.strategy {
+            p.reuse(n);
         }
     }
 

@@ -307,6 +307,8 @@ generate_options! {
     draft_tokens "draftTokens": usize = 8, closed(1.0, (crate::backend::MAX_VERIFY - 1) as f64);
     /// false: no KV cache, every step recomputes the whole sequence (the lesson's naive loop): the same tokens, a step that grows with the position. Not with draft.
     kv_cache "kvCache": bool = true, None;
+    /// Prefix caching: start from the keys and values of the prompt's first tokens when an earlier generation on this model computed them (the same prompt again, a fixed preamble, a chat's history, the n choices), the same logits bit for bit; on the CPU in q8, where each row is computed alike in any pass (elsewhere the whole prompt runs). false: always run the whole prompt (to time prefill).
+    prefix_cache "prefixCache": bool = true, None;
     /// Beam search with this many beams (1 = off), as transformers' generate(num_beams=N, do_sample=False): deterministic (temperature 0), not with draft; tokens are handed out once every beam that could still win agrees on them, and the result lists every finished beam.
     num_beams "numBeams": usize = 1, closed(1.0, MAX_BEAMS as f64);
     /// Beams are ranked by total log-probability / length ^ lengthPenalty (> 0 favours longer ones).

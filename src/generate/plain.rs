@@ -1,6 +1,7 @@
 //! The lesson's loop, one turn per token: predict (a forward pass over the ids the KV cache does
 //! not hold yet: the whole prompt first, then the last token), sample the next token from the
-//! last position's logits; the transcript's `append` is the third part.
+//! last position's logits; the transcript's `append` is the third part. The first predict
+//! starts after the prompt's first ids when the KV cache holds them already (prefix caching).
 
 use super::Pending;
 use crate::error::Result;
@@ -13,16 +14,37 @@ pub(super) struct Plain {
     fed: usize,
     /// Keep the cache between steps; without it every step recomputes the whole sequence.
     kv_cache: bool,
+    /// Start from the keys and values of the prompt's start that the KV cache holds already
+    /// (prefix caching, `Model::reusable`).
+    prefix_cache: bool,
+    /// Whether the first step ran.
+    started: bool,
+    /// Prompt positions the first step found in the KV cache and did not compute.
+    pub cached: usize,
     logits: Vec<f32>,
 }
 
 impl Plain {
-    pub fn new(kv_cache: bool) -> Self {
-        let (fed, logits) = (0, Vec::new());
+    pub fn new(kv_cache: bool, prefix_cache: bool) -> Self {
         Plain {
-            fed,
+            fed: 0,
             kv_cache,
-            logits,
+            prefix_cache,
+            started: false,
+            cached: 0,
+            logits: Vec::new(),
+        }
+    }
+
+    /// Whether the first step may start from a prefix the KV cache holds.
+    pub fn wants_prefix(&self) -> bool {
+        self.kv_cache && self.prefix_cache && !self.started
+    }
+
+    /// Before the first step: the KV cache this sequence runs in holds its first `n` ids.
+    pub fn reuse(&mut self, n: usize) {
+        if self.wants_prefix() {
+            (self.fed, self.cached) = (n, n);
         }
     }
 
@@ -49,6 +71,9 @@ impl Plain {
         ids: &[u32],
         n_top: usize,
     ) -> Result<Pending> {
+        if self.wants_prefix() {
+            self.reuse(model.reusable(ids));
+        }
         let logits = model.predict(ids, self.fed()).await?; // predict
         Ok(self.sample(logits, sampler, ids, n_top))
     }
@@ -62,6 +87,7 @@ impl Plain {
         ids: &[u32],
         n_top: usize,
     ) -> Pending {
+        self.started = true;
         self.fed = ids.len();
         self.logits.clear();
         self.logits.extend_from_slice(logits);

@@ -11,13 +11,18 @@ impl Generation {
             Strategy::Speculative(s) => (s.drafted, s.accepted),
             _ => (0, 0),
         };
+        let cached = match &self.strategy {
+            Strategy::Plain(p) => p.cached,
+            _ => 0,
+        };
+
         GenerationResult {
             text: t.text().to_string(),
             tokens: t.generated().to_vec(),
             stop_reason: t.done.unwrap_or(StopReason::Abort),
             metrics: Metrics {
                 batch_size: self.batch_size,
-                ..t.metrics(self.forwards, drafted, accepted)
+                ..t.metrics(self.forwards, (drafted, accepted), cached)
             },
             beams: match &self.strategy {
                 Strategy::Beam(b) => b.best.clone(),

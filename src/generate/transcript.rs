@@ -150,8 +150,14 @@ impl Transcript {
         &self.ids[self.n_prompt..]
     }
 
-    /// The timings so far (complete once done); the model steps' counts are the strategy's.
-    pub fn metrics(&self, forwards: usize, drafted: usize, accepted: usize) -> Metrics {
+    /// The timings so far (complete once done); the model steps' counts and the prompt positions
+    /// found in the KV cache (`cached`) are the strategy's.
+    pub fn metrics(
+        &self,
+        forwards: usize,
+        (drafted, accepted): (usize, usize),
+        cached: usize,
+    ) -> Metrics {
         let end = if self.done.is_some() {
             self.end_ms
         } else {
@@ -185,12 +191,13 @@ impl Transcript {
             prefill_ms: self.prefill_ms,
             prompt_tokens: self.n_prompt,
             output_tokens: self.ids.len() - self.n_prompt,
-            prefill_tokens_per_sec: per_sec(self.n_prompt, self.prefill_ms),
+            prefill_tokens_per_sec: per_sec(self.n_prompt - cached, self.prefill_ms),
             decode_tokens_per_sec: per_sec(gaps.len(), decode_ms),
             target_forwards: forwards,
             drafted_tokens: drafted,
             accepted_draft_tokens: accepted,
             batch_size: 1,
+            cached_prompt_tokens: cached,
         }
     }
 }

@@ -180,6 +180,7 @@ impl Loader {
                 None
             },
             epoch: 0,
+            kv: Default::default(),
         })
     }
 }
@@ -221,6 +222,8 @@ impl Model {
         self.backend = Backend::Cpu(parts.finish()?);
         self.gpu_unavailable = Some(why);
         self.epoch += 1;
+        self.kv.clear(); // the new backend's one KV cache is empty
+        self.kv.resize(1);
         Ok(())
     }
 }

@@ -7,6 +7,7 @@
 //! through `Model::predict`.
 
 mod load;
+mod prefix;
 
 pub use load::Loader;
 
@@ -45,6 +46,8 @@ pub struct Model {
     reload: Option<(Reload, crate::weights::files::Files)>,
     /// How many times the backend was replaced (a fall-back): every KV cache is empty after.
     pub epoch: usize,
+    /// The ids each KV cache slot holds (prefix caching); every forward below keeps it true.
+    kv: prefix::KvHeld,
 }
 
 impl Model {
@@ -152,9 +155,13 @@ impl Model {
     pub async fn predict(&mut self, seq: &[u32], cached: usize) -> Result<&[f32]> {
         let new = seq.get(cached..).unwrap_or_default();
         let ran = self.backend.forward(new, cached).await.map(drop);
+        let slot = self.backend.active_slot();
+        self.kv.keep(slot, cached); // what a failed forward may have written is not trusted
         if self.recover(ran).await? {
+            self.kv.wrote(slot, 0, seq);
             return self.backend.forward(seq, 0).await;
         }
+        self.kv.wrote(slot, cached, new);
         Ok(&self.backend.logits()[..self.config.vocab_size])
     }
 
@@ -177,12 +184,17 @@ impl Model {
         }
         let rows: Vec<BatchRow> = seqs.iter().map(|&(s, q, c)| row(s, q, c)).collect();
         let ran = self.backend.forward_batch(&rows, out).await;
+        rows.iter().for_each(|r| self.kv.keep(r.slot, r.pos));
         if self.recover(ran).await? {
             let n = seqs.iter().map(|s| s.0 + 1).max().unwrap_or(1);
             self.backend.kv_slots(n).await?;
+            self.kv.resize(n);
             let whole: Vec<BatchRow> = seqs.iter().map(|&(s, q, _)| row(s, q, 0)).collect();
+            whole.iter().for_each(|r| self.kv.wrote(r.slot, 0, r.ids));
             return self.backend.forward_batch(&whole, out).await;
         }
+        rows.iter()
+            .for_each(|r| self.kv.wrote(r.slot, r.pos, r.ids));
         Ok(())
     }
 
@@ -195,13 +207,17 @@ impl Model {
         let v = self.config.vocab_size;
         let head = head.min(new.len());
         let ran = self.backend.forward_rows(new, cached, head).await.map(drop);
+        let slot = self.backend.active_slot();
+        self.kv.keep(slot, cached);
         if self.recover(ran).await? {
             // Everything before the new ids once, then the new ids as one verification pass.
             if cached > 0 {
                 self.backend.forward(&seq[..cached], 0).await?;
             }
+            self.kv.wrote(slot, 0, seq);
             return self.backend.forward_rows(new, cached, head).await;
         }
+        self.kv.wrote(slot, cached, new);
         Ok(&self.backend.logits()[..head * v])
     }
 
@@ -224,11 +240,16 @@ impl Model {
     /// one empty slot, and the caller makes its slots again and recomputes its sequences.
     pub async fn kv_slots(&mut self, n: usize) -> Result<()> {
         let ran = self.backend.kv_slots(n).await;
-        self.recover(ran).await.map(drop)
+        if !self.recover(ran).await? {
+            self.kv.resize(n);
+        }
+        Ok(())
     }
 
     /// `Backend::kv_use` with the fall-back (see `kv_slots`).
     pub async fn kv_use(&mut self, slot: usize, len: usize) -> Result<()> {
+        self.kv.keep(self.backend.active_slot(), len);
+        self.kv.keep(slot, len);
         let ran = self.backend.kv_use(slot, len).await;
         self.recover(ran).await.map(drop)
     }
@@ -236,7 +257,33 @@ impl Model {
     /// `Backend::kv_copy` with the fall-back (see `kv_slots`).
     pub async fn kv_copy(&mut self, from: usize, to: usize, len: usize) -> Result<()> {
         let ran = self.backend.kv_copy(from, to, len).await;
+        if ran.is_ok() {
+            self.kv.copy(from, to, len);
+        }
         self.recover(ran).await.map(drop)
+    }
+
+    /// Prefix caching: how many of `ids`' first positions the KV cache in use holds already (a
+    /// generation before this one computed them), leaving the last id to run; 0 where the backend
+    /// would not give the same logits from them (`Backend::rows_alike`).
+    pub fn reusable(&self, ids: &[u32]) -> usize {
+        match self.backend.rows_alike() {
+            true => self.kv.reusable(self.backend.active_slot(), ids),
+            false => 0,
+        }
+    }
+
+    /// `reusable` for a batch: of `slots`, the one holding the most of `ids`, and how many (0
+    /// where the backend would not give the same logits); among those holding none, the one
+    /// used least recently.
+    pub fn reusable_in(
+        &self,
+        ids: &[u32],
+        slots: impl Iterator<Item = usize>,
+    ) -> Option<(usize, usize)> {
+        let alike = self.backend.rows_alike();
+        let (slot, n) = self.kv.best(ids, slots)?;
+        Some((slot, if alike { n } else { 0 }))
     }
 
     /// The logits of rows `from..to` of the last verification pass (`verify`).

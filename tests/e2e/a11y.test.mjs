@@ -75,6 +75,8 @@ async function smallLabs(page) {
   await page.fill('#cmp-tokens', 6);
   await page.fill('#naive-tokens', 6);
   await page.fill('#spec-tokens', 8);
+  await page.fill('#batch-sizes', '1, 2');
+  await page.fill('#batch-tokens', 4);
   await page.fill('#predict-tokens', 4);
   await page.fill('#code-box', SHORT_LOOP);
   await page.fill('#api-base', `${api.origin}/v1`);
@@ -84,7 +86,7 @@ async function smallLabs(page) {
 }
 
 const LABS = [['lab-run', 'the length lab'], ['cmp-run', 'greedy, sampling, beam'], ['naive-run', 'the no-KV-cache lab'],
-  ['spec-run', 'the speculative lab'], ['predict-run', 'predict, then measure'], ['code-run', 'write the loop yourself'],
+  ['spec-run', 'the speculative lab'], ['batch-run', 'the batching lab'], ['predict-run', 'predict, then measure'], ['code-run', 'write the loop yourself'],
   ['api-run', 'a real API']];
 
 /**
@@ -222,12 +224,12 @@ for (const name of ENGINES) {
         await page.fill('#naive-tokens', 6);
         // Each lab by Space on its focused button.
         for (const [id, what] of LABS) {
-          const before = await page.evaluate(() => [window.labResult, window.comparison, window.naiveLab, window.speculativeLab, window.prediction, window.codeLab, window.apiLab].filter(Boolean).length);
+          const before = await page.evaluate(() => [window.labResult, window.comparison, window.naiveLab, window.speculativeLab, window.batchLab, window.prediction, window.codeLab, window.apiLab].filter(Boolean).length);
           await tabTo(page, id);
           await page.press('Space');
           await page.waitFor(() => window.pageState === 'busy' || window.pageState === 'ready', null, 5_000);
           await idle(page, what);
-          const after = await page.evaluate(() => [window.labResult, window.comparison, window.naiveLab, window.speculativeLab, window.prediction, window.codeLab, window.apiLab].filter(Boolean).length);
+          const after = await page.evaluate(() => [window.labResult, window.comparison, window.naiveLab, window.speculativeLab, window.batchLab, window.prediction, window.codeLab, window.apiLab].filter(Boolean).length);
           assert.equal(after, before + 1, `Space on #${id} did not run ${what}`);
         }
       });
@@ -296,10 +298,10 @@ for (const name of ENGINES) {
           const set = (id, v) => { d.getElementById(id).value = String(v); };
           set('prompt', 'ROMEO:'); set('max-tokens', 12); set('temperature', 0); set('lab-lengths', '2, 4'); set('lab-repeats', 1);
           set('cmp-seeds', '1'); set('cmp-beams', '2'); set('cmp-tokens', 6); set('naive-tokens', 6); set('spec-tokens', 8);
-          set('code-box', loop); set('api-base', `${server.origin}/v1`); set('api-key', server.key); set('api-model', 'ttft=20 tpot=2');
+          set('batch-sizes', '1, 2'); set('batch-tokens', 4); set('code-box', loop); set('api-base', `${server.origin}/v1`); set('api-key', server.key); set('api-model', 'ttft=20 tpot=2');
           set('api-lengths', '2,4');
         }, { loop: SHORT_LOOP, server: { origin: api.origin, key: api.key } });
-        for (const id of ['generate', 'lab-run', 'cmp-run', 'naive-run', 'spec-run', 'code-run', 'api-run']) {
+        for (const id of ['generate', 'lab-run', 'cmp-run', 'naive-run', 'spec-run', 'batch-run', 'code-run', 'api-run']) {
           assert.equal(await run(id), null, `#${id} failed`);
         }
         const got = await page.evaluate(() => {

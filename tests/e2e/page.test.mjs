@@ -132,7 +132,7 @@ test('a ?model= of another origin is not downloaded until the visitor presses Lo
   });
 });
 
-test('the labs fit total = a + b·n and compare greedy, sampling and beam; a screenshot is written', T, async () => {
+test('the labs fit total = a + b·n, compare greedy, sampling and beam (samples as one batch), measure batching; a screenshot is written', T, async () => {
   await withPage(env.browser, pageUrl(), async (page) => {
     await waitLoaded(page);
     await page.fill('#prompt', PROMPT);
@@ -158,6 +158,24 @@ test('the labs fit total = a + b·n and compare greedy, sampling and beam; a scr
     assert.equal(cmp.greedyIdentical, true, 'greedy text changed with the seed');
     assert.equal(cmp.sampledDistinct, 2, 'sampling gave the same text for two seeds');
     assert.equal(await page.locator('#cmp-table tbody tr').count(), 5);
+    assert.deepEqual(cmp.rows.filter((r) => r.mode !== 'beam').map((r) => r.batch), [2, 2, 2, 2], 'the seeds did not run as one batch');
+
+    // Batching: B generations at once share each step; throughput and each one's time per token.
+    await page.fill('#batch-sizes', '4, 1, 2');
+    await page.fill('#batch-tokens', '12');
+    await page.click('#batch-run');
+    await page.waitForFunction(() => window.batchLab || !document.getElementById('error').hidden, null, { timeout: 90_000 });
+    const batch = await page.evaluate(() => window.batchLab);
+    assert.ok(batch, await text(page, '#error'));
+    assert.deepEqual(batch.runs.map((r) => [r.batch, r.shared, r.perSequence.length]), [[1, 1, 1], [2, 2, 2], [4, 4, 4]]);
+    for (const r of batch.runs) {
+      const sum = r.perSequence.reduce((a, b) => a + b, 0);
+      assert.ok(Math.abs(sum - r.tokensPerSec) < 1e-6 * sum && r.stepMs > 0, JSON.stringify(r));
+    }
+    assert.match(await text(page, '#batch-summary'), /One sequence: [\d.]+ tokens\/s .* Throughput rises; each user's token comes a little later\./);
+    assert.equal(await page.locator('#batch-table tbody tr').count(), 3);
+    await page.locator('#batch-h').scrollIntoViewIfNeeded();
+    await page.locator('section[aria-labelledby="batch-h"]').screenshot({ path: screenshotPath('batch-lab.png') });
 
     const { result } = await generate(page, { maxTokens: 48, temperature: 0.8, boundaries: true });
     const tokens = await page.locator('#output .tok').count();

@@ -98,6 +98,14 @@ export interface EngineOptions {
    */
   kvCache?: boolean;
   /**
+   * Prefix caching: start from the keys and values of the prompt's first tokens when an earlier
+   * generation on this model computed them (the same prompt again, a fixed preamble, a chat's
+   * history, the n choices), the same logits bit for bit; on the CPU in q8, where each row is
+   * computed alike in any pass (elsewhere the whole prompt runs). false: always run the whole
+   * prompt (to time prefill). Default true.
+   */
+  prefixCache?: boolean;
+  /**
    * Beam search with this many beams (1 = off), as transformers' generate(num_beams=N,
    * do_sample=False): deterministic (temperature 0), not with draft; tokens are handed out once
    * every beam that could still win agrees on them, and the result lists every finished beam. In
@@ -368,6 +376,8 @@ export interface Metrics {
   acceptedDraftTokens: number;
   /** The most generations this one shared a forward pass with, itself included (concurrent calls on one model run in one batch); 1 alone. */
   batchSize: number;
+  /** Prompt tokens whose keys and values an earlier generation on this model had computed (prefix caching, `prefixCache`): reused, not run; `prefillTokensPerSec` counts the others. */
+  cachedPromptTokens: number;
 }
 
 export interface GenerateResult {

@@ -49,6 +49,7 @@ function emptyResult(n = 1) {
       ttftMs: 0, tpotMs: 0, tpotP50Ms: 0, tpotP95Ms: 0, totalMs: 0, prefillMs: 0,
       promptTokens: 0, outputTokens: 0, prefillTokensPerSec: 0, decodeTokensPerSec: 0,
       targetForwards: 0, draftedTokens: 0, acceptedDraftTokens: 0, batchSize: 0,
+      cachedPromptTokens: 0,
     },
   };
   if (n > 1) r.choices = Array.from({ length: n }, (_, index) => ({ index, text: '', tokens: [], stopReason: 'abort', metrics: null }));

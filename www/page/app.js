@@ -15,6 +15,7 @@ import { wireEmbedPanel } from './embed-code.js';
 import { numberField, listField, formOptions, chosenSource, embedSettings } from './page-form.js';
 import { runSpeculativeLab } from './lab-speculative.js';
 import { runDecodingLab } from './lab-decoding.js';
+import { runBatchLab } from './lab-batch.js';
 import { runNaiveLab } from './lab-naive.js';
 import { runLengthRuns } from './lab-length.js';
 import { runCodeLab, wireCodeLab } from './lab-code.js';
@@ -62,7 +63,7 @@ function clearError() {
 
 function setBusy(busy) {
   const ready = model !== null;
-  for (const id of ['generate', 'lab-run', 'cmp-run', 'spec-run', 'naive-run', 'code-run']) $(id).disabled = busy || !ready;
+  for (const id of ['generate', 'lab-run', 'cmp-run', 'spec-run', 'batch-run', 'naive-run', 'code-run']) $(id).disabled = busy || !ready;
   $('api-run').disabled = busy; // the API's part needs no model
   $('predict-run').disabled = busy || !ready || !(lastMetrics?.outputTokens > 1);
   $('load').disabled = busy;
@@ -401,6 +402,13 @@ $('spec-run').addEventListener('click', () => lab('More than one token per step'
   const maxTokens = Math.round(numberField('spec-tokens', 'Tokens'));
   record.speculativeLab = null;
   record.speculativeLab = await runSpeculativeLab(model, { prompt: $('prompt').value, maxTokens, signal }, $);
+}));
+$('batch-run').addEventListener('click', () => lab('Many at once', async (signal) => {
+  const sizes = listField('batch-sizes', 'Sequences at once').map(Math.round);
+  if (sizes.some((b) => b < 1 || b > 16)) throw new Error('sequences at once: from 1 to 16 each');
+  const [maxTokens] = await lengthsThatFit($('prompt').value, [Math.round(numberField('batch-tokens', 'Tokens each'))]);
+  record.batchLab = null;
+  record.batchLab = await runBatchLab(model, { prompt: $('prompt').value, sizes: [...new Set(sizes)].sort((a, b) => a - b), maxTokens, signal }, $);
 }));
 const runCode = () => {
   if (model && !controller) {

@@ -267,3 +267,59 @@ function seriesRows(series) {
   const at = series.map((s) => new Map(s.points.map(([x, y]) => [x, y])));
   return xs.map((x) => [x, ...at.map((m) => (m.has(x) ? fmtMs(m.get(x)) : '–'))]);
 }
+
+/**
+ * The batching lab on `canvas`: for each run `{ batch, tokensPerSec, perSequence: [tok/s …] }`, the
+ * tokens per second of all sequences together (a line) and of each sequence (dots), against the
+ * number of sequences; `knee` (a batch size, or null) marked where the step stops being bound by
+ * reading the weights.
+ */
+export function drawBatch(canvas, runs, knee) {
+  const { ctx, w, h } = canvas2d(canvas);
+  const c = colors();
+  const tps = (v) => v.toFixed(1);
+  numbers(canvas, ['Sequences', 'Tokens/s, all together', 'Step (each one\'s time per token)', 'Tokens/s each'],
+    runs.map((r) => [r.batch, tps(r.tokensPerSec), fmtMs(r.stepMs), r.perSequence.map(tps).join(', ')]));
+  if (runs.length === 0) {
+    ctx.fillStyle = c.muted;
+    ctx.textAlign = 'center';
+    ctx.fillText('Tokens per second against the number of sequences appear here.', w / 2, h / 2);
+    return;
+  }
+  const xMax = Math.max(...runs.map((r) => r.batch)) * 1.08;
+  const yMax = Math.max(...runs.map((r) => r.tokensPerSec)) * 1.12;
+  const { area, x, y } = axes(ctx, w, h, xMax, yMax, 'Sequences at once', 'Tokens per second', c);
+  if (knee) {
+    ctx.strokeStyle = c.muted;
+    ctx.setLineDash([4, 4]);
+    ctx.beginPath();
+    ctx.moveTo(x(knee) + 0.5, area.top);
+    ctx.lineTo(x(knee) + 0.5, area.bottom);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillStyle = c.muted;
+    ctx.textAlign = x(knee) > (area.left + area.right) / 2 ? 'right' : 'left';
+    ctx.textBaseline = 'top';
+    ctx.fillText('bound by arithmetic from here', x(knee) + (ctx.textAlign === 'left' ? 6 : -6), area.top + 36);
+  }
+  ctx.strokeStyle = c.total;
+  ctx.fillStyle = c.total;
+  ctx.lineWidth = 2;
+  ctx.beginPath();
+  runs.forEach((r, i) => (i ? ctx.lineTo : ctx.moveTo).call(ctx, x(r.batch), y(r.tokensPerSec)));
+  ctx.stroke();
+  ctx.lineWidth = 1;
+  for (const r of runs) {
+    ctx.beginPath();
+    ctx.arc(x(r.batch), y(r.tokensPerSec), 4, 0, 2 * Math.PI);
+    ctx.fill();
+  }
+  ctx.fillStyle = c.perceived;
+  for (const r of runs) for (const v of r.perSequence) ctx.fillRect(x(r.batch) - 2, y(v) - 2, 4, 4);
+  ctx.textAlign = 'left';
+  ctx.textBaseline = 'top';
+  ctx.fillStyle = c.total;
+  ctx.fillText('all sequences together', area.left + 8, area.top + 4);
+  ctx.fillStyle = c.perceived;
+  ctx.fillText('each sequence (its user)', area.left + 8, area.top + 20);
+}

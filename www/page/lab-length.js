@@ -1,6 +1,6 @@
 // Lab: "Latency vs output length". Greedy generations forced to several lengths (end-of-text
 // ignored), total = a + b·n fitted by least squares: the intercept is about the TTFT, the slope
-// about the TPOT.
+// about the TPOT. The repeated prompt comes from the prefix cache after the warm-up run.
 
 import { drawLab, fitLine } from './charts.js';
 import { fmtMs } from '../widget/text.js';
@@ -19,7 +19,7 @@ export async function runLengthRuns(model, { prompt, lengths, repeats, signal },
     const r = await model.generate(prompt, { maxTokens: n, temperature: 0, ignoreEos: true, signal });
     if (r.stopReason === 'abort') break;
     const m = r.metrics;
-    points.push({ n: m.outputTokens, totalMs: m.totalMs, ttftMs: m.ttftMs, tpotMs: m.tpotMs });
+    points.push({ n: m.outputTokens, totalMs: m.totalMs, ttftMs: m.ttftMs, tpotMs: m.tpotMs, cached: m.cachedPromptTokens, prompt: m.promptTokens });
     draw(points);
   }
   if (new Set(points.map((p) => p.n)).size < 2) {
@@ -32,6 +32,10 @@ export async function runLengthRuns(model, { prompt, lengths, repeats, signal },
   $('lab-fit').textContent = `Fit: total ≈ ${fmtMs(line.a)} + ${fmtMs(line.b)} × n, R² = ${line.r2.toFixed(4)} ` +
     `(${points.length} runs). Measured means: time to first token ${fmtMs(mean('ttftMs'))}, time per output token ` +
     `${fmtMs(mean('tpotMs'))}. The intercept is near the TTFT and the slope near the TPOT: waiting longer for ` +
-    'a longer answer is the slope, whatever streaming shows.';
+    'a longer answer is the slope, whatever streaming shows.' +
+    (points[0].cached > 0
+      ? ` Every run repeats the prompt: ${points[0].cached} of its ${points[0].prompt} tokens came from the prefix ` +
+        'cache (their keys and values kept from the run before), so the intercept is about one step, not the prompt.'
+      : '');
   return { points, fit: line };
 }

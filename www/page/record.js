@@ -33,6 +33,8 @@ export const record = {
   prediction: null,
   /** After the "more than one token per step" lab. */
   speculativeLab: null,
+  /** { runs: [{ batch, shared, stepMs, perSequence, tokensPerSec }], knee } after the batching lab. */
+  batchLab: null,
   /** { api: [{ maxTokens, n, ttftMs, tpotMs, totalMs, text }], apiFit, local, localFit, text } or { error, api } after "a real API" (numbers and texts only: never the key). */
   apiLab: null,
   /** { status, error?: { message, line }, prints, steps, records, fit } after "write the loop yourself". */

@@ -15,7 +15,7 @@
 //
 // Concurrency: each model has a FIFO queue. Generations of the plain loop (no beams, no draft,
 // the KV cache on, no profile: the engine's `Params.batchable`) at its head run as one batch:
-// one forward pass per step for all of them (up to BATCH_LIMIT at once), each with its own sampler, stops
+// one forward pass per step for all of them (up to BATCH_LIMIT at once; at most QUEUE_LIMIT wait), each with its own sampler, stops
 // and end; one that ends leaves at once and the next queued one joins at the next step
 // (continuous batching). Others (beams, drafts, model.logits) run alone, in their turn. An
 // aborted queued request is answered at once. Models in the same worker take turns step by step,
@@ -88,6 +88,15 @@ function enqueue(msg) {
     params?.free();
     return reply(msg.id, 'error', { message: 'the draft model is not loaded (disposed?)' });
   }
+  const adding = params?.n > 1 ? params.n : 1;
+  if (m.queue.length + adding > QUEUE_LIMIT) {
+    params?.free();
+    return reply(msg.id, 'error', {
+      message: `${m.queue.length} requests are waiting for this model already and at most ${QUEUE_LIMIT} may wait; ` +
+        'try again when some have finished',
+      code: 'busy',
+    });
+  }
   if (params?.n > 1) {
     // n choices: one job per choice (seed + i), answered together (`answer`), run as a batch.
     const group = { id: msg.id, subs: [], results: [], left: params.n, failed: false };
@@ -149,7 +158,10 @@ function forget(job) {
 }
 
 /** The most generations of one model stepped together; more wait in the queue for a place. */
-const BATCH_LIMIT = 8;
+const BATCH_LIMIT = 16;
+
+/** The most requests (each choice of an `n` request counts) that wait for one model; more are refused. */
+const QUEUE_LIMIT = 256;
 
 /** A queued generate whose options let it share forward passes with others. */
 const batchable = (job) => !job.logits && job.draftModel === undefined && job.params.batchable();

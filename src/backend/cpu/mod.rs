@@ -224,6 +224,11 @@ impl CpuBackend {
         Ok(())
     }
 
+    /// The slot forwards use now.
+    pub fn active_slot(&self) -> usize {
+        self.active
+    }
+
     /// Takes slot `slot`'s caches out, wherever they are (the active one's are `k_cache` and
     /// `v_cache`); `put_set` puts them back.
     fn take_set(&mut self, slot: usize) -> KvSet {

@@ -69,6 +69,11 @@ impl GpuBackend {
         .await
     }
 
+    /// The slot forwards use now.
+    pub fn active_slot(&self) -> usize {
+        self.active
+    }
+
     fn check_slot(&self, slot: usize) -> Result<()> {
         let n = self.slots.len().max(1);
         match slot < n {
