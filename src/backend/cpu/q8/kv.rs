@@ -43,7 +43,7 @@ fn product(
     let mut i = 0;
     while i < act.rows {
         let tile = if act.rows - i >= TILE { TILE } else { 1 };
-        let x = &act.qs[i * nb * QK..][..tile * nb * QK];
+        let x = act.x(kernel, i, tile);
         let xs = &act.scales[i * nb..][..tile * nb];
         let xo = &act.offsets[i * nb..][..tile * nb];
         for g in 0..groups(i + tile - 1) {
@@ -94,6 +94,8 @@ impl Q8Act {
             scales[own..].fill(0.0);
             offsets[own..].fill(0);
         }
+        #[cfg(target_arch = "x86_64")]
+        self.spread_blocks();
     }
 }
 

@@ -234,14 +234,20 @@ impl Q8Matrix {
             let ws = &self.scales[g * nb * RG..][..pair * nb * RG];
             let mut i = is.start;
             while i < is.end {
-                // Four prompt rows at a time share each load of the groups' weights.
-                let tile = if is.end - i >= TILE { TILE } else { 1 };
-                let x = &act.qs[i * nb * QK..][..tile * nb * QK];
+                // Four prompt rows at a time share each load of the groups' weights (two, where
+                // the kernel shares loads between two: a batch of two or three sequences).
+                let left = is.end - i;
+                let tile = match left {
+                    _ if left >= TILE => TILE,
+                    2.. if kernel.pairs_rows() => 2,
+                    _ => 1,
+                };
+                let x = act.x(kernel, i, tile);
                 let xs = &act.scales[i * nb..][..tile * nb];
                 let xo = &act.offsets[i * nb..][..tile * nb];
                 if tile == TILE && pair == 2 {
                     kernel.dot8x4(w, ws, x, xs, xo, &mut outs);
-                } else if pair == 2 {
+                } else if pair == 2 && tile == 1 {
                     let [o0, o1] = &mut outs;
                     kernel.dot8(w, ws, x, xs, xo, [&mut o0[0], &mut o1[0]]);
                 } else {
@@ -250,6 +256,9 @@ impl Q8Matrix {
                         let ws = &ws[h * nb * RG..][..nb * RG];
                         if tile == TILE {
                             kernel.dot4x4(w, ws, x, xs, xo, outs);
+                        } else if tile == 2 {
+                            let two: &mut [[f32; RG]; 2] = (&mut outs[..2]).try_into().unwrap();
+                            kernel.dot4x2(w, ws, x, xs, xo, two);
                         } else {
                             kernel.dot4(w, ws, x, xs, xo, &mut outs[0]);
                         }
@@ -330,7 +339,18 @@ pub struct Q8Act {
     /// Per block: −OFFSET × the sum of its values, what takes back out of a dot the part that
     /// the weights' offset adds (negative, so that a kernel starts its integer sum from it).
     offsets: Vec<i32>,
+    /// x86-64, when there are at least two rows: each block as the AVX2 kernel multiplies a
+    /// tile of rows, `SPREAD` bytes: for each 32-byte load of a group's weights (eight columns of
+    /// its four rows), the eight activation bytes of those columns, each four-byte half repeated
+    /// four times, so the kernel loads what it would otherwise shuffle into place for every row
+    /// and load (`avx2.rs`; a single row, bound by reading the weights, shuffles).
+    #[cfg(target_arch = "x86_64")]
+    spread: Vec<i8>,
 }
+
+/// Bytes per block of `Q8Act::spread`.
+#[cfg(target_arch = "x86_64")]
+const SPREAD: usize = QK * RG;
 
 impl Q8Act {
     /// Quantizes `x` (rows, cols) in place of the previous contents.
@@ -350,22 +370,66 @@ impl Q8Act {
         );
         // A prompt's rows are split between the threads; each row's numbers are the same.
         #[cfg(feature = "threads")]
-        if rayon::current_num_threads() > 1 && rows > 1 {
-            use rayon::prelude::*;
-            (x.par_chunks(cols))
-                .zip(qs.par_chunks_mut(blocks * QK))
-                .zip(scales.par_chunks_mut(blocks))
-                .zip(offsets.par_chunks_mut(blocks))
-                .for_each(|(((x, q), s), o)| Self::quantize_row(x, q, s, o));
+        let split = rayon::current_num_threads() > 1 && rows > 1;
+        #[cfg(not(feature = "threads"))]
+        let split = false;
+        if split {
+            #[cfg(feature = "threads")]
+            {
+                use rayon::prelude::*;
+                (x.par_chunks(cols))
+                    .zip(qs.par_chunks_mut(blocks * QK))
+                    .zip(scales.par_chunks_mut(blocks))
+                    .zip(offsets.par_chunks_mut(blocks))
+                    .for_each(|(((x, q), s), o)| Self::quantize_row(x, q, s, o));
+            }
+        } else {
+            for (((x, q), s), o) in (x.chunks_exact(cols))
+                .zip(qs.chunks_exact_mut(blocks * QK))
+                .zip(scales.chunks_exact_mut(blocks))
+                .zip(offsets.chunks_exact_mut(blocks))
+            {
+                Self::quantize_row(x, q, s, o);
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        self.spread_blocks();
+    }
+
+    /// Fills `spread` from `qs` (x86-64) when there is a tile of rows to read it.
+    #[cfg(target_arch = "x86_64")]
+    fn spread_blocks(&mut self) {
+        if self.rows < 2 {
             return;
         }
-        for (((x, q), s), o) in (x.chunks_exact(cols))
-            .zip(qs.chunks_exact_mut(blocks * QK))
-            .zip(scales.chunks_exact_mut(blocks))
-            .zip(offsets.chunks_exact_mut(blocks))
-        {
-            Self::quantize_row(x, q, s, o);
+        let n = self.rows * self.blocks;
+        if self.spread.len() < n * SPREAD {
+            self.spread.resize(n * SPREAD, 0);
         }
+        for (src, dst) in
+            (self.qs[..n * QK].chunks_exact(QK)).zip(self.spread.chunks_exact_mut(SPREAD))
+        {
+            // Load p of a group's block holds columns 8p..8p+3 of its four rows in the low 16
+            // bytes and 8p+4..8p+7 in the high 16.
+            for (half, out) in dst.chunks_exact_mut(RG * 4).enumerate() {
+                let four = &src[half * 4..][..4];
+                for lane in out.chunks_exact_mut(4) {
+                    lane.copy_from_slice(four);
+                }
+            }
+        }
+    }
+
+    /// The activation bytes of rows `i..i + tile` in the form `kernel` reads them: a tile of
+    /// rows as `Simd::x_block` says, a single row as it is.
+    fn x(&self, kernel: Simd, i: usize, tile: usize) -> &[i8] {
+        let nb = self.blocks;
+        #[cfg(target_arch = "x86_64")]
+        if tile > 1 && kernel.x_block() == SPREAD {
+            return &self.spread[i * nb * SPREAD..][..tile * nb * SPREAD];
+        }
+        let _ = kernel;
+        &self.qs[i * nb * QK..][..tile * nb * QK]
     }
 
     /// One row's blocks: `qs` (blocks · QK), their scales and offsets.

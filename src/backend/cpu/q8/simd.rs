@@ -19,6 +19,17 @@ pub(super) enum Simd {
 }
 
 impl Simd {
+    /// Bytes of one activation block as this kernel reads a tile of rows (`dot4x4`, `dot8x4`):
+    /// the block itself, or on x86-64 its spread form (`Q8Act::spread`). A single row (`dot4`,
+    /// `dot8`) is always the block itself.
+    pub(super) fn x_block(self) -> usize {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2(_) => QK * RG,
+            _ => QK,
+        }
+    }
+
     /// out[l] = Σ_b ws[b][l] · xs[b] · (Σ_k w[b][l][k] · x[b][k] + xo[b]) for the four rows l
     /// of a group, where w holds the offset weights and xo[b] = −OFFSET · Σ_k x[b][k].
     #[inline]
@@ -61,7 +72,8 @@ impl Simd {
         out: &mut [[f32; RG]; TILE],
     ) {
         let nb = xs.len() / TILE;
-        assert!(w.len() == nb * RG * QK && ws.len() == nb * RG && x.len() == TILE * nb * QK);
+        let xb = self.x_block();
+        assert!(w.len() == nb * RG * QK && ws.len() == nb * RG && x.len() == TILE * nb * xb);
         assert!(xs.len() == TILE * nb && xo.len() == TILE * nb);
         match self {
             // SAFETY: the lengths are checked above: one group of `nb` blocks, `TILE`
@@ -74,11 +86,50 @@ impl Simd {
             _ => {
                 for (k, out) in out.iter_mut().enumerate() {
                     let (x, xs, xo) = (
-                        &x[k * nb * QK..][..nb * QK],
+                        &x[k * nb * xb..][..nb * xb],
                         &xs[k * nb..][..nb],
                         &xo[k * nb..][..nb],
                     );
                     self.dot4(w, ws, x, xs, xo, out);
+                }
+            }
+        }
+    }
+
+    /// Whether two activation rows share the weights' loads (`dot4x2`): the x86-64 kernel.
+    pub(super) fn pairs_rows(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Simd::Avx2(_) = self {
+            return true;
+        }
+        false
+    }
+
+    /// `dot4x4` for two activation rows (`pairs_rows` kernels; the others run `dot4` twice);
+    /// each row's result is exactly what `dot4` gives it.
+    #[inline]
+    pub(super) fn dot4x2(
+        self,
+        w: &[i8],
+        ws: &[f32],
+        x: &[i8],
+        xs: &[f32],
+        xo: &[i32],
+        out: &mut [[f32; RG]; 2],
+    ) {
+        let nb = xs.len() / 2;
+        let xb = self.x_block();
+        assert!(w.len() == nb * RG * QK && ws.len() == nb * RG && x.len() == 2 * nb * xb);
+        assert!(xs.len() == 2 * nb && xo.len() == 2 * nb);
+        match self {
+            // SAFETY: the lengths are checked above: one group of `nb` blocks, two spread
+            // activation rows of `nb` blocks; the CPU features were detected in `choice`.
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2(dot) => unsafe { avx2::dot_rows::<2>(dot, w, ws, x, xs, xo, nb, out) },
+            _ => {
+                for (k, out) in out.iter_mut().enumerate() {
+                    let x = &x[k * nb * xb..][..nb * xb];
+                    self.dot4(w, ws, x, &xs[k * nb..][..nb], &xo[k * nb..][..nb], out);
                 }
             }
         }
@@ -137,7 +188,7 @@ impl Simd {
     ) {
         let nb = xs.len() / TILE;
         assert!(w.len() == 2 * nb * RG * QK && ws.len() == 2 * nb * RG);
-        assert!(x.len() == TILE * nb * QK && xo.len() == TILE * nb);
+        assert!(x.len() == TILE * nb * self.x_block() && xo.len() == TILE * nb);
         match self {
             // SAFETY: the lengths are checked above: two groups of `nb` blocks, `TILE`
             // activation rows of `nb` blocks.

@@ -80,9 +80,9 @@ fn matmul_matches_f32_within_quantization_error() {
             for g in 0..rows.div_ceil(RG) {
                 let w = &a.qs[g * nb * RG * QK..][..nb * RG * QK];
                 let ws = &a.scales[g * nb * RG..][..nb * RG];
-                let (x, xs, xo) = (&act.qs[..nb * QK], &act.scales[..nb], &act.offsets[..nb]);
-                kernel.dot4(w, ws, x, xs, xo, &mut out);
-                portable::dot4(w, ws, x, xs, xo, &mut reference);
+                let (xs, xo) = (&act.scales[..nb], &act.offsets[..nb]);
+                kernel.dot4(w, ws, &act.qs[..nb * QK], xs, xo, &mut out);
+                portable::dot4(w, ws, &act.qs[..nb * QK], xs, xo, &mut reference);
                 for (o, r) in out.iter().zip(&reference) {
                     assert!((o - r).abs() <= 1e-4 * r.abs().max(1.0), "{o} vs {r}");
                 }
