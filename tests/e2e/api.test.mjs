@@ -178,6 +178,33 @@ test('a generate that cannot share steps (beams) runs alone and the next waits; 
   });
 });
 
+test('more requests than may wait for a model are refused with code busy and a sentence; the others finish', T, async () => {
+  await withBlank(async (page) => {
+    const got = await page.evaluate(async ({ folder, prompt }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const model = await Gpt2.load({ model: folder });
+      // 24 requests of 16 choices each: 384 sequences posted at once, more than 256 may wait.
+      const settled = await Promise.allSettled(Array.from({ length: 24 }, (_, i) =>
+        model.generate(prompt, { maxTokens: 2, n: 16, seed: i, temperature: 0.8 })));
+      const after = await model.generate(prompt, { maxTokens: 3, ignoreEos: true });
+      model.dispose();
+      return {
+        ok: settled.filter((s) => s.status === 'fulfilled').map((s) => s.value.choices.length),
+        refused: settled.filter((s) => s.status === 'rejected').map((s) => ({ code: s.reason.code, message: s.reason.message })),
+        after: after.tokens.length,
+      };
+    }, { folder: `/${MODEL_URL}`, prompt: PROMPT });
+    assert.ok(got.refused.length > 0, 'no request was refused');
+    assert.ok(got.ok.length > 0 && got.ok.every((n) => n === 16), JSON.stringify(got.ok));
+    assert.equal(got.ok.length + got.refused.length, 24);
+    for (const r of got.refused) {
+      assert.equal(r.code, 'busy');
+      assert.match(r.message, /^\d+ requests are waiting for this model already and at most 256 may wait; try again when some have finished$/);
+    }
+    assert.equal(got.after, 3, 'the model did not work after refusing');
+  });
+});
+
 test('files from another origin are kept in the Cache API, so a second load works with that server gone', T, async () => {
   // Another origin on 127.0.0.1: a port nobody listens on, answered by the test (with CORS) until it is "gone".
   const other = `http://127.0.0.1:${await freePort()}`;
