@@ -103,28 +103,26 @@ fn a_batch_shares_a_prompt_between_its_sequences_and_keeps_finished_ones() {
     let questions = ["Speak, speak.\n", "We know't, we know't.\n", "Resolved."];
     let mut batch = Batch::new();
     let mut got = vec![Vec::new(); questions.len()];
-    let mut slots = Vec::new();
     let mut results = vec![None; questions.len()];
-    for q in questions {
-        let g = Generation::new(&model, &format!("{PREAMBLE}{q}"), params(0, true)).unwrap();
-        slots.push(block_on(batch.add(&mut model, g)).unwrap());
-        for _ in 0..3 {
-            for (slot, p) in block_on(batch.step(&mut model)).unwrap() {
-                let i = slots.iter().position(|&s| s == slot).unwrap();
-                match p {
-                    Progress::Token(ev) => got[i].push(ev.id),
-                    Progress::Done => results[i] = batch.remove(slot).map(|g| g.result()),
-                    Progress::Working => {}
-                }
-            }
+    let mut live: Vec<(usize, usize)> = Vec::new(); // (slot, question)
+    for round in 0.. {
+        if round % 3 == 0 && round / 3 < questions.len() {
+            let i = round / 3;
+            let prompt = format!("{PREAMBLE}{}", questions[i]);
+            let g = Generation::new(&model, &prompt, params(0, true)).unwrap();
+            live.push((block_on(batch.add(&mut model, g)).unwrap(), i));
+        } else if batch.is_empty() && round / 3 >= questions.len() {
+            break;
         }
-    }
-    while !batch.is_empty() {
         for (slot, p) in block_on(batch.step(&mut model)).unwrap() {
-            let i = slots.iter().position(|&s| s == slot).unwrap();
+            let at = live.iter().position(|&(s, _)| s == slot).unwrap();
+            let i = live[at].1;
             match p {
                 Progress::Token(ev) => got[i].push(ev.id),
-                Progress::Done => results[i] = batch.remove(slot).map(|g| g.result()),
+                Progress::Done => {
+                    results[i] = batch.remove(slot).map(|g| g.result());
+                    live.remove(at);
+                }
                 Progress::Working => {}
             }
         }

@@ -24,12 +24,15 @@ pub(super) struct KvHeld {
 }
 
 impl KvHeld {
-    /// A forward of `ids` at positions `pos..` in `slot`.
+    /// A forward of `ids` at positions `pos..` in `slot`. Where the record is shorter than `pos`
+    /// the positions between are not known, so the record keeps only what it knew.
     pub fn wrote(&mut self, slot: usize, pos: usize, ids: &[u32]) {
         self.ensure(slot);
         let held = &mut self.slots[slot];
-        held.truncate(pos);
-        held.extend_from_slice(ids);
+        if held.len() >= pos {
+            held.truncate(pos);
+            held.extend_from_slice(ids);
+        }
         self.touch(slot);
     }
 
@@ -106,6 +109,9 @@ mod tests {
         assert_eq!(h.reusable(2, &[1, 2, 7]), 2);
         h.keep(0, 1);
         assert_eq!(h.reusable(0, &[1, 2, 9, 5]), 1);
+        // A forward past what the record knows: position 1 is unknown, so only position 0 counts.
+        h.wrote(0, 2, &[7]);
+        assert_eq!(h.reusable(0, &[1, 2, 7, 5]), 1);
         h.clear();
         assert_eq!(h.reusable(2, &[1, 2, 7]), 0);
     }

@@ -83,16 +83,25 @@ impl Simd {
             // SAFETY: as above, and the CPU features were detected in `choice`.
             #[cfg(target_arch = "x86_64")]
             Simd::Avx2(dot) => unsafe { avx2::dot_rows::<TILE>(dot, w, ws, x, xs, xo, nb, out) },
-            _ => {
-                for (k, out) in out.iter_mut().enumerate() {
-                    let (x, xs, xo) = (
-                        &x[k * nb * xb..][..nb * xb],
-                        &xs[k * nb..][..nb],
-                        &xo[k * nb..][..nb],
-                    );
-                    self.dot4(w, ws, x, xs, xo, out);
-                }
-            }
+            _ => self.dot4_each(w, ws, x, xs, xo, out),
+        }
+    }
+
+    /// `dot4` for each of `out.len()` activation rows (x, xs, xo hold them one after another,
+    /// as this kernel reads single rows): the tiles of kernels without a tiled form.
+    fn dot4_each(
+        self,
+        w: &[i8],
+        ws: &[f32],
+        x: &[i8],
+        xs: &[f32],
+        xo: &[i32],
+        out: &mut [[f32; RG]],
+    ) {
+        let nb = xs.len() / out.len();
+        for (k, out) in out.iter_mut().enumerate() {
+            let x = &x[k * nb * QK..][..nb * QK];
+            self.dot4(w, ws, x, &xs[k * nb..][..nb], &xo[k * nb..][..nb], out);
         }
     }
 
@@ -126,12 +135,7 @@ impl Simd {
             // activation rows of `nb` blocks; the CPU features were detected in `choice`.
             #[cfg(target_arch = "x86_64")]
             Simd::Avx2(dot) => unsafe { avx2::dot_rows::<2>(dot, w, ws, x, xs, xo, nb, out) },
-            _ => {
-                for (k, out) in out.iter_mut().enumerate() {
-                    let x = &x[k * nb * xb..][..nb * xb];
-                    self.dot4(w, ws, x, &xs[k * nb..][..nb], &xo[k * nb..][..nb], out);
-                }
-            }
+            _ => self.dot4_each(w, ws, x, xs, xo, out),
         }
     }
 
