@@ -455,6 +455,7 @@ impl BeamSearch {
                 id,
                 drafted: false,
                 top: Vec::new(),
+                prob: None,
             });
         }
         self.certain = self.certain.max(agreed.len());

@@ -149,6 +149,10 @@ pub struct TokenEvent {
     /// The distribution the sampler drew from, most likely first (`top_logprobs` entries).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub top: Vec<Candidate>,
+    /// With `top_logprobs` > 0: the probability this token had in that distribution (for
+    /// greedy, the softmax at temperature 1), whether or not it is among `top`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prob: Option<f32>,
 }
 
 /// Timings of one generation. All times in milliseconds. JSON (the CLI, the JS API) is
@@ -205,10 +209,11 @@ pub enum Progress {
 }
 
 /// A token of a model step, not handed out yet.
-struct Pending {
+pub(crate) struct Pending {
     id: u32,
     drafted: bool,
     top: Vec<Candidate>,
+    prob: Option<f32>,
 }
 
 /// How tokens are chosen: each way has its own state, and all of them end in the
@@ -346,8 +351,7 @@ impl Generation {
                 false => Progress::Working,
             });
         };
-        let Pending { id, drafted, top } = p;
-        Ok(Progress::Token(self.t.append(model, id, drafted, top)))
+        Ok(Progress::Token(self.t.append(model, p)))
     }
 
     /// For a batch (`batch::Batch`): the sequence so far and how many of its ids the KV cache

@@ -97,6 +97,7 @@ impl Plain {
             id,
             drafted: false,
             top,
+            prob: sampler.picked_prob(),
         } // append: the transcript's, in `next`
     }
 }

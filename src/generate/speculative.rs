@@ -129,6 +129,7 @@ impl Speculative {
                 id,
                 drafted: ok,
                 top,
+                prob: sampler.picked_prob(),
             });
             self.seq.push(id);
             if !ok {

@@ -4,10 +4,9 @@
 //! of choosing tokens (one per step, a checked draft, beam search) ends in `append`: the lesson's
 //! "append" and the decision to stop, in one place.
 
-use super::{Metrics, StopReason, TokenEvent};
+use super::{Metrics, Pending, StopReason, TokenEvent};
 use crate::model::Model;
 use crate::platform::now_ms;
-use crate::sampling::Candidate;
 use crate::tokenizer::Detokenizer;
 
 pub(super) struct Transcript {
@@ -63,13 +62,13 @@ impl Transcript {
     }
 
     /// Appends one token: its text, the stop checks, its event.
-    pub fn append(
-        &mut self,
-        model: &Model,
-        id: u32,
-        drafted: bool,
-        top: Vec<Candidate>,
-    ) -> TokenEvent {
+    pub fn append(&mut self, model: &Model, token: Pending) -> TokenEvent {
+        let Pending {
+            id,
+            drafted,
+            top,
+            prob,
+        } = token;
         self.ids.push(id);
         let now = now_ms();
         self.token_times.push(now);
@@ -115,6 +114,7 @@ impl Transcript {
             elapsed_ms: now - self.t0,
             drafted,
             top,
+            prob,
         }
     }
 

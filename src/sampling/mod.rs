@@ -55,6 +55,8 @@ pub struct Sampler {
     /// (logit, id) of the candidates still in play this step.
     cand: Vec<(f32, u32)>,
     seen: Vec<bool>,
+    /// The probability the last token picked with `n_top` > 0 had (`picked_prob`).
+    picked: Option<f32>,
 }
 
 impl Sampler {
@@ -65,11 +67,19 @@ impl Sampler {
             rng,
             cand: Vec::new(),
             seen: Vec::new(),
+            picked: None,
         }
     }
 
     pub fn params(&self) -> &SamplingParams {
         &self.params
+    }
+
+    /// The probability the token of the last `pick`/`verify` asked for candidates (`n_top` > 0)
+    /// had in the distribution it came from, the one the candidates' probabilities are of (for
+    /// greedy, the softmax at temperature 1); `None` when no candidates were asked for.
+    pub fn picked_prob(&self) -> Option<f32> {
+        self.picked
     }
 
     /// Applies the repetition penalty to `logits` for every distinct id in `history`:
@@ -218,6 +228,7 @@ impl Sampler {
         top: &mut Vec<Candidate>,
     ) -> (u32, bool) {
         top.clear();
+        self.picked = None;
         self.apply_repetition_penalty(logits, history);
         let params = self.params.clone();
         if params.is_greedy() {
@@ -225,6 +236,7 @@ impl Sampler {
             if n_top > 0 {
                 self.gather(logits, 1.0, false);
                 self.truncate_and_normalise(n_top, top);
+                self.picked = top.first().map(|c| c.prob);
             }
             return (id, draft.map(|d| d.0) == Some(id));
         }
@@ -284,6 +296,8 @@ impl Sampler {
             (id, false)
         });
         if n_top > 0 {
+            let p = self.cand.iter().find(|c| c.1 == id).map_or(0.0, weight) / total;
+            self.picked = Some(p as f32);
             if !restrict {
                 self.sort_candidates();
             }

@@ -137,3 +137,43 @@ fn top_list_is_the_distribution_after_filtering() {
     assert_eq!(top.len(), 2);
     assert!((top[0].prob - 2.0 / 3.0).abs() < 1e-6, "{top:?}");
 }
+
+#[test]
+fn the_picked_tokens_probability_is_its_share_of_the_distribution_drawn_from() {
+    let logits: Vec<f32> = (0..50).map(|i| ((i * 37) % 11) as f32 * 0.4).collect();
+    for p in [
+        params(|_| {}),
+        params(|p| p.top_k = 5),
+        params(|p| (p.top_p, p.temperature) = (0.7, 0.6)),
+        params(|p| (p.min_p, p.repetition_penalty) = (0.2, 1.3)),
+    ] {
+        let mut s = Sampler::new(p.clone());
+        let mut dist = Vec::new();
+        Sampler::new(p).distribution(&mut logits.clone(), &[3, 4], &mut dist);
+        for _ in 0..20 {
+            let mut top = Vec::new();
+            let id = s.pick(&mut logits.clone(), &[3, 4], 3, &mut top);
+            let got = s.picked_prob().unwrap();
+            assert!(
+                (got - dist[id as usize]).abs() < 1e-6,
+                "{got} vs {}",
+                dist[id as usize]
+            );
+            if let Some(c) = top.iter().find(|c| c.id == id) {
+                assert_eq!(c.prob, got);
+            }
+        }
+        s.pick(&mut logits.clone(), &[], 0, &mut Vec::new());
+        assert_eq!(
+            s.picked_prob(),
+            None,
+            "no candidates asked for, no probability"
+        );
+    }
+    // Greedy: the argmax's softmax at temperature 1, the first candidate.
+    let mut s = Sampler::new(greedy());
+    let mut top = Vec::new();
+    let id = s.pick(&mut four(), &[], 2, &mut top);
+    assert_eq!((id, top[0].id), (0, 0));
+    assert!((s.picked_prob().unwrap() - 0.5).abs() < 1e-6);
+}

@@ -78,6 +78,8 @@ async function smallLabs(page) {
   await page.fill('#batch-sizes', '1, 2');
   await page.fill('#batch-tokens', 4);
   await page.fill('#predict-tokens', 4);
+  await page.fill('#check-n', 4);
+  await page.fill('#check-guess', 1);
   await page.fill('#code-box', SHORT_LOOP);
   await page.fill('#api-base', `${api.origin}/v1`);
   await page.fill('#api-key', api.key);
@@ -85,9 +87,9 @@ async function smallLabs(page) {
   await page.fill('#api-lengths', '2,4');
 }
 
-const LABS = [['lab-run', 'the length lab'], ['cmp-run', 'greedy, sampling, beam'], ['naive-run', 'the no-KV-cache lab'],
+const LABS = [['cost-compare', 'fewer tokens, measured'], ['shape-load', 'shape the distribution'], ['lab-run', 'the length lab'], ['cmp-run', 'greedy, sampling, beam'], ['naive-run', 'the no-KV-cache lab'],
   ['spec-run', 'the speculative lab'], ['batch-run', 'the batching lab'], ['predict-run', 'predict, then measure'], ['code-run', 'write the loop yourself'],
-  ['api-run', 'a real API']];
+  ['api-run', 'a real API'], ['check-time', 'check yourself: how long'], ['check-levers', 'check yourself: what cuts it']];
 
 /**
  * Focuses the control before the element with `id` (in document order), then presses Tab until
@@ -153,8 +155,15 @@ for (const name of ENGINES) {
           await page.goto(sites.course.page(`<style>:root { color-scheme: ${scheme}; } body { ${css} }</style>
             <main><h1>Lesson (${scheme} page)</h1><p>Press Generate.</p>
             <script type="module" src="${sites.assets.origin}/widget.js"></script>
-            <gpt2-generator${query ? ` model="${sites.assets.origin}/${MODEL_URL}"` : ''} prompt="${PROMPT}" max-tokens="8" temperature="0" readout watch autorun></gpt2-generator></main>`));
+            <gpt2-generator${query ? ` model="${sites.assets.origin}/${MODEL_URL}"` : ''} prompt="${PROMPT}" max-tokens="8" temperature="0" readout watch tokens autorun></gpt2-generator></main>`));
           await page.waitFor(() => document.querySelector('gpt2-generator')?.shadowRoot?.querySelector('[data-r="total"]')?.textContent.match(/\d/), null, 90_000);
+          // The widget's token view: its first token focused says its probability.
+          const details = await page.evaluate(() => {
+            const root = document.querySelector('gpt2-generator').shadowRoot;
+            root.querySelector('[data-output] .tok').focus();
+            return root.querySelector('[data-token-details]').textContent;
+          });
+          assert.match(details, /(^Token 1: .*picked with probability [\d.]+%|tokens make the text)/s, 'the widget\'s token view');
           await axe(page, `on a ${scheme} host page with the widget after a generation`);
         }
       });
@@ -224,14 +233,32 @@ for (const name of ENGINES) {
         await page.fill('#naive-tokens', 6);
         // Each lab by Space on its focused button.
         for (const [id, what] of LABS) {
-          const before = await page.evaluate(() => [window.labResult, window.comparison, window.naiveLab, window.speculativeLab, window.batchLab, window.prediction, window.codeLab, window.apiLab].filter(Boolean).length);
+          const before = await page.evaluate(() => [window.costCompare, window.shapeLab, window.labResult, window.comparison, window.naiveLab, window.speculativeLab, window.batchLab, window.prediction, window.codeLab, window.apiLab, window.checkTime, window.checkLevers].filter(Boolean).length);
           await tabTo(page, id);
           await page.press('Space');
           await page.waitFor(() => window.pageState === 'busy' || window.pageState === 'ready', null, 5_000);
           await idle(page, what);
-          const after = await page.evaluate(() => [window.labResult, window.comparison, window.naiveLab, window.speculativeLab, window.batchLab, window.prediction, window.codeLab, window.apiLab].filter(Boolean).length);
+          const after = await page.evaluate(() => [window.costCompare, window.shapeLab, window.labResult, window.comparison, window.naiveLab, window.speculativeLab, window.batchLab, window.prediction, window.codeLab, window.apiLab, window.checkTime, window.checkLevers].filter(Boolean).length);
           assert.equal(after, before + 1, `Space on #${id} did not run ${what}`);
         }
+        // Tokens as the model sees them: Tab from the output reaches its first token, arrows move,
+        // and the details say what each is, with its probability.
+        await page.fill('#max-tokens', 6);
+        await page.check('#boundaries', true);
+        await page.evaluate(() => { window.lastResult = null; });
+        await page.click('#generate');
+        await page.waitFor(() => window.lastResult || !document.getElementById('error').hidden, null, 30_000);
+        await idle(page, 'Generate with Show tokens');
+        await page.evaluate(() => document.getElementById('output').focus());
+        await page.press('Tab');
+        assert.ok(await page.evaluate(() => document.activeElement?.classList.contains('tok')), 'Tab from the output did not reach a token');
+        await page.press('ArrowRight');
+        const said = await page.evaluate(() => ({
+          index: [...document.querySelectorAll('#output .tok')].indexOf(document.activeElement),
+          details: document.getElementById('token-details').textContent,
+        }));
+        assert.equal(said.index, 1, 'ArrowRight did not move to the second token');
+        assert.match(said.details, /^(Token 2: “[^”]*”, id \d+, picked with probability [\d.]+%\.( Also likely: .+\.)?|\d tokens make the text .+)$/s);
       });
     });
 
@@ -299,9 +326,10 @@ for (const name of ENGINES) {
           set('prompt', 'ROMEO:'); set('max-tokens', 12); set('temperature', 0); set('lab-lengths', '2, 4'); set('lab-repeats', 1);
           set('cmp-seeds', '1'); set('cmp-beams', '2'); set('cmp-tokens', 6); set('naive-tokens', 6); set('spec-tokens', 8);
           set('batch-sizes', '1, 2'); set('batch-tokens', 4); set('code-box', loop); set('api-base', `${server.origin}/v1`); set('api-key', server.key); set('api-model', 'ttft=20 tpot=2');
-          set('api-lengths', '2,4');
+          set('api-lengths', '2,4'); set('shape-draws', 500); set('check-n', 4); set('check-guess', 1); set('price-in', 0.5); set('price-out', 2);
+          d.getElementById('boundaries').click();
         }, { loop: SHORT_LOOP, server: { origin: api.origin, key: api.key } });
-        for (const id of ['generate', 'lab-run', 'cmp-run', 'naive-run', 'spec-run', 'batch-run', 'code-run', 'api-run']) {
+        for (const id of ['generate', 'cost-compare', 'shape-load', 'shape-sample', 'check-time', 'check-levers', 'lab-run', 'cmp-run', 'naive-run', 'spec-run', 'batch-run', 'code-run', 'api-run']) {
           assert.equal(await run(id), null, `#${id} failed`);
         }
         const got = await page.evaluate(() => {
@@ -363,6 +391,9 @@ describe('phones and tablets (Chromium, 390×844, touch)', () => {
       const got = await page.evaluate(() => ({ tokens: window.lastResult?.tokens.length, width: document.documentElement.scrollWidth, vw: innerWidth }));
       assert.equal(got.tokens, 12);
       assert.equal(got.vw, 390);
+      await page.page.tap('label:has(#boundaries)');
+      await page.page.tap('#output .tok >> nth=2');
+      assert.match(await page.evaluate(() => document.getElementById('token-details').textContent), /^(Token 3: |\d tokens make the text)/, 'a tapped token says what it is');
       assert.ok(got.width <= 390, `the page is ${got.width} px wide on a 390 px phone`);
     }, phone);
     await withEnginePage(engine, async (page) => {

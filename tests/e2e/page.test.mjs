@@ -183,3 +183,168 @@ test('the labs fit total = a + b·n, compare greedy, sampling and beam (samples 
     await page.screenshot({ path: screenshotPath('page.png'), fullPage: true });
   });
 });
+
+/** Sets the shape lab's controls (ranges cannot be filled) and lets the lab redraw. */
+async function shapeControls(page, values) {
+  await page.evaluate((values) => {
+    for (const [id, v] of Object.entries(values)) {
+      const el = document.getElementById(`shape-${id}`);
+      el.value = String(v);
+      el.dispatchEvent(new Event('input', { bubbles: true }));
+      el.dispatchEvent(new Event('change', { bubbles: true }));
+    }
+  }, values);
+  return page.evaluate(() => window.shapeLab);
+}
+
+test('the shape lab draws from a step\'s logits exactly as generate\'s sampler does, and 2000 seeded draws fit it', T, async () => {
+  await withPage(env.browser, pageUrl(), async (page) => {
+    await waitLoaded(page);
+    await page.fill('#top-k', '40');
+    await page.fill('#seed', '5');
+    const { result } = await generate(page, { maxTokens: 8, temperature: 0.8 });
+    // The engine's candidates of the same generation (seeded: the same tokens).
+    const engine = (options, maxTokens) => page.evaluate(async ({ prompt, options, maxTokens }) => {
+      const top = [];
+      const r = await window.gpt2Model.generate(prompt, { ...options, maxTokens, topLogprobs: 100, onToken: (ev) => top.push(ev) });
+      return { tokens: r.tokens, events: top.map((ev) => ({ id: ev.id, prob: ev.prob, top: ev.top.map((c) => [c.id, c.prob]) })) };
+    }, { prompt: PROMPT, options, maxTokens });
+    const same = (lab, ev, what) => {
+      const shown = lab.rows.filter((r) => r.after > 0);
+      assert.ok(shown.length > 0, what);
+      for (const r of shown) {
+        const c = ev.top.find(([id]) => id === r.id);
+        assert.ok(c, `${what}: token ${r.id} can be drawn in the lab but not by the engine`);
+        assert.ok(Math.abs(c[1] - r.after) < 2e-5, `${what}: token ${r.id}: lab ${r.after}, engine ${c[1]}`);
+      }
+      for (const r of lab.rows.filter((x) => x.after === 0)) assert.ok(!ev.top.some(([id]) => id === r.id), `${what}: token ${r.id} cut by the lab only`);
+      if (ev.top.length < 100) assert.equal(lab.kept, ev.top.length, `${what}: tokens that can be drawn`);
+    };
+    const run = await engine({ temperature: 0.8, topK: 40, seed: 5 }, 8);
+    assert.deepEqual(run.tokens, result.tokens);
+    await page.fill('#shape-step', '3');
+    await page.click('#shape-load');
+    await page.waitForFunction(() => window.shapeLab?.picked != null || !document.getElementById('error').hidden, null, { timeout: 30_000 });
+    let lab = await page.evaluate(() => window.shapeLab);
+    assert.ok(lab, await text(page, '#error'));
+    assert.deepEqual(lab.settings, { temperature: 0.8, topK: 40, topP: 1, minP: 0, repetitionPenalty: 1 }, 'the step\'s own settings');
+    assert.equal(lab.picked, result.tokens[2]);
+    assert.ok(Math.abs(lab.pickedProb - run.events[2].prob) < 2e-5, `picked: lab ${lab.pickedProb}, engine ${run.events[2].prob}`);
+    same(lab, run.events[2], 'step 3, temperature 0.8, top-k 40');
+
+    // The next token of the prompt under other settings: each the engine's first step's distribution.
+    await page.fill('#shape-step', '0');
+    await page.click('#shape-load');
+    await page.waitForFunction(() => window.shapeLab?.picked === null, null, { timeout: 30_000 });
+    for (const s of [
+      { temperature: 1.3, topK: 0, topP: 0.9, minP: 0, repetitionPenalty: 1 },
+      { temperature: 0.7, topK: 0, topP: 1, minP: 0.05, repetitionPenalty: 1.3 },
+      { temperature: 1, topK: 200, topP: 0.95, minP: 0.01, repetitionPenalty: 1.1 },
+    ]) {
+      lab = await shapeControls(page, { temperature: s.temperature, 'top-k': s.topK, 'top-p': s.topP, 'min-p': s.minP, penalty: s.repetitionPenalty });
+      assert.deepEqual(lab.settings, s);
+      same(lab, (await engine({ ...s, seed: 1 }, 1)).events[0], JSON.stringify(s));
+    }
+    // Greedy: temperature 0 puts everything on the argmax; the engine's candidates are the softmax at 1.
+    lab = await shapeControls(page, { temperature: 0, 'top-k': 0, 'top-p': 1, 'min-p': 0, penalty: 1 });
+    const greedy = (await engine({ temperature: 0 }, 1)).events[0];
+    assert.equal(lab.kept, 1);
+    assert.deepEqual(lab.rows.filter((r) => r.after > 0).map((r) => [r.id, r.after]), [[greedy.id, 1]]);
+    for (const r of lab.rows) assert.ok(Math.abs(greedy.top.find(([id]) => id === r.id)[1] - r.before) < 2e-5);
+    assert.match(await text(page, '#shape-summary'), /Temperature 0 is greedy/);
+
+    // 2000 seeded draws: each shown token's count within 4.5 standard deviations of 2000·p.
+    lab = await shapeControls(page, { temperature: 1, 'top-k': 0, 'top-p': 1, 'min-p': 0, penalty: 1 });
+    await page.fill('#shape-draws', '2000');
+    await page.fill('#shape-seed', '11');
+    await page.click('#shape-sample');
+    lab = await page.evaluate(() => window.shapeLab);
+    assert.equal(lab.draws.n, 2000);
+    assert.equal(Object.values(lab.draws.counts).reduce((a, b) => a + b, 0), 2000);
+    for (const r of lab.rows) {
+      const got = lab.draws.counts[r.id] ?? 0;
+      const sd = Math.sqrt(2000 * r.after * (1 - r.after));
+      assert.ok(Math.abs(got - 2000 * r.after) <= 4.5 * sd + 1, `token ${r.id}: drawn ${got} times, expected ${(2000 * r.after).toFixed(1)} ± ${sd.toFixed(1)}`);
+    }
+    assert.equal(await page.locator('#shape-table tbody tr').count(), 21);
+    assert.match(await text(page, '#shape-summary'), /entropy [\d.]+ bits .* 2000 draws \(seed 11\)/);
+    // The contents list: a link to every section's heading, and nothing else.
+    const contents = await page.evaluate(() => ({
+      links: [...document.querySelectorAll('nav.contents a')].map((a) => document.querySelector(a.getAttribute('href'))?.id ?? a.href),
+      headings: [...document.querySelectorAll('main section > h2')].map((h) => h.id),
+    }));
+    assert.deepEqual(contents.links, contents.headings);
+    await page.locator('#shape-h').scrollIntoViewIfNeeded();
+    await page.locator('section[aria-labelledby="shape-h"]').screenshot({ path: screenshotPath('shape-lab.png') });
+  });
+});
+
+test('what it costs: each answer\'s tokens, cost and the cap\'s worst case at typed prices, kept only when asked; fewer tokens measured; check yourself by the clock', T, async () => {
+  await withPage(env.browser, pageUrl(), async (page) => {
+    await waitLoaded(page);
+    await page.fill('#price-in', '0.5');
+    await page.fill('#price-out', '1.5');
+    await page.fill('#seed', '3');
+    const { result } = await generate(page, { maxTokens: 20, temperature: 0.8 });
+    const m = result.metrics;
+    const usd = (x) => (x >= 1 ? `$${x.toFixed(2)}` : `$${x.toPrecision(3)}`);
+    assert.equal(await text(page, '#cost-out-tokens'), String(m.outputTokens));
+    assert.equal(await text(page, '#cost-in-tokens'), String(m.promptTokens));
+    assert.equal(await text(page, '#cost-now'), usd((0.5 * m.promptTokens + 1.5 * m.outputTokens) / 1e6));
+    assert.equal(await text(page, '#cost-worst'), usd((0.5 * m.promptTokens + 1.5 * 20) / 1e6));
+    assert.match(await text(page, '#cost-line'), /The cap of 20 tokens bounds the worst case/);
+    // Prices are kept only while "remember" is ticked.
+    const stored = () => page.evaluate(() => localStorage.getItem('gpt2-web:prices'));
+    assert.equal(await stored(), null);
+    await page.check('#price-remember');
+    assert.deepEqual(JSON.parse(await stored()), { input: '0.5', output: '1.5' });
+    await page.reload();
+    await waitLoaded(page);
+    assert.equal(await page.inputValue('#price-out'), '1.5');
+    await page.uncheck('#price-remember');
+    assert.equal(await stored(), null);
+
+    // Fewer tokens: the same seed, so the capped answer is the start of the full one.
+    await page.fill('#prompt', 'ROMEO.\n');
+    await page.fill('#max-tokens', '40');
+    await page.fill('#temperature', '0.8');
+    await page.fill('#seed', '3');
+    await page.click('#cost-compare');
+    await page.waitForFunction(() => window.costCompare || !document.getElementById('error').hidden, null, { timeout: 60_000 });
+    const rows = await page.evaluate(() => window.costCompare);
+    assert.ok(rows, await text(page, '#error'));
+    assert.deepEqual(rows.map((r) => r.way), ['As set', 'A lower cap', 'A stop sequence']);
+    assert.ok(rows[1].outputTokens <= 10 && rows[1].outputTokens < rows[0].outputTokens, JSON.stringify(rows));
+    assert.ok(rows[0].text.startsWith(rows[1].text), 'the capped answer is not the start of the full one');
+    assert.ok(rows[2].outputTokens <= rows[0].outputTokens);
+    assert.equal(await page.locator('#cost-table tbody tr').count(), 3);
+    assert.match(await text(page, '#cost-summary'), /A lower cap \(max tokens 10\): \d+ tokens instead of \d+/);
+
+    // Check yourself: a guess judged against the run it asks for; the changes judged by the clock.
+    await page.fill('#check-n', '120');
+    await page.fill('#check-guess', '0.0001');
+    await page.click('#check-time');
+    await page.waitForFunction(() => window.checkTime || !document.getElementById('error').hidden, null, { timeout: 60_000 });
+    const time = await page.evaluate(() => window.checkTime);
+    assert.ok(time, await text(page, '#error'));
+    assert.equal(time.n, 120);
+    assert.equal(time.right, false, 'a guess of 0.1 ms was judged right');
+    assert.match(await text(page, '#check-time-out'), /^You said .*; 120 tokens took .* Not quite/);
+    await page.check('input[name="lever"][value="cap"]');
+    await page.check('input[name="lever"][value="stream"]');
+    await page.click('#check-levers');
+    await page.waitForFunction(() => window.checkLevers || !document.getElementById('error').hidden, null, { timeout: 120_000 });
+    const levers = await page.evaluate(() => window.checkLevers);
+    assert.ok(levers, await text(page, '#error'));
+    assert.deepEqual(levers.rows.map((r) => [r.key, r.picked]), [['stream', true], ['cap', true], ['speculative', false], ['prompt', false], ['batch', false]]);
+    for (const r of levers.rows) assert.equal(r.cuts, r.speedup >= 1.15, JSON.stringify(r));
+    const cap = levers.rows.find((r) => r.key === 'cap');
+    assert.ok(cap.cuts && cap.speedup > 1.3, `half the tokens: ${cap.speedup.toFixed(2)}× sooner`);
+    assert.equal(levers.right, levers.rows.every((r) => r.picked === r.cuts));
+    assert.equal(await page.locator('#check-table tbody tr').count(), 5);
+    await generate(page, { prompt: 'ROMEO.\n', maxTokens: 40, temperature: 0.8 });
+    await page.locator('#cost-h').scrollIntoViewIfNeeded();
+    await page.locator('section[aria-labelledby="cost-h"]').screenshot({ path: screenshotPath('cost.png') });
+    await page.locator('section[aria-labelledby="check-h"]').screenshot({ path: screenshotPath('check-yourself.png') });
+  });
+});

@@ -142,7 +142,21 @@ test('completions.create gives OpenAI-shaped results and chunks that match gener
       const aborted = m.completions.create({ prompt, max_tokens: 300, temperature: 0 }, { signal: controller.signal });
       setTimeout(() => controller.abort(), 30);
       const abortName = await aborted.then(() => 'resolved', (e) => e.name);
-      return { want, one, chunks, seeded, gen: gen.text, three, singles, stopped, after, errors, abortName, stopText: want.text.slice(5, 8) };
+      // logprobs: the engine's own probabilities (the events' `prob`), in OpenAI's legacy shape.
+      const probs = [];
+      const ref = await m.generate(prompt, { maxTokens: 20, temperature: 0, topLogprobs: 3, onToken: (ev) => probs.push(ev.prob) });
+      const lp = await m.completions.create({ prompt, max_tokens: 20, temperature: 0, logprobs: 3 });
+      const lpChunks = [];
+      for await (const c of await m.completions.create({ prompt, max_tokens: 20, temperature: 0, logprobs: 3, stream: true })) {
+        if (c.choices.length) lpChunks.push(c.choices[0].logprobs);
+      }
+      const lpStopped = await m.completions.create({ prompt, max_tokens: 40, temperature: 0, stop: want.text.slice(5, 8), logprobs: 0 });
+      const lpThree = await m.completions.create({ prompt, max_tokens: 12, temperature: 0.9, top_p: 0.9, seed: 5, n: 3, logprobs: 2 });
+      const refused = await Promise.all([101, -1, 2.5].map((v) => m.completions.create({ prompt, logprobs: v }).then(() => 'resolved', (e) => `${e.code}: ${e.message}`)));
+      return {
+        want, one, chunks, seeded, gen: gen.text, three, singles, stopped, after, errors, abortName, stopText: want.text.slice(5, 8),
+        ref, probs, lp, lpChunks, lpStopped, lpThree, refused,
+      };
     }, PROMPT);
     assert.equal(r.one.object, 'text_completion');
     assert.equal(r.one.choices.length, 1);
@@ -174,6 +188,42 @@ test('completions.create gives OpenAI-shaped results and chunks that match gener
     assert.match(r.errors[5], /unknown parameter "wat"/);
     assert.match(r.errors[6], /invalid n: 17 is not in 1..=16/);
     assert.equal(r.abortName, 'AbortError');
+    // logprobs
+    assert.equal(r.one.choices[0].logprobs, null);
+    assert.ok(r.chunks.every((c) => c.choices.every((ch) => ch.logprobs === null)));
+    const L = r.lp.choices[0].logprobs;
+    assert.equal(r.lp.choices[0].text, r.ref.text);
+    assert.equal(L.tokens.length, r.ref.tokens.length);
+    assert.equal(L.tokens.join(''), r.ref.text + (r.ref.stopReason === 'eos' ? '<|endoftext|>' : ''), 'the tokens are the text');
+    L.token_logprobs.forEach((v, i) => assert.ok(Math.abs(v - Math.log(r.probs[i])) <= 1e-6, `token ${i}: ${v} vs log ${r.probs[i]}`));
+    L.top_logprobs.forEach((top, i) => {
+      assert.equal(Object.keys(top).length, 3, `token ${i}'s candidates`);
+      assert.equal(Math.max(...Object.values(top)), L.token_logprobs[i], 'greedy picks the most likely');
+      assert.equal(top[L.tokens[i]], L.token_logprobs[i]);
+    });
+    assert.deepEqual(L.text_offset, L.tokens.map((_, i) => L.tokens.slice(0, i).join('').length));
+    assert.ok(L.text_offset[0] === 0 && L.text_offset.every((o, i) => i === 0 || o > L.text_offset[i - 1]));
+    const joined = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+    for (const c of r.lpChunks) for (const key of Object.keys(joined)) joined[key].push(...c[key]);
+    assert.deepEqual(joined, L, "the stream's chunks carry the same logprobs");
+    assert.equal(r.lpChunks.length, L.tokens.length + 1, 'one chunk per token, then the finishing one');
+    // logprobs 0: each token with its own logprob only; a stop text's tokens counted as usage counts them.
+    const S = r.lpStopped.choices[0].logprobs;
+    assert.equal(S.tokens.length, r.lpStopped.usage.completion_tokens);
+    assert.ok(S.tokens.join('').startsWith(r.lpStopped.choices[0].text));
+    S.top_logprobs.forEach((top, i) => assert.deepEqual(top, { [S.tokens[i]]: S.token_logprobs[i] }));
+    // n with logprobs: the same texts (asking for them changes no draw), each choice its own tokens.
+    assert.deepEqual(r.lpThree.choices.map((c) => c.text), r.singles);
+    assert.equal(r.lpThree.choices.reduce((sum, c) => sum + c.logprobs.tokens.length, 0), r.lpThree.usage.completion_tokens);
+    for (const { text, logprobs: T } of r.lpThree.choices) {
+      assert.ok(T.tokens.join('').startsWith(text));
+      T.top_logprobs.forEach((top, i) => {
+        assert.ok(Object.keys(top).length <= 3 && top[T.tokens[i]] === T.token_logprobs[i] && T.token_logprobs[i] <= 0);
+      });
+    }
+    assert.match(r.refused[0], /^param: logprobs 101 is not a whole number from 0 to 100/);
+    assert.match(r.refused[1], /^param: logprobs -1 is not a whole number/);
+    assert.match(r.refused[2], /^param: logprobs 2.5 is not a whole number/);
   });
 });
 

@@ -10,23 +10,54 @@
 // is no chat.completions here. One chunk per generated token (its text may be '' while a
 // character's bytes are split across tokens), then one with finish_reason, then (with
 // stream_options.include_usage) one with the usage and no choices, as OpenAI sends them.
+// `logprobs: k` gives each choice OpenAI's legacy logprobs object (logprobsOf, below).
 // Imports nothing: gpt2.js passes the model in.
 
 /** Parameters OpenAI's API takes that would change the answer and that this facade cannot honour. */
 const UNSUPPORTED = {
-  best_of: (v) => v === 1, echo: (v) => v === false, logprobs: (v) => v === null || v === 0,
+  best_of: (v) => v === 1, echo: (v) => v === false,
   suffix: (v) => v === null || v === '', logit_bias: (v) => v === null || Object.keys(v).length === 0,
   presence_penalty: (v) => v === 0, frequency_penalty: (v) => v === 0,
 };
 /** Parameters taken and not needed (the model is the loaded one; `user` is for the provider's logs). */
 const IGNORED = ['model', 'user'];
-const KNOWN = ['prompt', 'max_tokens', 'temperature', 'top_p', 'stop', 'seed', 'n', 'stream', 'stream_options'];
+const KNOWN = ['prompt', 'max_tokens', 'temperature', 'top_p', 'stop', 'seed', 'n', 'stream', 'stream_options', 'logprobs'];
 
 const fail = (message) => Object.assign(new Error(message), { code: 'param' });
 
 /** finish_reason from the engine's stopReason. */
 function finishReason(stopReason) {
   return stopReason === 'max_tokens' || stopReason === 'context' ? 'length' : 'stop';
+}
+
+/**
+ * A token's own string (the bytes of a character split across tokens show as U+FFFD): its
+ * candidate's text when it is among the candidates (no call to the worker), else one decode call.
+ */
+async function tokenText(model, ev) {
+  return ev.top.find((c) => c.id === ev.id)?.text ?? model.decode([ev.id]);
+}
+
+/**
+ * OpenAI's legacy logprobs object (natural logs) of token events with their strings (`[ev, text]`),
+ * the first at `offset`. text_offset counts the strings before (JS string units): where they
+ * concatenate to the choice's text, each token's place in it. top_logprobs holds the k most likely
+ * candidates of the distribution the sampler drew from, and, as OpenAI's, always the picked token
+ * (so up to k + 1 entries; with logprobs 0 just it). Candidates that decode alike (e.g. halves of
+ * characters, U+FFFD) share one key: the first, most likely, keeps it.
+ */
+function logprobsOf(items, k, offset = 0) {
+  const out = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+  for (const [ev, text] of items) {
+    const seen = new Set();
+    const top = [...ev.top.slice(0, k), { text, prob: ev.prob }].filter((c) => !seen.has(c.text) && seen.add(c.text));
+    out.tokens.push(text);
+    out.token_logprobs.push(Math.log(ev.prob));
+    out.top_logprobs.push(Object.fromEntries(top.map((c) => [c.text, Math.log(c.prob)]))); // fromEntries: '__proto__' is a key too
+    out.text_offset.push(offset);
+    offset += text.length;
+  }
+  return out;
 }
 
 /** The engine's generate options from OpenAI's parameters; a wrong one fails with a sentence. */
@@ -40,7 +71,7 @@ function options(body) {
     }
     throw fail(`unknown parameter "${key}"; completions.create takes ${KNOWN.join(', ')}`);
   }
-  const { prompt, max_tokens: maxTokens = 16, temperature = 1, top_p: topP = 1, stop, seed, n = 1, stream = false } = body;
+  const { prompt, max_tokens: maxTokens = 16, temperature = 1, top_p: topP = 1, stop, seed, n = 1, stream = false, logprobs = null } = body;
   const text = Array.isArray(prompt) && prompt.length === 1 ? prompt[0] : prompt;
   if (typeof text !== 'string') throw fail('prompt must be a string (one prompt per call)');
   if (!(Number.isInteger(maxTokens) && maxTokens >= 1)) throw fail(`max_tokens ${JSON.stringify(maxTokens)} is not a whole number ≥ 1`);
@@ -52,11 +83,15 @@ function options(body) {
   if (!Array.isArray(stops) || !stops.every((s) => typeof s === 'string')) throw fail('stop must be a string or a list of strings');
   if (seed !== undefined && seed !== null && !Number.isInteger(seed)) throw fail(`seed ${JSON.stringify(seed)} is not a whole number`);
   if (typeof stream !== 'boolean') throw fail('stream must be true or false');
+  if (logprobs !== null && !(Number.isInteger(logprobs) && logprobs >= 0 && logprobs <= 100)) {
+    throw fail(`logprobs ${JSON.stringify(logprobs)} is not a whole number from 0 to 100 (OpenAI takes 0 to 5)`);
+  }
   const usage = body.stream_options?.include_usage === true;
   const opts = { maxTokens, temperature, topP, stop: stops };
   if (seed !== undefined && seed !== null) opts.seed = seed;
   if (n !== 1) opts.n = n; // the engine checks it (1 to 16; choice i samples with seed + i)
-  return { prompt: text, opts, stream, usage };
+  if (logprobs !== null) opts.topLogprobs = Math.max(logprobs, 1); // the events carry `prob` only with candidates
+  return { prompt: text, opts, stream, usage, logprobs };
 }
 
 /** `model.completions`: `{ create(body, { signal }) }`. */
@@ -70,18 +105,28 @@ export function completionsOf(model) {
   const aborted = () => Object.assign(new Error('the request was aborted'), { name: 'AbortError' });
 
   async function create(body, { signal } = {}) {
-    const { prompt, opts, stream, usage } = options(body);
+    const { prompt, opts, stream, usage, logprobs: k } = options(body);
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw fail('signal must be an AbortSignal');
     if (signal?.aborted) throw aborted();
     const h = head();
     if (!stream) {
-      const r = await model.generate(prompt, { ...opts, signal });
+      const events = [];
+      const r = await model.generate(prompt, { ...opts, signal, onToken: k === null ? undefined : (ev) => events.push(ev) });
       if (r.stopReason === 'abort') throw aborted();
       const each = r.choices ?? [{ ...r, index: 0 }];
       const completion = each.reduce((sum, c) => sum + c.tokens.length, 0);
+      // Every generated token, as usage counts them: a final end-of-text token ('<|endoftext|>') and
+      // those of a matched stop text too, so there the strings run past `text` (as a stream's chunks).
+      const logprobsFor = async (c) => {
+        if (k === null) return null;
+        const mine = events.filter((ev) => (ev.choice ?? 0) === c.index);
+        const texts = await Promise.all(mine.map((ev) => tokenText(model, ev)));
+        return logprobsOf(mine.map((ev, i) => [ev, texts[i]]), k);
+      };
+      const lps = await Promise.all(each.map(logprobsFor));
       return {
         ...h,
-        choices: each.map((c) => ({ text: c.text, index: c.index, logprobs: null, finish_reason: finishReason(c.stopReason) })),
+        choices: each.map((c, i) => ({ text: c.text, index: c.index, logprobs: lps[i], finish_reason: finishReason(c.stopReason) })),
         usage: { ...usageOf(r.metrics), completion_tokens: completion, total_tokens: r.metrics.promptTokens + completion },
       };
     }
@@ -90,14 +135,24 @@ export function completionsOf(model) {
     signal?.addEventListener('abort', forward, { once: true });
     const tokens = model.stream(prompt, { ...opts, signal: controller.signal });
     async function* chunks() {
+      const offsets = []; // by choice: where its next token's string starts
       try {
         for await (const ev of tokens) {
-          yield { ...h, choices: [{ text: ev.text, index: ev.choice ?? 0, logprobs: null, finish_reason: null }] };
+          const i = ev.choice ?? 0;
+          let lp = null;
+          if (k !== null) {
+            lp = logprobsOf([[ev, await tokenText(model, ev)]], k, offsets[i] ?? 0);
+            offsets[i] = lp.text_offset[0] + lp.tokens[0].length;
+          }
+          yield { ...h, choices: [{ text: ev.text, index: i, logprobs: lp, finish_reason: null }] };
         }
         const r = await tokens.result;
         if (r.stopReason === 'abort') throw aborted();
         const each = r.choices ?? [{ ...r, index: 0 }];
-        for (const c of each) yield { ...h, choices: [{ text: '', index: c.index, logprobs: null, finish_reason: finishReason(c.stopReason) }] };
+        for (const c of each) {
+          const lp = k === null ? null : logprobsOf([], k); // empty: the finishing chunk has no token
+          yield { ...h, choices: [{ text: '', index: c.index, logprobs: lp, finish_reason: finishReason(c.stopReason) }] };
+        }
         const completion = each.reduce((sum, c) => sum + c.tokens.length, 0);
         if (usage) yield { ...h, choices: [], usage: { ...usageOf(r.metrics), completion_tokens: completion, total_tokens: r.metrics.promptTokens + completion } };
       } finally {

@@ -318,6 +318,8 @@ export interface TokenEvent {
   drafted: boolean;
   /** With `topLogprobs: k`: the sampler's k most likely candidates after temperature/top-k/top-p/min-p, most likely first. */
   top?: Candidate[];
+  /** With `topLogprobs: k`: the probability this token had in that distribution (greedy: the softmax at temperature 1), whether or not it is among `top`. */
+  prob?: number;
 }
 
 /** generate()'s options: the engine's (EngineOptions, above) and two of the API's own. */
@@ -521,10 +523,10 @@ export declare class Gpt2 {
   /**
    * OpenAI's (legacy) completions API on this model, so code written for an OpenAI-compatible
    * endpoint runs unchanged here. Differences: GPT-2 completes text, so there is no chat template
-   * and no chat.completions; one prompt and one choice per call (n, best_of, echo, logprobs,
-   * suffix, logit_bias and the penalties are refused unless at their defaults); `model` and
-   * `user` are ignored; `seed` repeats a sampled text here, but not the text another provider
-   * samples; defaults as OpenAI's: max_tokens 16, temperature 1, top_p 1.
+   * and no chat.completions; one prompt per call, `n` choices (1 to 16); `logprobs` up to 100
+   * (OpenAI: 5); best_of, echo, suffix, logit_bias and the penalties are refused unless at their
+   * defaults; `model` and `user` are ignored; `seed` repeats a sampled text here, but not the text
+   * another provider samples; defaults as OpenAI's: max_tokens 16, temperature 1, top_p 1.
    */
   readonly completions: Completions;
 
@@ -576,15 +578,48 @@ export interface CompletionCreateParams {
   stream?: boolean;
   /** With `include_usage: true`, a stream ends with a chunk of `usage` and no choices. */
   stream_options?: { include_usage?: boolean } | null;
+  /** Choices: 1 to 16, generated as one batch; choice i samples with seed + i. Default 1. */
+  n?: number;
+  /**
+   * With k (0 to 100; OpenAI takes 0 to 5), each choice's `logprobs` (CompletionLogprobs) has each
+   * token's log probability and the k most likely candidates. Default null (each choice's is null).
+   */
+  logprobs?: number | null;
   /** Ignored: the model is the loaded one. */
   model?: string;
   user?: string;
 }
 
+/**
+ * OpenAI's legacy logprobs of a choice (or of a chunk's token), natural logs, one entry per
+ * generated token: every token usage counts, so a final end-of-text token ('<|endoftext|>') and the
+ * tokens of a matched stop text are there though not in `text`. Probabilities are of the
+ * distribution the sampler drew from (after temperature and top_p; greedy: the softmax at
+ * temperature 1).
+ */
+export interface CompletionLogprobs {
+  /** Each token's own string (bytes of a character split across tokens show as U+FFFD). */
+  tokens: string[];
+  token_logprobs: number[];
+  /**
+   * The `logprobs` most likely candidates by their string, and always the picked token (so up to
+   * logprobs + 1 entries; logprobs 0: just it). Of candidates with the same string, the more likely
+   * keeps the key.
+   */
+  top_logprobs: Record<string, number>[];
+  /**
+   * Where each token's string starts: the length of the choice's strings before it (in a stream,
+   * its earlier chunks' too). Where the strings concatenate to `text`, the token's place in it.
+   */
+  text_offset: number[];
+}
+
 export interface CompletionChoice {
   text: string;
-  index: 0;
-  logprobs: null;
+  /** The choice (0 … n − 1). */
+  index: number;
+  /** With the `logprobs` parameter (a finishing chunk's are empty); else null. */
+  logprobs: CompletionLogprobs | null;
   /** 'stop' for end-of-text or a stop text; 'length' for max_tokens or the context; null in a stream until the last chunk. */
   finish_reason: 'stop' | 'length' | null;
 }
@@ -626,6 +661,18 @@ export function softmax(logits: ArrayLike<number>, temperature?: number): Float3
 export function topK(probs: ArrayLike<number>, k: number): Float32Array;
 /** Only the smallest set of most likely tokens whose probabilities reach p, renormalised. */
 export function topP(probs: ArrayLike<number>, p: number): Float32Array;
+/** Only the tokens at least p × the most likely one's probability, renormalised. */
+export function minP(probs: ArrayLike<number>, p: number): Float32Array;
+/** The repetition penalty on logits: each distinct id of `history` divided by `penalty` when positive, multiplied when not. */
+export function penalize(logits: ArrayLike<number>, history: readonly number[], penalty: number): Float32Array;
+/** generate()'s distribution for these logits, settings and ids so far: penalty, temperature (< 1e-4: greedy, one-hot), top-k, top-p, min-p. */
+export function distribution(
+  logits: ArrayLike<number>,
+  settings?: Pick<GenerateOptions, 'temperature' | 'topK' | 'topP' | 'minP' | 'repetitionPenalty'>,
+  history?: readonly number[],
+): Float32Array;
+/** The entropy of a distribution in bits. */
+export function entropy(probs: ArrayLike<number>): number;
 /** A token drawn from `probs` with `random` (default Math.random). */
 export function sample(probs: ArrayLike<number>, random?: () => number): number;
 /** A seeded generator of uniform numbers in [0, 1). Not the engine's sampler: seeds give other texts than generate()'s. */

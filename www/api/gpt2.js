@@ -21,7 +21,7 @@ import { completionsOf } from './completions.js';
 import { BACKENDS, DTYPES, KERNELS } from './options.js';
 import { EMBED_HELP, connection, idle, request, withCode } from './connection.js';
 import { PRESETS } from './presets.js';
-import { argmax, softmax, topK, topP, sample, rng } from './sampling.js';
+import { argmax, softmax, topK, topP, minP, penalize, distribution, entropy, sample, rng } from './sampling.js';
 import { MODEL_FILES, HUB_HOST, isHubId, hubUrl, modelSource, readHere } from './sources.js';
 
 /** An option or argument the API refuses: an Error with code 'param' (gpt2.d.ts Gpt2Error). */
@@ -427,7 +427,7 @@ export class Gpt2 {
 
 export default Gpt2;
 export { MODEL_FILES, HUB_HOST, isHubId, hubUrl };
-/** The loop's parts for model.logits: argmax, softmax, topK, topP, sample, rng (sampling.js). */
-export { argmax, softmax, topK, topP, sample, rng };
+/** The loop's parts for model.logits (sampling.js): argmax, softmax, topK, topP, minP, penalize, distribution (generate's whole rule), entropy, sample, rng. */
+export { argmax, softmax, topK, topP, minP, penalize, distribution, entropy, sample, rng };
 /** The lesson's settings by use: autocomplete, creative, extraction (`{ label, why, options }`). */
 export { PRESETS };

@@ -12,7 +12,9 @@
 // Each function is self-contained (no imports, no closures over this module): the page's code lab
 // copies their source into its sandbox worker. The engine's own sampler (generate's temperature,
 // topP, seed) is in Rust; these draw from their own generator, so a seeded loop here repeats itself
-// but does not give generate's seeded text. Greedy, both give the same tokens.
+// but does not give generate's seeded text. Greedy, both give the same tokens. `distribution` is
+// the engine's whole rule in the engine's order (repetition penalty, temperature, top-k, top-p,
+// min-p): the distribution generate draws from, checked against it by tests/e2e/teaching.test.mjs.
 
 /** The index of the largest value (the first of equal ones): greedy decoding's pick. */
 export function argmax(logits) {
@@ -112,6 +114,58 @@ export function topP(probs, p) {
 }
 
 /**
+ * Min-p filtering: only the tokens at least `p` × the most likely token's probability, renormalised;
+ * the rest 0 (a new Float32Array). p = 0 keeps everything.
+ */
+export function minP(probs, p) {
+  if (!(typeof p === 'number' && p >= 0 && p <= 1)) throw new Error(`minP: p ${p} is not in [0, 1]`);
+  let max = 0;
+  for (let i = 0; i < probs.length; i++) if (probs[i] > max) max = probs[i];
+  const keep = [];
+  for (let i = 0; i < probs.length; i++) if (probs[i] > 0 && probs[i] >= p * max) keep.push(i);
+  return keepOnly(probs, keep);
+}
+
+/**
+ * The repetition penalty (CTRL's rule, as transformers applies it): each distinct id of `history`
+ * has its logit divided by `penalty` when positive, multiplied when not (a new Float32Array).
+ */
+export function penalize(logits, history, penalty) {
+  if (!(typeof penalty === 'number' && penalty > 0 && Number.isFinite(penalty))) {
+    throw new Error(`penalize: penalty ${penalty} is not a number > 0`);
+  }
+  const out = Float32Array.from(logits);
+  if (penalty === 1) return out;
+  for (const id of new Set(history)) {
+    if (id >= 0 && id < out.length) out[id] = out[id] > 0 ? out[id] / penalty : out[id] * penalty;
+  }
+  return out;
+}
+
+/**
+ * The distribution generate samples from, given the logits, its settings ({ temperature, topK,
+ * topP, minP, repetitionPenalty }, generate's defaults where left out) and the ids so far: the
+ * repetition penalty, then temperature (below 1e-4, all the probability on the argmax: greedy),
+ * top-k, top-p and min-p, each renormalising. A new Float32Array.
+ */
+export function distribution(logits, settings = {}, history = []) {
+  const { temperature = 1, topK: k = 0, topP: p = 1, minP: m = 0, repetitionPenalty: r = 1 } = settings;
+  let probs = softmax(penalize(logits, history, r), temperature < 1e-4 ? 0 : temperature);
+  if (temperature < 1e-4) return probs;
+  if (k > 0 && k < probs.length) probs = topK(probs, k);
+  if (p < 1) probs = topP(probs, p);
+  if (m > 0) probs = minP(probs, m);
+  return probs;
+}
+
+/** The entropy of a distribution in bits: how many yes/no questions a draw is worth (0: certain). */
+export function entropy(probs) {
+  let h = 0;
+  for (let i = 0; i < probs.length; i++) if (probs[i] > 0) h -= probs[i] * Math.log2(probs[i]);
+  return h;
+}
+
+/**
  * One token drawn from `probs` (which sum to 1): the first index whose running sum passes a
  * uniform number from `random` (a function returning [0, 1), e.g. `rng(seed)` or Math.random).
  */
@@ -144,6 +198,7 @@ export function rng(seed = 1) {
 }
 
 /** The helpers a code lab's sandbox gets, by name. */
-export const HELPERS = { argmax, softmax, topK, topP, sample, rng };
+export const HELPERS = { argmax, softmax, topK, topP, minP, penalize, distribution, entropy, sample, rng };
 /** Every function of this module, the private ones too: the source a sandbox copies. */
-export const SOURCE = [mostLikely, keepOnly, argmax, softmax, topK, topP, sample, rng].map(String).join('\n\n');
+export const SOURCE = [mostLikely, keepOnly, argmax, softmax, topK, topP, minP, penalize, distribution, entropy, sample, rng]
+  .map(String).join('\n\n');

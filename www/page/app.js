@@ -9,6 +9,7 @@
 
 import { Gpt2, isHubId, hubUrl } from '../api/gpt2.js';
 import { LoopView } from '../widget/loop-view.js';
+import { TokenView } from '../widget/token-view.js';
 import { LoopDiagram } from './loop-diagram.js';
 import { DEMO_MODEL as DEMO } from '../api/assets.js';
 import { wireEmbedPanel } from './embed-code.js';
@@ -16,6 +17,9 @@ import { numberField, listField, formOptions, chosenSource, embedSettings } from
 import { runSpeculativeLab } from './lab-speculative.js';
 import { runDecodingLab } from './lab-decoding.js';
 import { runBatchLab } from './lab-batch.js';
+import { ShapeLab } from './lab-shape.js';
+import { showCost, costPerAnswer, wirePrices, compareLengths } from './cost.js';
+import { checkTime, checkLevers } from './check.js';
 import { runNaiveLab } from './lab-naive.js';
 import { runLengthRuns } from './lab-length.js';
 import { runCodeLab, wireCodeLab } from './lab-code.js';
@@ -37,6 +41,7 @@ let controller = null; // aborts the running generation or lab
 let latency = []; // elapsedMs of each token of the current generation
 let chartQueued = false;
 let lastMetrics = null; // the last Generate's metrics, for "predict, then measure"
+let lastCost = null; // [metrics, maxTokens] of the last Generate, for "what it costs"
 const spoken = new Announcer($('spoken')); // the stream for screen readers, a line or sentence at a time
 
 // ---------------------------------------------------------------------------------------------
@@ -63,7 +68,7 @@ function clearError() {
 
 function setBusy(busy) {
   const ready = model !== null;
-  for (const id of ['generate', 'lab-run', 'cmp-run', 'spec-run', 'batch-run', 'naive-run', 'code-run']) $(id).disabled = busy || !ready;
+  for (const id of ['generate', 'cost-compare', 'check-time', 'check-levers', 'shape-load', 'shape-sample', 'lab-run', 'cmp-run', 'spec-run', 'batch-run', 'naive-run', 'code-run']) $(id).disabled = busy || !ready;
   $('api-run').disabled = busy; // the API's part needs no model
   $('predict-run').disabled = busy || !ready || !(lastMetrics?.outputTokens > 1);
   $('load').disabled = busy;
@@ -192,9 +197,11 @@ async function generate() {
   out.replaceChildren(Object.assign(document.createElement('span'), { className: 'prompt', textContent: prompt }));
   out.setAttribute('aria-busy', 'true'); // screen readers wait for the whole text (spoken below hears it by lines)
   spoken.reset();
+  tokenView.reset();
   loopView.reset(prompt);
   diagram.reset();
-  model.tokenize(prompt).then((ids) => diagram.prompt(ids.length), () => {}); // answered before the generation starts
+  const promptIds = model.tokenize(prompt); // answered before the generation starts
+  promptIds.then((ids) => diagram.prompt(ids.length), () => {});
   resetReadout();
   latency = [];
   drawLatency();
@@ -204,7 +211,6 @@ async function generate() {
   setBusy(true);
   const t0 = performance.now();
   const switches = record.backendChanges.length;
-  let shown = 0; // tokens with text on the page (for alternating backgrounds)
   let visible = false;
   try {
     const r = await model.generate(prompt, {
@@ -220,15 +226,9 @@ async function generate() {
           $('ttft').textContent = fmtMs(ev.elapsedMs);
         }
         $('output-tokens').textContent = String(ev.index + 1);
+        tokenView.add(ev);
         if (ev.text) {
           spoken.add(ev.text);
-          const span = document.createElement('span');
-          span.className = `tok ${shown++ % 2 ? 'b' : 'a'}`;
-          span.title = `token ${ev.index}, id ${ev.id}`;
-          span.textContent = ev.text;
-          const atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
-          out.append(span);
-          if (atEnd) out.scrollTop = out.scrollHeight;
           // "Visible" text: the first delta that is more than whitespace, timed once painted.
           if (!visible && ev.text.trim()) {
             visible = true;
@@ -242,9 +242,12 @@ async function generate() {
       },
     });
     record.lastResult = r;
+    shapeLab.setGeneration(await promptIds, r.tokens, options);
     diagram.end(r);
     showMetrics(r);
     const m = r.metrics;
+    lastCost = [m, options.maxTokens];
+    showCost($, ...lastCost);
     if (r.stopReason !== 'abort') lastMetrics = m;
     updatePrediction();
     spoken.end();
@@ -306,6 +309,7 @@ function runLengthLab() {
     const fit = await lengthsThatFit(prompt, lengths);
     record.labResult = null;
     record.labResult = await runLengthRuns(model, { prompt, lengths: fit, repeats, signal }, $);
+    if (record.labResult) $('lab-fit').textContent += costPerAnswer($, record.labResult.fit, (await model.tokenize(prompt)).length, Math.max(...fit));
   });
 }
 
@@ -342,6 +346,8 @@ function applyPreset(name) {
 
 function updatePrediction() {
   const n = $('predict-tokens').valueAsNumber;
+  $('check-given').textContent = lastMetrics?.outputTokens > 1 ? `The last generation: ${fmtMs(lastMetrics.ttftMs)} to the first token, ` +
+    `then ${fmtMs(lastMetrics.tpotMs)} per token. How long will ${$('check-n').value} tokens take?` : $('check-given').textContent;
   $('predict-out').textContent = Number.isInteger(n) && n >= 1 ? predictionText(lastMetrics, n) : 'Tokens must be a whole number from 1.';
   setBusy(controller !== null);
 }
@@ -430,7 +436,38 @@ $('api-form').addEventListener('submit', (e) => {
     record.apiLab = await runApiLab(model, $, signal);
   });
 });
-$('boundaries').addEventListener('change', (e) => $('output').classList.toggle('boundaries', e.target.checked));
+wirePrices($, () => lastCost && showCost($, ...lastCost));
+$('cost-compare').addEventListener('click', () => lab('Fewer tokens', async (signal) => {
+  record.costCompare = null;
+  record.costCompare = await compareLengths(model, { prompt: $('prompt').value, options: formOptions(), signal }, $);
+}));
+$('check-n').addEventListener('input', updatePrediction);
+$('check-time').addEventListener('click', () => lab('Check yourself', async (signal) => {
+  const [n] = await lengthsThatFit($('prompt').value, [Math.round(numberField('check-n', 'Tokens'))]);
+  record.checkTime = null;
+  const got = await checkTime(model, { prompt: $('prompt').value, options: formOptions(), n, guessS: $('check-guess').valueAsNumber, metrics: lastMetrics, signal });
+  if (got) $('check-time-out').textContent = got.text;
+  record.checkTime = got;
+}));
+$('check-levers').addEventListener('click', () => lab('Check yourself', async (signal) => {
+  const [n] = await lengthsThatFit($('prompt').value, [Math.round(numberField('check-n', 'Tokens'))]);
+  const chosen = [...document.querySelectorAll('input[name="lever"]:checked')].map((el) => el.value);
+  record.checkLevers = null;
+  record.checkLevers = await checkLevers(model, { prompt: $('prompt').value, options: formOptions(), n, chosen, signal }, $);
+}));
+const shapeLab = new ShapeLab($, record);
+$('shape-load').addEventListener('click', () => lab('Shape the distribution', () => shapeLab.load(model, $('prompt').value, formOptions)));
+$('shape-sample').addEventListener('click', () => {
+  clearError();
+  try {
+    shapeLab.sampleMany();
+  } catch (e) {
+    showError(`Shape the distribution: ${e.message}`);
+  }
+});
+const tokenView = new TokenView($('output'), $('token-details'));
+$('boundaries').addEventListener('change', (e) => { tokenView.on = e.target.checked; });
+tokenView.on = $('boundaries').checked; // a checkbox the browser restored
 const loopView = new LoopView($('loop'));
 const diagram = new LoopDiagram($('loop-diagram'));
 record.loopView = loopView;

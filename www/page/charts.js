@@ -323,3 +323,75 @@ export function drawBatch(canvas, runs, knee) {
   ctx.fillStyle = c.perceived;
   ctx.fillText('each sequence (its user)', area.left + 8, area.top + 20);
 }
+
+/**
+ * The shape-the-distribution lab on `canvas`, one row per token (`view` from lab-shape.js's
+ * `shape`, with `text(id)`, the `picked` id or null, and the `counts` of `draws` draws or null):
+ * an outline bar for the probability at this temperature before the cuts, a filled bar for the
+ * probability drawn from after them, a dot for the share of the draws; the cut as a dashed line
+ * and everything else as the last row. `view` null: the empty chart.
+ */
+export function drawShape(canvas, view) {
+  const { ctx, w, h } = canvas2d(canvas);
+  const c = colors();
+  const share = (id) => (view.counts ? (view.counts.get(id) ?? 0) / view.draws : null);
+  const pct = (p) => (p === null ? '–' : `${(100 * p).toFixed(2)}%`);
+  const rows = view ? [...view.rows.map((r) => ({ ...r, label: `“${view.text(r.id)}”`, share: share(r.id) })),
+    { id: null, label: 'everything else', before: view.otherBefore, after: view.otherAfter,
+      share: view.counts ? 1 - view.rows.reduce((s, r) => s + share(r.id), 0) : null }] : [];
+  numbers(canvas, ['Token', 'Id', 'Before the cuts', 'Drawn from', ...(view?.counts ? ['Share of the draws'] : [])],
+    rows.map((r) => [r.label + (r.id !== null && r.id === view.picked ? ' (picked)' : ''), r.id ?? '–', pct(r.before), pct(r.after),
+      ...(view.counts ? [pct(r.share)] : [])]));
+  if (!view) {
+    ctx.fillStyle = c.muted;
+    ctx.textAlign = 'center';
+    ctx.fillText('Press “Get the logits”: the step’s most likely tokens appear here.', w / 2, h / 2);
+    return;
+  }
+  const left = Math.min(130, w * 0.32);
+  const right = w - 44;
+  const rowH = (h - 24) / rows.length;
+  const max = Math.max(...rows.map((r) => Math.max(r.before, r.after, r.share ?? 0)), 1e-9);
+  const x = (p) => left + (p / max) * (right - left);
+  ctx.textBaseline = 'middle';
+  rows.forEach((r, i) => {
+    const top = 4 + i * rowH;
+    const mid = top + rowH / 2;
+    const isPicked = r.id !== null && r.id === view.picked;
+    ctx.fillStyle = isPicked ? c.total : r.after > 0 || r.id === null ? c.fg : c.muted;
+    ctx.textAlign = 'right';
+    ctx.fillText(`${isPicked ? '▶ ' : ''}${r.label}`.slice(0, 22), left - 6, mid);
+    ctx.strokeStyle = c.line;
+    ctx.strokeRect(left + 0.5, top + 2.5, x(r.before) - left, rowH - 5);
+    ctx.fillStyle = c.accent;
+    if (r.after > 0) ctx.fillRect(left, top + 4, x(r.after) - left, rowH - 8);
+    if (r.share !== null) {
+      ctx.fillStyle = c.perceived;
+      ctx.beginPath();
+      ctx.arc(x(r.share), mid, Math.min(4, rowH / 3), 0, 2 * Math.PI);
+      ctx.fill();
+    }
+    ctx.fillStyle = c.muted;
+    ctx.textAlign = 'left';
+    ctx.fillText(`${(100 * r.after).toFixed(r.after >= 0.1 ? 0 : 1)}%`, Math.max(x(r.before), x(r.after), x(r.share ?? 0)) + 7, mid);
+    const next = rows[i + 1];
+    if (r.after > 0 && next && next.id !== null && next.after === 0) { // the cut
+      ctx.strokeStyle = c.total;
+      ctx.setLineDash([5, 4]);
+      ctx.beginPath();
+      ctx.moveTo(8, top + rowH);
+      ctx.lineTo(w - 8, top + rowH);
+      ctx.stroke();
+      ctx.setLineDash([]);
+      ctx.fillStyle = c.total;
+      ctx.textAlign = 'right';
+      ctx.fillText('cut: below this line, never drawn', w - 8, top + rowH + 6);
+    }
+  });
+  ctx.fillStyle = c.muted;
+  ctx.textAlign = 'left';
+  ctx.fillText(view.counts ? 'outline: before the cuts · bar: drawn from · dot: share of the draws' : 'outline: before the cuts · bar: drawn from',
+    8, h - 10);
+  canvas.setAttribute('aria-label', `Probabilities of the ${view.rows.length} most likely tokens: ` +
+    view.rows.slice(0, 5).map((r) => `“${view.text(r.id)}” ${pct(r.after)}`).join(', ') + `, …; everything else ${pct(view.otherAfter)}`);
+}

@@ -46,7 +46,7 @@ export function formOptions() {
     seed: seedField(),
     stop: stopSequences(),
     ignoreEos: $('ignore-eos').checked,
-    topLogprobs: $('watch-loop').checked ? 10 : 0,
+    topLogprobs: $('watch-loop').checked ? 10 : $('boundaries').checked ? 5 : 0, // the loop's cards; the token view's alternatives
     draft: $('draft-lookup').checked ? 'prompt-lookup' : undefined,
   };
 }
@@ -91,7 +91,8 @@ export function embedSettings() {
     ['seed', sampled && $('seed').value.trim() !== '' ? o.seed : undefined],
     ['stop', o.stop.length ? stopAttribute(o.stop) : undefined],
     ['readout', true],
-    ['watch', o.topLogprobs > 0],
+    ['watch', $('watch-loop').checked],
+    ['tokens', $('boundaries').checked],
   ];
   const left = [source === 'files' && 'local model files (the widget uses the demo model; put the folder online and load it by URL)',
     o.repetitionPenalty !== 1 && 'the repetition penalty', o.ignoreEos && 'ignore end-of-text'].filter(Boolean);

@@ -33,6 +33,14 @@ export const record = {
   prediction: null,
   /** After the "more than one token per step" lab. */
   speculativeLab: null,
+  /** [{ way, setting, outputTokens, totalMs, cost, text }] after "fewer tokens, measured". */
+  costCompare: null,
+  /** { n, guessMs, measuredMs, formulaMs, right, text } after "check yourself" question 1. */
+  checkTime: null,
+  /** { baseMs, rows: [{ key, label, ms, speedup, cuts, picked, why }], text, right } after question 2. */
+  checkLevers: null,
+  /** { settings, rows: [{ id, logit, before, after }], kept, entropy, otherAfter, picked, pickedProb, draws: { n, counts } | null } after the shape-the-distribution lab redraws. */
+  shapeLab: null,
   /** { runs: [{ batch, shared, stepMs, perSequence, tokensPerSec }], knee } after the batching lab. */
   batchLab: null,
   /** { api: [{ maxTokens, n, ttftMs, tpotMs, totalMs, text }], apiFit, local, localFit, text } or { error, api } after "a real API" (numbers and texts only: never the key). */

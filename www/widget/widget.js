@@ -19,6 +19,8 @@
 //   readout       show time to first token, first visible text, total, time per token, tokens
 //   watch         "watch the loop": each step's 10 most likely candidates and the one picked
 //   top-logprobs  like watch, with that many candidates (1–100)
+//   tokens        tokens as the model sees them: boundaries and ids in the output, and each token's
+//                 probability and alternatives on focus, hover or tap (token-view.js)
 //   autorun       generate once as soon as the model has loaded
 //   load          when the model is downloaded: visible (default: when the widget comes near the
 //                 viewport, so a widget far below the fold costs nothing until it is scrolled to),
@@ -35,6 +37,7 @@
 import { Gpt2 } from '../api/gpt2.js';
 import { PRESETS, preset } from '../api/presets.js';
 import { LoopView } from './loop-view.js';
+import { TokenView } from './token-view.js';
 import { fmtMs, sentence, unescape, afterPaint, Announcer } from './text.js';
 import { sheet } from './widget-style.js';
 
@@ -55,7 +58,7 @@ const shown = (s) => JSON.stringify(s);
 export const ATTRIBUTES = {
   model: false, backend: false, prompt: false, 'max-tokens': false, temperature: false, 'top-k': false,
   'top-p': false, 'min-p': false, seed: false, stop: false, readout: true, watch: true, 'top-logprobs': false,
-  draft: false, preset: false, autorun: true, load: false,
+  tokens: true, draft: false, preset: false, autorun: true, load: false,
 };
 
 /** How far outside the viewport a `load="visible"` widget starts its download. */
@@ -70,6 +73,7 @@ export class Gpt2Generator extends HTMLElement {
   #ready = false; // the current model has loaded
   #controller = null;
   #loop = null;
+  #tokens;
   #autoran = false;
   #wanted = false; // the model was asked for (by load's condition, Generate, or the model property)
   #waiting = null; // undoes the watch for load's condition
@@ -89,6 +93,7 @@ export class Gpt2Generator extends HTMLElement {
           <span class="settings" data-settings></span>
         </div>
         <div class="output" data-output role="region" aria-live="off" aria-label="Generated text" tabindex="0"></div>
+        <p class="status" data-token-details aria-live="polite"></p>
         <progress data-progress max="1" value="0" aria-label="Loading the model" hidden></progress>
         <p class="status" data-status role="status"></p>
         <p class="sr" data-spoken aria-live="polite"></p>
@@ -107,6 +112,7 @@ export class Gpt2Generator extends HTMLElement {
       readout: $('[data-readout]'),
       loop: $('[data-loop]'), r: Object.fromEntries(READOUT.map(([k]) => [k, $(`[data-r="${k}"]`)])),
     };
+    this.#tokens = new TokenView(this.#ui.output, $('[data-token-details]'));
     this.#ui.generate.addEventListener('click', () => this.generate());
     this.#ui.stop.addEventListener('click', () => this.stop());
     // After the model (or its worker) died: a fresh load, in a fresh worker if need be.
@@ -219,6 +225,7 @@ export class Gpt2Generator extends HTMLElement {
     ui.output.replaceChildren(Object.assign(document.createElement('span'), { className: 'prompt', textContent: prompt }));
     ui.output.setAttribute('aria-busy', 'true');
     ui.spoken.reset();
+    this.#tokens.reset();
     for (const dd of Object.values(ui.r)) dd.textContent = '–';
     this.#loop?.reset(prompt);
     let visible = false;
@@ -239,11 +246,9 @@ export class Gpt2Generator extends HTMLElement {
         onToken: (ev) => {
           if (ev.index === 0) ui.r.ttft.textContent = fmtMs(ev.elapsedMs);
           ui.r.tokens.textContent = String(ev.index + 1);
+          this.#tokens.add(ev);
           if (ev.text) {
             ui.spoken.add(ev.text);
-            const atEnd = ui.output.scrollTop + ui.output.clientHeight >= ui.output.scrollHeight - 4;
-            ui.output.append(ev.text);
-            if (atEnd) ui.output.scrollTop = ui.output.scrollHeight;
             if (!visible && ev.text.trim()) {
               visible = true;
               afterPaint(() => { ui.r.visible.textContent = fmtMs(performance.now() - t0); });
@@ -364,7 +369,7 @@ export class Gpt2Generator extends HTMLElement {
       minP: num('min-p'),
       seed: num('seed', true),
       stop: this.#stops(),
-      topLogprobs: this.#watchCount() || undefined,
+      topLogprobs: this.#watchCount() || (this.hasAttribute('tokens') ? 5 : undefined),
       draft: this.#draft(),
     };
     for (const k of Object.keys(options)) if (options[k] === undefined) delete options[k];
@@ -428,6 +433,7 @@ export class Gpt2Generator extends HTMLElement {
     const watch = this.#watchCount() > 0;
     ui.loop.hidden = !watch;
     if (watch && !this.#loop) this.#loop = new LoopView(ui.loop);
+    this.#tokens.on = this.hasAttribute('tokens');
     let settings;
     try {
       const o = this.#options();
