@@ -18,6 +18,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod generate;
 pub mod model;
+pub mod mtp;
 pub mod platform;
 pub mod sampling;
 pub mod speculate;

@@ -22,6 +22,9 @@ pub enum Draft {
     /// A smaller model with the same vocabulary, given to `Generation::next`, drafts with
     /// the same sampler settings.
     Model,
+    /// The model's own multi-token prediction heads (`crate::mtp`): guesses of the tokens after
+    /// the next from the last position's hidden state.
+    Mtp,
 }
 
 impl std::str::FromStr for Draft {
@@ -30,9 +33,10 @@ impl std::str::FromStr for Draft {
         match s {
             "none" | "" => Ok(Draft::None),
             "prompt-lookup" => Ok(Draft::PromptLookup),
+            "mtp" => Ok(Draft::Mtp),
             other => Err(Error::param(
                 "draft",
-                format!("\"{other}\"; expected prompt-lookup or none"),
+                format!("\"{other}\"; expected prompt-lookup, mtp or none"),
             )),
         }
     }
@@ -44,6 +48,7 @@ impl Draft {
             Draft::None => "none",
             Draft::PromptLookup => "prompt-lookup",
             Draft::Model => "model",
+            Draft::Mtp => "mtp",
         }
     }
 }

@@ -268,11 +268,17 @@ fn a_generation_survives_losing_the_device() {
 #[test]
 fn speculative_greedy_on_the_gpu_is_plain_greedy() {
     // The verification pass takes the GEMV for every row, so each row equals a decode step bit
-    // for bit, and a prompt-lookup generation is token for token the plain one.
+    // for bit, and a prompt-lookup or heads-drafted generation is token for token the plain one
+    // (the heads read the hidden rows the GPU reads back with the logits).
     for dir in [TINY, common::DEMO] {
-        let Some(mut model) = gpu_model(dir) else {
+        let Some(model) = gpu_model(dir) else {
             return;
         };
+        let mut model = match dir {
+            TINY => common::with_heads(model, &common::synthetic_heads(TINY, 3, 1999, 1)),
+            _ => model, // the demo model's own heads, beside its weights
+        };
+        assert!(model.mtp.is_some(), "{dir}: no heads");
         let ids: Vec<u32> = [5, 17, 99, 5, 17, 99, 5, 17, 99, 5].to_vec();
         block_on(model.predict(&ids[..4], 0)).unwrap();
         let all = block_on(model.verify(&ids, 4, 6)).unwrap().to_vec();
@@ -293,6 +299,9 @@ fn speculative_greedy_on_the_gpu_is_plain_greedy() {
         let (plain, _) = common::run_ids(&mut model, &ids, params(gpt2_web::Draft::None));
         let (spec, _) = common::run_ids(&mut model, &ids, params(gpt2_web::Draft::PromptLookup));
         assert_eq!(spec.tokens, plain.tokens, "{dir}");
+        let (mtp, _) = common::run_ids(&mut model, &ids, params(gpt2_web::Draft::Mtp));
+        assert_eq!(mtp.tokens, plain.tokens, "{dir}: with the heads' drafts");
+        assert!(mtp.metrics.drafted_tokens > 0);
         assert_eq!(model.backend.name(), "webgpu");
         eprintln!(
             "{dir} on the GPU: {} tokens in {} forwards",

@@ -19,6 +19,8 @@ const LAYERS: &[&[&str]] = &[
     &["backend::cpu", "backend::gpu"],
     &["backend"],
     &["budget"],
+    // Multi-token prediction heads: a model's own drafter, built from its weights file.
+    &["mtp"],
     &["model"],
     &["speculate"],
     &["generate"],

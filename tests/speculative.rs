@@ -61,8 +61,9 @@ fn the_verification_pass_gives_each_row_a_single_step_would() {
 }
 
 #[test]
-fn greedy_with_prompt_lookup_is_plain_greedy_token_for_token() {
-    let mut kept_any = false;
+fn greedy_with_prompt_lookup_or_mtp_heads_is_plain_greedy_token_for_token() {
+    let drafts = [Draft::PromptLookup, Draft::Mtp];
+    let mut kept_any = [false; 2];
     for (dir, dtype) in [
         (DEMO, CpuDtype::Q8),
         (DEMO, CpuDtype::F32),
@@ -71,12 +72,15 @@ fn greedy_with_prompt_lookup_is_plain_greedy_token_for_token() {
     ] {
         let mut model = load_as(dir, dtype);
         let prompts: Vec<Vec<u32>> = if dir == TINY {
-            // The tiny model's vocabulary lacks most words: prompts as ids, one repeating.
+            // The tiny model's vocabulary lacks most words: prompts as ids, one repeating. Its
+            // heads are synthetic (tests/common); the demo model ships trained ones.
+            model = with_heads(model, &synthetic_heads(TINY, 3, 1999, 1));
             let fx = fixture("tiny-random");
             let mut p: Vec<Vec<u32>> = fx.cases.iter().map(|c| c.ids.clone()).collect();
             p.push([5, 17, 99, 5, 17, 99, 5, 17].to_vec());
             p
         } else {
+            assert!(model.mtp.is_some(), "the demo model ships no heads");
             PROMPTS
                 .iter()
                 .map(|p| model.tokenizer.encode(p).unwrap())
@@ -84,24 +88,29 @@ fn greedy_with_prompt_lookup_is_plain_greedy_token_for_token() {
         };
         for ids in &prompts {
             let (plain, _) = run_ids(&mut model, ids, params(40, Draft::None));
-            let (spec, events) = run_ids(&mut model, ids, params(40, Draft::PromptLookup));
-            assert_eq!(spec.tokens, plain.tokens, "{dir} {dtype:?} {ids:?}");
-            assert_eq!(spec.text, plain.text);
-            assert_eq!(events.len(), spec.tokens.len(), "one event per token");
-            let m = &spec.metrics;
-            let drafted_events = events.iter().filter(|e| e.drafted).count();
-            assert_eq!(drafted_events, m.accepted_draft_tokens);
-            assert_eq!(
-                m.target_forwards + m.accepted_draft_tokens,
-                spec.tokens.len()
-            );
             assert_eq!(plain.metrics.target_forwards, plain.tokens.len());
-            kept_any |= m.accepted_draft_tokens > 0;
+            for (d, draft) in drafts.into_iter().enumerate() {
+                let (spec, events) = run_ids(&mut model, ids, params(40, draft));
+                assert_eq!(
+                    spec.tokens, plain.tokens,
+                    "{draft:?} {dir} {dtype:?} {ids:?}"
+                );
+                assert_eq!(spec.text, plain.text);
+                assert_eq!(events.len(), spec.tokens.len(), "one event per token");
+                let m = &spec.metrics;
+                let drafted_events = events.iter().filter(|e| e.drafted).count();
+                assert_eq!(drafted_events, m.accepted_draft_tokens);
+                assert_eq!(
+                    m.target_forwards + m.accepted_draft_tokens,
+                    spec.tokens.len()
+                );
+                kept_any[d] |= m.accepted_draft_tokens > 0;
+            }
         }
     }
-    assert!(
-        kept_any,
-        "no draft token was ever kept: speculation did nothing"
+    assert_eq!(
+        kept_any, [true; 2],
+        "no draft token was ever kept ({drafts:?}): speculation did nothing"
     );
 }
 
@@ -272,7 +281,8 @@ fn sampled_sequences_under_speculation_follow_the_model() {
     // The first three tokens, sampled at temperature 1 with top-k 3 over many seeds: their joint
     // distribution must be the model's, computed exactly from its logits. The prompt holds the
     // likely next tokens, so that lookup drafts from the second token on.
-    let mut model = load_as(TINY, CpuDtype::F32);
+    let model = load_as(TINY, CpuDtype::F32);
+    let mut model = with_heads(model, &synthetic_heads(TINY, 2, 1999, 2));
     let mut prompt: Vec<u32> = vec![5, 17, 99];
     for _ in 0..12 {
         let next: Vec<u32> = dist(&mut model, &prompt).iter().map(|d| d.0).collect();
@@ -283,29 +293,46 @@ fn sampled_sequences_under_speculation_follow_the_model() {
         prompt.extend(missing);
     }
     let exact = exact_three(&mut model, &prompt);
-    let mut counts = vec![0usize; exact.len()];
-    let (mut drafted, n) = (0, 4000);
-    for seed in 0..n {
-        // Four tokens, so that the third may come from a draft too; the first three are counted.
-        let params = GenerateParams {
-            max_tokens: 4,
-            ignore_eos: true,
-            draft: Draft::PromptLookup,
-            ..top3(seed)
-        };
-        let (r, _) = run_ids(&mut model, &prompt, params);
-        drafted += r.metrics.drafted_tokens;
-        let at = exact.iter().position(|(s, _)| *s == r.tokens[..3]);
-        counts[at.unwrap_or_else(|| panic!("{:?} is outside the top-3 sets", r.tokens))] += 1;
-    }
-    assert!(
-        drafted > n as usize / 4,
-        "the drafter proposed too little to test ({drafted})"
-    );
-    eprintln!("{drafted} draft tokens over {n} generations of the prompt {prompt:?}");
     let p: Vec<f64> = exact.iter().map(|e| e.1).collect();
-    let (chi, df) = chi_square(&counts, &p);
-    assert!(chi < chi_square_limit(df), "chi² {chi} with {df} df");
+    for draft in [Draft::PromptLookup, Draft::Mtp] {
+        let mut counts = vec![0usize; exact.len()];
+        let (mut drafted, mut kept, n) = (0, 0, 4000);
+        for seed in 0..n {
+            // Four tokens, so that the third may come from a draft too; the first three count.
+            let params = GenerateParams {
+                max_tokens: 4,
+                ignore_eos: true,
+                draft,
+                ..top3(seed)
+            };
+            let (r, _) = run_ids(&mut model, &prompt, params.clone());
+            if seed < 20 {
+                let (again, _) = run_ids(&mut model, &prompt, params);
+                assert_eq!(
+                    again.tokens, r.tokens,
+                    "{draft:?}: seed {seed} did not repeat itself"
+                );
+            }
+            (drafted, kept) = (
+                drafted + r.metrics.drafted_tokens,
+                kept + r.metrics.accepted_draft_tokens,
+            );
+            let at = exact.iter().position(|(s, _)| *s == r.tokens[..3]);
+            counts[at.unwrap_or_else(|| panic!("{:?} is outside the top-3 sets", r.tokens))] += 1;
+        }
+        assert!(
+            drafted > n as usize / 4 && kept > 0,
+            "{draft:?}: the drafter proposed too little to test ({drafted} drafted, {kept} kept)"
+        );
+        eprintln!(
+            "{draft:?}: {drafted} draft tokens ({kept} kept) over {n} generations of {prompt:?}"
+        );
+        let (chi, df) = chi_square(&counts, &p);
+        assert!(
+            chi < chi_square_limit(df),
+            "{draft:?}: chi² {chi} with {df} df"
+        );
+    }
 }
 
 #[test]

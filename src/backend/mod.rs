@@ -191,6 +191,17 @@ impl Backend {
         }
     }
 
+    /// Row `r` of the last forward's final hidden state, after ln_f (what the output matrix
+    /// multiplies): of every row after `forward_rows`, else of the last row (row 0) — the
+    /// state multi-token prediction's heads guess from.
+    pub fn hidden(&self, r: usize) -> Result<&[f32]> {
+        let row = match self {
+            Backend::Cpu(b) => b.hidden(r),
+            Backend::WebGpu(b) => b.hidden(r),
+        };
+        row.ok_or_else(|| Error::State(format!("row {r} of the last forward's hidden state")))
+    }
+
     /// The logits the last forward returned, at the start of its buffer: the last position's
     /// (V) after `forward`, every row's after `forward_rows`.
     pub fn logits(&self) -> &[f32] {

@@ -160,6 +160,7 @@ fn drafter(arg: Option<&str>, model: &ModelArgs) -> CliResult<(gpt2_web::Draft, 
     match arg {
         None | Some("none") => Ok((gpt2_web::Draft::None, None)),
         Some("prompt-lookup") => Ok((gpt2_web::Draft::PromptLookup, None)),
+        Some("mtp") => Ok((gpt2_web::Draft::Mtp, None)),
         Some(dir) if Path::new(dir).join("config.json").is_file() || gpt2_web::weights::gguf::is_gguf_file(dir) => {
             let args = ModelArgs {
                 model: PathBuf::from(dir),
@@ -168,7 +169,7 @@ fn drafter(arg: Option<&str>, model: &ModelArgs) -> CliResult<(gpt2_web::Draft, 
             Ok((gpt2_web::Draft::Model, Some(args.load()?)))
         }
         Some(other) => Err(usage(format!(
-            "--draft {other}: neither prompt-lookup nor a model folder (with config.json) nor a GGUF file"
+            "--draft {other}: neither prompt-lookup, mtp, nor a model folder (with config.json) nor a GGUF file"
         ))),
     }
 }

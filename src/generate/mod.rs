@@ -274,6 +274,16 @@ impl Generation {
                 n, penalty, early, p.kv_cache,
             )))
         } else if p.draft != Draft::None {
+            if p.draft == Draft::Mtp && model.mtp.is_none() {
+                return Err(crate::Error::param(
+                    "draft",
+                    format!(
+                        "\"mtp\" needs multi-token prediction heads, and this model has none ({} beside \
+                         its weights, or mtp.* tensors in its GGUF file; tools/train_mtp_heads.py makes them)",
+                        crate::mtp::HEADS_FILE
+                    ),
+                ));
+            }
             let s = speculative::Speculative::new(p.draft, p.draft_tokens, &p.sampling())?;
             Strategy::Speculative(Box::new(s))
         } else {

@@ -170,7 +170,7 @@ impl OptionValue for Vec<String> {
 /// The JS API passes a loaded draft model as the model itself (`Gpt2`), which gpt2.js sends to
 /// the worker as `'model'`.
 impl OptionValue for Draft {
-    const TS: &'static str = "'prompt-lookup' | 'none' | Gpt2";
+    const TS: &'static str = "'prompt-lookup' | 'mtp' | 'none' | Gpt2";
     fn from_json(v: &Value) -> std::result::Result<Self, String> {
         match v.as_str() {
             Some("model") => Ok(Draft::Model),
@@ -301,7 +301,7 @@ generate_options! {
     ignore_eos "ignoreEos": bool = false, None;
     /// Time each phase of each CPU forward pass and return the sums as the result's profile (the GPU has none).
     profile "profile" [js]: bool = false, None;
-    /// Speculative decoding: 'prompt-lookup' drafts from n-grams of the prompt and the text so far, a loaded smaller GPT-2 of the same vocabulary drafts with the same sampler settings; one forward pass checks each draft, and the output is the same as without (greedy) or has the same distribution (sampling).
+    /// Speculative decoding: 'prompt-lookup' drafts from n-grams of the prompt and the text so far, 'mtp' from the model's own multi-token prediction heads (a model without them refuses it), a loaded smaller GPT-2 of the same vocabulary drafts with the same sampler settings; one forward pass checks each draft, and the output is the same as without (greedy) or has the same distribution (sampling).
     draft "draft": Draft = Draft::None, None;
     /// The most tokens one draft proposes (the length adapts below it).
     draft_tokens "draftTokens": usize = 8, closed(1.0, (crate::backend::MAX_VERIFY - 1) as f64);

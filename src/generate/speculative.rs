@@ -26,6 +26,9 @@ pub(super) struct Speculative {
     draft_sampler: Sampler,
     draft_fed: usize,
     q: Vec<Vec<f32>>,
+    /// With the model's heads: their guesses of the tokens after the last one, from the last
+    /// step's hidden state.
+    guesses: Vec<u32>,
     /// Tokens drafted, and how many of them the model kept.
     pub drafted: usize,
     pub accepted: usize,
@@ -47,6 +50,7 @@ impl Speculative {
             draft_sampler,
             draft_fed: 0,
             q: Vec::new(),
+            guesses: Vec::new(),
             drafted: 0,
             accepted: 0,
         })
@@ -76,6 +80,10 @@ impl Speculative {
         match (self.kind, draft_model) {
             (Draft::PromptLookup, _) => prompt_lookup(ids, k, &mut self.draft),
             (Draft::None, _) => self.draft.clear(),
+            (Draft::Mtp, _) => {
+                self.draft.clear();
+                self.draft.extend(self.guesses.iter().take(k));
+            }
             (Draft::Model, Some(dm)) => {
                 self.draft_with(dm, ids, model.config.vocab_size, k).await?
             }
@@ -136,6 +144,12 @@ impl Speculative {
                 break;
             }
             kept += 1;
+        }
+        if let (Draft::Mtp, Some(heads)) = (self.kind, &mut model.mtp) {
+            // The row whose logits gave the last token: its hidden state, the heads' input.
+            let row = if self.draft.is_empty() { 0 } else { r0 + kept };
+            let h = model.backend.hidden(row)?;
+            heads.guess(h, heads.len(), &mut self.guesses);
         }
         self.fed = ids.len() + kept;
         self.draft_fed = self.draft_fed.min(self.fed);

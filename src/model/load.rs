@@ -11,6 +11,7 @@ use crate::backend::{Backend, BackendChoice};
 use crate::budget::Footprint;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::mtp::MtpParts;
 use crate::tokenizer::Tokenizer;
 use crate::weights::files::Files;
 use crate::weights::shards::Index;
@@ -30,6 +31,9 @@ pub struct Loader {
     cpu_dtype: CpuDtype,
     files: Files,
     parts: Parts,
+    /// Multi-token prediction heads a GGUF file carries (`mtp.*`), and the file's name.
+    mtp: MtpParts,
+    weights_file: String,
     gpu_unavailable: Option<String>,
 }
 
@@ -110,6 +114,8 @@ impl Loader {
             tokenizer,
             cpu_dtype,
             parts,
+            mtp: MtpParts::default(),
+            weights_file: weights_file.to_string(),
             gpu_unavailable,
         })
     }
@@ -141,8 +147,9 @@ impl Loader {
 
     /// The next bytes of the weights file being read.
     pub fn push(&mut self, chunk: &[u8]) -> Result<()> {
-        let parts = &mut self.parts;
+        let (parts, mtp) = (&mut self.parts, &mut self.mtp);
         self.files.push(chunk, &mut |name, t| match parts {
+            _ if MtpParts::is_mtp(name) => mtp.add(name, t),
             Parts::Cpu(p) => p.add(name, t),
             Parts::Gpu(p) => p.add(name, t),
         })
@@ -163,6 +170,7 @@ impl Loader {
     /// stream ended early. `reload` is how a fall-back from the GPU reads the weights again.
     pub async fn finish(self, reload: Option<Reload>) -> Result<Model> {
         self.files.finish()?;
+        let mtp = self.mtp.finish(&self.weights_file, &self.config)?;
         let backend = match self.parts {
             Parts::Cpu(p) => Backend::Cpu(p.finish()?),
             Parts::Gpu(p) => Backend::WebGpu(p.finish().await?),
@@ -181,6 +189,7 @@ impl Loader {
             },
             epoch: 0,
             kv: Default::default(),
+            mtp,
         })
     }
 }
@@ -198,7 +207,11 @@ impl Model {
         Footprint::streamed_cpu(&self.config, self.cpu_dtype)?
             .check(crate::platform::memory_limit())?;
         let mut parts = CpuParts::new(&self.config, self.cpu_dtype);
-        let mut sink = |name: &str, t: crate::weights::TensorRef<'_>| parts.add(name, t);
+        // The heads were read with the model the first time; the backend's tensors again.
+        let mut sink = |name: &str, t: crate::weights::TensorRef<'_>| match name {
+            _ if MtpParts::is_mtp(name) => Ok(()),
+            _ => parts.add(name, t),
+        };
         match reload {
             Reload::Bytes(bytes) => files.push(&bytes, &mut sink)?,
             #[cfg(not(target_arch = "wasm32"))]

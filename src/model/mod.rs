@@ -48,6 +48,9 @@ pub struct Model {
     pub epoch: usize,
     /// The ids each KV cache slot holds (prefix caching); every forward below keeps it true.
     kv: prefix::KvHeld,
+    /// Multi-token prediction heads (`Draft::Mtp`), when the weights carry them (a GGUF file's
+    /// `mtp.*` tensors) or `mtp_heads.safetensors` lies beside them.
+    pub mtp: Option<crate::mtp::MtpHeads>,
 }
 
 impl Model {
@@ -138,14 +141,24 @@ impl Model {
                 loader.finish(Some(Reload::Files(paths.clone()))).await
             })
         };
-        match build(choice) {
+        let mut model = match build(choice) {
             Err(Error::Gpu(why)) if choice == BackendChoice::Auto => {
                 let mut model = build(BackendChoice::Cpu)?;
                 model.gpu_unavailable = Some(why);
-                Ok(model)
+                model
             }
-            other => other,
+            other => other?,
+        };
+        let heads = path.with_file_name(crate::mtp::HEADS_FILE);
+        if model.mtp.is_none() && heads.is_file() {
+            let bytes = read(&heads)?;
+            model.mtp = crate::mtp::MtpParts::from_safetensors(
+                crate::mtp::HEADS_FILE,
+                &bytes,
+                &model.config,
+            )?;
         }
+        Ok(model)
     }
 
     /// The loop's "predict": the logits of the last of `seq`, whose first `cached` ids the

@@ -372,6 +372,20 @@ impl Engine {
             .and_then(|st| st.model.gpu_unavailable.clone())
     }
 
+    /// The model's multi-token prediction heads: `{ heads, draftVocab }`, or `undefined` when
+    /// it has none (then `draft: 'mtp'` is refused).
+    #[wasm_bindgen(getter, js_name = mtpHeads)]
+    pub fn mtp_heads(&self) -> Result<JsValue, JsValue> {
+        let s = self.state.borrow();
+        let st = s.as_ref().ok_or_else(busy)?;
+        match &st.model.mtp {
+            Some(h) => {
+                to_js(&serde_json::json!({ "heads": h.len(), "draftVocab": h.draft_vocab() }))
+            }
+            None => Ok(JsValue::UNDEFINED),
+        }
+    }
+
     /// The GPU adapter in words (`undefined` on the CPU).
     #[wasm_bindgen(getter)]
     pub fn adapter(&self) -> Option<String> {

@@ -68,6 +68,12 @@ pub const WPE: &str = "wpe.weight";
 pub const WTE_GGUF: &str = "token_embd.weight";
 pub const HEAD_GGUF: &str = "output.weight";
 
+/// Whether a tensor is one of a model's multi-token prediction heads' (`crate::mtp`), which a
+/// file may carry beside GPT-2's own: `mtp.0.weight`, `mtp.draft_ids`, …
+pub fn is_mtp(name: &str) -> bool {
+    name.starts_with("mtp.")
+}
+
 /// The final LayerNorm.
 pub fn ln_f() -> Pair {
     pair("ln_f")

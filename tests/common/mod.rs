@@ -197,3 +197,70 @@ pub fn logits(model: &mut Model, ids: &[u32]) -> Vec<f32> {
         .unwrap()
         .to_vec()
 }
+
+/// An `mtp_heads.safetensors` for the model in `dir` (a folder with model.safetensors in f32):
+/// `k` heads whose weights are small seeded numbers (head 0 all zero: it guesses the model's own
+/// next token again), the first `n` ids as the draft vocabulary, their embedding rows.
+pub fn synthetic_heads(dir: &str, k: usize, n: usize, seed: u64) -> Vec<u8> {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+    let bytes = std::fs::read(root().join(dir).join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let wte = (st.tensors().into_iter())
+        .find(|(name, _)| name.ends_with("wte.weight"))
+        .unwrap()
+        .1;
+    assert_eq!(
+        wte.dtype(),
+        Dtype::F32,
+        "{dir}: synthetic heads need f32 weights"
+    );
+    let d = wte.shape()[1];
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut small = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.2
+    };
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for i in 0..k {
+        let w: Vec<f32> = (0..d * d)
+            .map(|_| if i == 0 { 0.0 } else { small() })
+            .collect();
+        tensors.push((format!("mtp.{i}.weight"), vec![d, d], f32s(&w)));
+        tensors.push((format!("mtp.{i}.bias"), vec![d], f32s(&vec![0.0; d])));
+    }
+    let ids: Vec<u8> = (0..n as i32).flat_map(|i| i.to_le_bytes()).collect();
+    tensors.push(("mtp.draft_ids".into(), vec![n], ids));
+    tensors.push((
+        "mtp.draft_embedding".into(),
+        vec![n, d],
+        wte.data()[..n * d * 4].to_vec(),
+    ));
+    let views: Vec<(String, TensorView)> = (tensors.iter())
+        .map(|(name, shape, data)| {
+            let dtype = if name == "mtp.draft_ids" {
+                Dtype::I32
+            } else {
+                Dtype::F32
+            };
+            (
+                name.clone(),
+                TensorView::new(dtype, shape.clone(), data).unwrap(),
+            )
+        })
+        .collect();
+    safetensors::serialize(views, None).unwrap()
+}
+
+/// `model` with the heads of `bytes` (an mtp_heads.safetensors).
+pub fn with_heads(mut model: Model, bytes: &[u8]) -> Model {
+    let config = model.config.clone();
+    model.mtp =
+        gpt2_web::mtp::MtpParts::from_safetensors("mtp_heads.safetensors", bytes, &config).unwrap();
+    model
+}

@@ -43,9 +43,10 @@ test('the site: a release folder named by its content, a hashed model, entry pag
     else assert.equal(copy, fs.readFileSync(path.join(WWW, f), 'utf8'), `${v}${f} differs from www/${f}`);
   }
   for (const b of ['pkg', 'pkg-relaxed', 'pkg-threads']) assert.ok(fs.existsSync(path.join(SITE, v, b, 'gpt2_web_bg.wasm')), `${b} missing`);
-  // The entry pages' local scripts and style sheets resolve, inside the folder.
+  // The entry pages' local scripts and style sheets resolve, inside the folder (links within the
+  // page, #fragment, are not files).
   for (const page of ENTRIES) {
-    const refs = [...fs.readFileSync(path.join(SITE, page), 'utf8').matchAll(/\b(?:src|href)="([^":]+)"/g)].map((m) => m[1]);
+    const refs = [...fs.readFileSync(path.join(SITE, page), 'utf8').matchAll(/\b(?:src|href)="([^":#][^":]*)"/g)].map((m) => m[1]);
     assert.ok(refs.length > 0, `${page} references nothing`);
     for (const r of refs) {
       assert.ok(r.startsWith(v), `${page} references ${r} outside ${v}`);

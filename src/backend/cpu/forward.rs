@@ -19,12 +19,12 @@ use crate::error::{Error, Result};
 /// Working buffers, grown to the longest batch seen and then reused.
 #[derive(Default)]
 pub(super) struct Scratch {
-    x: Vec<f32>,     // (T, C) the residual stream
-    h: Vec<f32>,     // (T, C) a LayerNorm's output, then a projection's
-    qkv: Vec<f32>,   // (T, 3C)
-    att: Vec<f32>,   // (T, C) attention output
-    mlp: Vec<f32>,   // (T, H)
-    heads: Vec<f32>, // (n_head, T, head_size) 8-bit attention's outputs, head by head
+    x: Vec<f32>,            // (T, C) the residual stream
+    pub(super) h: Vec<f32>, // (T, C) a LayerNorm's output, then a projection's; ln_f's rows after a pass
+    qkv: Vec<f32>,          // (T, 3C)
+    att: Vec<f32>,          // (T, C) attention output
+    mlp: Vec<f32>,          // (T, H)
+    heads: Vec<f32>,        // (n_head, T, head_size) 8-bit attention's outputs, head by head
     act: Q8Act,
 }
 

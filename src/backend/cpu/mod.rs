@@ -22,6 +22,7 @@ mod vmath;
 pub use forward::BatchRow;
 pub use parts::CpuParts;
 pub use profile::{Phase, Phases, Profile};
+pub use vmath::gemv;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -260,6 +261,13 @@ impl CpuBackend {
             CpuDtype::Q8 => 64,
             CpuDtype::F32 => matrix::GEMV_ROWS,
         }
+    }
+
+    /// Row `r` of the last forward's final hidden state (after ln_f): of every row after a
+    /// verification pass, else of each sequence's last row (row 0 for one sequence).
+    pub fn hidden(&self, r: usize) -> Option<&[f32]> {
+        let c = self.config.n_embd;
+        self.scratch.h.get(r * c..(r + 1) * c)
     }
 
     /// How many rows of a verification pass's head to compute at once: the rows the q8 kernel

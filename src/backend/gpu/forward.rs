@@ -84,18 +84,28 @@ impl GpuBackend {
         }
         let rows = if all { t } else { 1 };
         let floats = rows * v;
+        let hidden = rows * c; // ln_f's rows, after the logits in the same readback
         enc.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (floats * 4) as u64);
+        enc.copy_buffer_to_buffer(
+            &self.xn,
+            0,
+            &self.staging,
+            (floats * 4) as u64,
+            (hidden * 4) as u64,
+        );
         q.submit([enc.finish()]);
         let verdict = scopes.close("running the model on the GPU");
-        if self.logits_host.len() < floats {
-            self.logits_host.resize(floats, 0.0);
-        }
+        self.logits_host.resize(floats + hidden, 0.0);
         let read = self
             .ctx
-            .read_f32(&self.staging, &mut self.logits_host[..floats])
+            .read_f32(&self.staging, &mut self.logits_host)
             .await;
         verdict.await?;
         read?;
+        self.hidden_host.clear();
+        self.hidden_host
+            .extend_from_slice(&self.logits_host[floats..]);
+        self.logits_host.truncate(floats);
         self.dispatches = n;
         Ok(&self.logits_host[..floats])
     }

@@ -195,7 +195,7 @@ impl Builder<'_> {
             logits,
             staging,
         } = a;
-        let mut buffers = vec![wpe, x, xn, qkv, att, fc];
+        let mut buffers = vec![wpe, x, qkv, att, fc];
         buffers.extend([s.ln_rows, s.ln_last, s.kv_dims, s.c_attn]);
         buffers.extend([s.attn_c_proj, s.c_fc, s.mlp_c_proj]);
         buffers.extend(ln_f_bufs);
@@ -213,6 +213,8 @@ impl Builder<'_> {
             ids,
             logits,
             staging,
+            xn,
+            hidden_host: Vec::new(),
             _buffers: buffers,
             dispatches: 0,
             slots: Vec::new(),
@@ -232,7 +234,8 @@ impl Builder<'_> {
             att: ctx.storage("att", f32s(n_ctx * c)),
             fc: ctx.storage("fc", f32s(n_ctx * cfg.n_inner)),
             logits: ctx.storage("logits", f32s(MAX_VERIFY * cfg.vocab_size)),
-            staging: ctx.staging("logits staging", f32s(MAX_VERIFY * cfg.vocab_size)),
+            // The logits, then the final hidden rows (multi-token prediction's heads read them).
+            staging: ctx.staging("logits staging", f32s(MAX_VERIFY * (cfg.vocab_size + c))),
         }
     }
 

@@ -65,8 +65,10 @@ pub struct GpuBackend {
     step: wgpu::Buffer,          // uniform Step: T, pos
     ids: wgpu::Buffer,           // (n_ctx,) u32
     logits: wgpu::Buffer,        // (MAX_VERIFY, V)
-    staging: wgpu::Buffer,       // (MAX_VERIFY, V) mappable copy of logits
+    staging: wgpu::Buffer,       // (MAX_VERIFY, V + C) mappable copy of logits, then xn's rows
     logits_host: Vec<f32>,       // (rows, V) of the last forward
+    xn: wgpu::Buffer,            // (n_ctx, C) LayerNorm output: ln_f's rows after a forward
+    hidden_host: Vec<f32>,       // (rows, C): the last forward's final hidden rows (after ln_f)
     _buffers: Vec<wgpu::Buffer>, // wpe, activations, uniforms: kept for the bind groups
     dispatches: usize,
     /// The KV caches of several sequences (beam search), slot × layer × [k, v]; empty with one.
@@ -123,6 +125,13 @@ impl GpuBackend {
         self.logits_host.get(from * v..to * v).ok_or_else(|| {
             crate::error::Error::State(format!("rows {from}..{to} were not computed"))
         })
+    }
+
+    /// Row `r` of the last forward's final hidden state (after ln_f): of every row after a
+    /// verification pass, else of its last row (row 0).
+    pub fn hidden(&self, r: usize) -> Option<&[f32]> {
+        let c = self.config.n_embd;
+        self.hidden_host.get(r * c..(r + 1) * c)
     }
 
     /// Destroys the device, as a driver reset would; later forwards fail with `Error::Gpu`.

@@ -15,10 +15,11 @@ pub struct BenchCmd {
     /// Prompt length (default: 16, or a quarter of a smaller context)
     #[arg(long)]
     prompt_tokens: Option<usize>,
-    /// Instead of the length lab: each prompt of --prompts plain and with this drafter
-    /// (prompt-lookup or a draft model's folder; greedy), tokens per forward and the ratio
-    #[arg(long, value_name = "prompt-lookup|DIR")]
-    draft: Option<String>,
+    /// Instead of the length lab: each prompt of --prompts plain and with each of these drafters
+    /// (comma-separated: prompt-lookup, mtp — the model's heads —, or a draft model's folder;
+    /// greedy), tokens per forward and the ratio, a table each
+    #[arg(long, value_name = "prompt-lookup,mtp,DIR", value_delimiter = ',')]
+    draft: Vec<String>,
     /// The speculative benchmark's prompts: {"prompts": [{"name", "kind", "prompt"}]}
     #[arg(
         long,
@@ -49,8 +50,8 @@ impl BenchCmd {
                 "--lengths needs positive whole numbers, e.g. 10,40,80,160",
             ));
         }
-        if let Some(d) = &self.draft {
-            return self.speculative(d);
+        if !self.draft.is_empty() {
+            return self.speculative();
         }
         if !self.batch.is_empty() {
             let max = gpt2_web::generate::MAX_BATCH;
@@ -93,7 +94,7 @@ impl BenchCmd {
 }
 
 impl BenchCmd {
-    fn speculative(&self, draft: &str) -> CliResult<()> {
+    fn speculative(&self) -> CliResult<()> {
         #[derive(serde::Deserialize)]
         struct Prompts {
             prompts: Vec<gpt2_web::bench::SpecPrompt>,
@@ -103,29 +104,40 @@ impl BenchCmd {
             std::fs::read(p).map_err(|e| usage(format!("--prompts {}: {e}", p.display())))?;
         let prompts: Prompts = serde_json::from_slice(&bytes)
             .map_err(|e| usage(format!("--prompts {}: {e}", p.display())))?;
-        let (kind, mut draft_model) = drafter(Some(draft), &self.model)?;
-        if kind == gpt2_web::Draft::None {
-            return Err(usage("--draft none has nothing to compare"));
-        }
         let mut model = self.model.load()?;
-        let runs = gpt2_web::bench::speculative(
-            &mut model,
-            draft_model.as_mut(),
-            &prompts.prompts,
-            kind,
-            self.tokens,
-            3,
-        )?;
-        if self.json {
-            return emit(to_json(&runs)?);
+        let (mut tables, mut all) = (Vec::new(), serde_json::Map::new());
+        for draft in &self.draft {
+            let (kind, mut draft_model) = drafter(Some(draft), &self.model)?;
+            if kind == gpt2_web::Draft::None {
+                return Err(usage("--draft none has nothing to compare"));
+            }
+            let runs = gpt2_web::bench::speculative(
+                &mut model,
+                draft_model.as_mut(),
+                &prompts.prompts,
+                kind,
+                self.tokens,
+                3,
+            )?;
+            all.insert(
+                draft.clone(),
+                serde_json::to_value(&runs).map_err(|e| usage(e.to_string()))?,
+            );
+            tables.push(format!(
+                "backend {} ({} weights) | greedy, {} new tokens, plain vs {draft}, median of 3\n\n{}",
+                model.backend.name(),
+                model.backend.dtype_name(),
+                self.tokens,
+                gpt2_web::bench::speculative_table(&runs).trim_end()
+            ));
         }
-        emit(format!(
-            "backend {} ({} weights) | greedy, {} new tokens, plain vs {}, median of 3\n\n{}",
-            model.backend.name(),
-            model.backend.dtype_name(),
-            self.tokens,
-            draft,
-            gpt2_web::bench::speculative_table(&runs).trim_end()
-        ))
+        if self.json {
+            // One drafter: its runs as before; several: the runs by drafter.
+            return match (self.draft.len(), all.values().next()) {
+                (1, Some(runs)) => emit(runs.to_string()),
+                _ => emit(serde_json::Value::Object(all).to_string()),
+            };
+        }
+        emit(tables.join("\n\n"))
     }
 }

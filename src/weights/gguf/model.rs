@@ -183,6 +183,25 @@ impl Gguf {
                 }
             }
         }
+        // Multi-token prediction heads (crate::mtp) ride along under their own names.
+        for t in self.tensors.iter().filter(|t| table::is_mtp(&t.name)) {
+            let dtype: DiskDtype = (t.dtype.clone())
+                .map_err(|e| self.error(format!("tensor \"{}\" has type {e}", t.name)))?;
+            let shape = match t.ne[..] {
+                [n] | [n, 1] => [1, n as usize],
+                [cols, rows] => [rows as usize, cols as usize],
+                _ => return Err(self.error(format!("tensor \"{}\" has shape {:?}", t.name, t.ne))),
+            };
+            tensors.push(TensorInfo {
+                name: t.name.clone(),
+                stored: t.name.clone(),
+                dtype,
+                shape,
+                transposed: false,
+                start: t.start,
+                end: t.end,
+            });
+        }
         tensors.sort_by_key(|t| t.start);
         if let Some(w) = tensors.windows(2).find(|w| w[1].start < w[0].end) {
             return Err(invalid(

@@ -1,0 +1,241 @@
+//! Multi-token prediction heads (Medusa-1, Cai et al. 2024): small layers on the model's last
+//! hidden state that guess the tokens after the next one, the draft of `Draft::Mtp`. One forward
+//! pass then checks the guesses as it checks any draft (`generate::speculative`), so the output
+//! is exactly the plain loop's (greedy) or distributed as it (sampling).
+//!
+//! Head i, on the final hidden state h of a position (after ln_f: what the tied output matrix
+//! multiplies), guesses the token i + 2 positions on: z = W_i h + b_i, h' = h + SiLU(z), and the
+//! guess is the most likely of the draft vocabulary under E h', E the embedding rows of the N
+//! draft ids (FR-Spec, 2025: the most frequent tokens; on a small model the 50257-wide output
+//! product is most of a step, so a head over the whole vocabulary would cost about a step). The
+//! heads' products are one multi-row product over E. The heads come in `mtp_heads.safetensors`
+//! beside a model's weights, or inside its GGUF file (docs/formats.md; made by
+//! tools/train_mtp_heads.py): tensors `mtp.{i}.weight` (d, d), `mtp.{i}.bias` (d),
+//! `mtp.draft_ids` (N; ids stored as numbers) and `mtp.draft_embedding` (N, d).
+
+use crate::backend::cpu::gemv;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::weights::TensorRef;
+use std::collections::BTreeMap;
+
+/// The heads' file beside a model's weights.
+pub const HEADS_FILE: &str = "mtp_heads.safetensors";
+
+/// The most heads a file may have (a draft longer than this rarely survives verification).
+pub const MAX_HEADS: usize = 8;
+
+/// Trained heads and their draft vocabulary, with the scratch their guesses use.
+pub struct MtpHeads {
+    d: usize,
+    /// (W (d, d) row-major (out, in), b (d)) of each head.
+    heads: Vec<(Vec<f32>, Vec<f32>)>,
+    ids: Vec<u32>,
+    /// (N, d): the draft vocabulary's embedding rows.
+    emb: Vec<f32>,
+    rows: Vec<f32>,
+    z: Vec<f32>,
+    logits: Vec<f32>,
+}
+
+impl std::fmt::Debug for MtpHeads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "MtpHeads({} heads, {} draft ids)",
+            self.heads.len(),
+            self.ids.len()
+        )
+    }
+}
+
+/// The heads' tensors as they arrive (a GGUF file's `mtp.*`, or `mtp_heads.safetensors`'s), as
+/// f32 by name, checked and assembled by `finish`.
+#[derive(Default)]
+pub struct MtpParts {
+    tensors: BTreeMap<String, ([usize; 2], Vec<f32>)>,
+}
+
+impl MtpParts {
+    /// Whether a tensor of a weights file is one of the heads'.
+    pub fn is_mtp(name: &str) -> bool {
+        crate::weights::table::is_mtp(name)
+    }
+
+    /// One tensor (its values as f32; `shape` rows, columns; (1, n) for a vector).
+    pub fn add(&mut self, name: &str, t: TensorRef) -> Result<()> {
+        let shape = if t.transposed {
+            [t.shape[1], t.shape[0]]
+        } else {
+            t.shape
+        };
+        let values = (0..t.len()).map(|i| t.stored_value(i)).collect();
+        self.tensors.insert(name.to_string(), (shape, values));
+        Ok(())
+    }
+
+    /// The heads, checked against `config`; `None` when the file had none. Errors name `file`.
+    pub fn finish(mut self, file: &str, config: &Config) -> Result<Option<MtpHeads>> {
+        if self.tensors.is_empty() {
+            return Ok(None);
+        }
+        let bad =
+            |why: String| Error::weights(file, format!("its multi-token prediction heads: {why}"));
+        let (d, vocab) = (config.n_embd, config.vocab_size);
+        let k = (0..=MAX_HEADS)
+            .take_while(|i| self.tensors.contains_key(&format!("mtp.{i}.weight")))
+            .count();
+        if k == 0 || k > MAX_HEADS {
+            return Err(bad(format!(
+                "{k} heads (mtp.0.weight, mtp.1.weight, …); a file has 1 to {MAX_HEADS}"
+            )));
+        }
+        // (rows, values) of a tensor of `cols` columns (a vector: its length, any `cols`; `rows`
+        // None: any number of rows).
+        let mut take = |name: &str, rows: Option<usize>, cols: Option<usize>| {
+            let (shape, v) = (self.tensors.remove(name))
+                .ok_or_else(|| bad(format!("tensor \"{name}\" is missing")))?;
+            let vector = shape[0] == 1 || shape[1] == 1;
+            let [r, c] = if vector && rows == Some(1) {
+                [1, v.len()]
+            } else {
+                shape
+            };
+            if rows.is_some_and(|n| n != r) || cols.is_some_and(|n| n != c) || v.is_empty() {
+                let want = |n: Option<usize>| n.map_or("N".into(), |n| n.to_string());
+                return Err(bad(format!(
+                    "tensor \"{name}\" has shape {shape:?}, expected [{}, {}]",
+                    want(rows),
+                    want(cols)
+                )));
+            }
+            if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+                return Err(bad(format!("tensor \"{name}\" holds {} at {i}", v[i])));
+            }
+            Ok((r, v))
+        };
+        let mut heads = Vec::new();
+        for i in 0..k {
+            let (_, w) = take(&format!("mtp.{i}.weight"), Some(d), Some(d))?;
+            let (_, b) = take(&format!("mtp.{i}.bias"), Some(1), Some(d))?;
+            heads.push((w, b));
+        }
+        let (_, ids) = take("mtp.draft_ids", Some(1), None)?;
+        let n = ids.len();
+        let ids = (ids.iter().enumerate())
+            .map(|(i, &x)| match x {
+                x if x >= 0.0 && x.fract() == 0.0 && (x as usize) < vocab => Ok(x as u32),
+                x => Err(bad(format!(
+                    "mtp.draft_ids[{i}] = {x} is not a token id below {vocab}"
+                ))),
+            })
+            .collect::<Result<Vec<u32>>>()?;
+        let (_, emb) = take("mtp.draft_embedding", Some(n), Some(d))?;
+        if let Some(extra) = self.tensors.keys().next() {
+            return Err(bad(format!("tensor \"{extra}\" is not one of theirs")));
+        }
+        Ok(Some(MtpHeads {
+            d,
+            heads,
+            ids,
+            emb,
+            rows: Vec::new(),
+            z: vec![0.0; d],
+            logits: Vec::new(),
+        }))
+    }
+
+    /// The heads of `mtp_heads.safetensors` (its bytes; errors name `file`).
+    pub fn from_safetensors(file: &str, bytes: &[u8], config: &Config) -> Result<Option<MtpHeads>> {
+        let st = safetensors::SafeTensors::deserialize(bytes)
+            .map_err(|e| Error::weights(file, format!("it is not a safetensors file: {e}")))?;
+        let mut parts = MtpParts::default();
+        for (name, view) in st.tensors() {
+            let shape = match view.shape() {
+                [n] => [1, *n],
+                [r, c] => [*r, *c],
+                other => {
+                    return Err(Error::weights(
+                        file,
+                        format!("tensor \"{name}\" has shape {other:?}"),
+                    ))
+                }
+            };
+            let data = view.data();
+            let values: Vec<f32> = match view.dtype() {
+                safetensors::Dtype::F32 => (data.chunks_exact(4))
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+                safetensors::Dtype::F16 => (data.chunks_exact(2))
+                    .map(|b| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32())
+                    .collect(),
+                safetensors::Dtype::I32 => (data.chunks_exact(4))
+                    .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f32)
+                    .collect(),
+                other => {
+                    return Err(Error::weights(
+                        file,
+                        format!("tensor \"{name}\" is {other:?}; heads are F32, F16 or I32"),
+                    ))
+                }
+            };
+            parts.tensors.insert(name, (shape, values));
+        }
+        parts.finish(file, config)
+    }
+}
+
+impl MtpHeads {
+    /// How many heads: the longest draft they make.
+    pub fn len(&self) -> usize {
+        self.heads.len()
+    }
+
+    /// Whether there are no heads (never: `finish` refuses a file without any).
+    pub fn is_empty(&self) -> bool {
+        self.heads.is_empty()
+    }
+
+    /// The draft vocabulary's size.
+    pub fn draft_vocab(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Bytes the heads hold.
+    pub fn bytes(&self) -> usize {
+        4 * (self
+            .heads
+            .iter()
+            .map(|(w, b)| w.len() + b.len())
+            .sum::<usize>()
+            + self.emb.len())
+            + 4 * self.ids.len()
+    }
+
+    /// The first `k` heads' guesses (at most `len`) from `h`, a position's final hidden state:
+    /// the tokens 2, 3, … positions after it, into `out`.
+    pub fn guess(&mut self, h: &[f32], k: usize, out: &mut Vec<u32>) {
+        out.clear();
+        let (d, k) = (self.d, k.min(self.heads.len()));
+        if k == 0 || h.len() != d {
+            return;
+        }
+        self.rows.clear();
+        for (w, b) in &self.heads[..k] {
+            gemv(h, d, w, Some(b), &mut self.z);
+            // h + SiLU(z)
+            (self.rows).extend(
+                h.iter()
+                    .zip(&self.z)
+                    .map(|(h, z)| h + z / (1.0 + (-z).exp())),
+            );
+        }
+        let n = self.ids.len();
+        self.logits.resize(k * n, 0.0);
+        gemv(&self.rows, d, &self.emb, None, &mut self.logits);
+        for row in self.logits.chunks_exact(n) {
+            let best = crate::sampling::argmax(row) as usize;
+            out.push(self.ids[best]);
+        }
+    }
+}
