@@ -20,7 +20,12 @@
       Q8_0 too (llama.cpp's converter keeps it F32; any reader takes either). The demo model's
       www/models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf is
           python3 tools/make_gguf.py --model www/models/gpt2-shakespeare --type Q8_0 --q7 \
-              --no-output --out www/models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf
+              --no-output --mtp --out www/models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf
+      --mtp carries DIR/mtp_heads.safetensors (tools/train_mtp_heads.py: multi-token prediction
+      heads) under the same names and types: mtp.{i}.weight F16 (d, d), mtp.{i}.bias F32,
+      mtp.draft_ids F32 (ids are exact in it), mtp.draft_embedding F16 (N, d); and their count, draft
+      vocabulary and held-out agreement (a JSON list) as gpt2web.mtp.heads, gpt2web.mtp.draft_vocab
+      and gpt2web.mtp.agreement (a string).
 
   python3 tools/make_gguf.py --blocks DIR
       For the dequantizer tests (tests/gguf.rs): DIR/<type>.bin, 64 blocks of random bytes of
@@ -145,7 +150,31 @@ def quantize(values, name, q7=False):
     return q.reshape(rows, -1)
 
 
-def write_model(model, ty, out, output_type, output=True, q7=False):
+def add_mtp(w, model, n_embd):
+    """The heads of DIR/mtp_heads.safetensors, copied as they are (see --mtp)."""
+    from safetensors import safe_open
+    path = os.path.join(model, 'mtp_heads.safetensors')
+    if not os.path.exists(path):
+        sys.exit(f'--mtp: there is no {path} (tools/train_mtp_heads.py makes it)')
+    with safe_open(path, 'np') as f:
+        meta = f.metadata() or {}
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    if meta.get('format') != 'gpt2-web-mtp' or int(meta.get('n_embd', -1)) != n_embd:
+        sys.exit(f'--mtp: {path} is not gpt2-web-mtp heads for n_embd {n_embd}')
+    k = int(meta['heads'])
+    w.add_uint32('gpt2web.mtp.heads', k)
+    w.add_uint32('gpt2web.mtp.draft_vocab', int(meta['draft_vocab']))
+    w.add_string('gpt2web.mtp.agreement', meta['agreement'])
+    for i in range(k):
+        w.add_tensor(f'mtp.{i}.weight', tensors[f'mtp.{i}.weight'].astype(np.float16))  # (out, in)
+        w.add_tensor(f'mtp.{i}.bias', tensors[f'mtp.{i}.bias'].astype(np.float32))
+    # The ids as F32 (exact below 2^24): readers of GPT-2's GGUF types need no integer type for them.
+    w.add_tensor('mtp.draft_ids', tensors['mtp.draft_ids'].astype(np.float32))
+    w.add_tensor('mtp.draft_embedding', tensors['mtp.draft_embedding'].astype(np.float16))
+    return k
+
+
+def write_model(model, ty, out, output_type, output=True, q7=False, mtp=False):
     from safetensors.numpy import load_file
     config = json.load(open(os.path.join(model, 'config.json')))
     tok = json.load(open(os.path.join(model, 'tokenizer.json')))
@@ -209,12 +238,14 @@ def write_model(model, ty, out, output_type, output=True, q7=False):
             else:  # Conv1D (in, out) → (out, in), as llama.cpp's converter
                 matrix(f'blk.{i}.{ll}.weight', np.ascontiguousarray(weight.T), ty)
             vector(f'blk.{i}.{ll}.bias', bias)
+    heads = add_mtp(w, model, n_embd) if mtp else 0
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     print(f'{out}: {os.path.getsize(out) / 1e6:.1f} MB ({ty}' + (', values within ±63' if q7 else '')
-          + (f', output {output_type}' if output_type and output_type != ty else '') + ')')
+          + (f', output {output_type}' if output_type and output_type != ty else '')
+          + (f', {heads} multi-token prediction heads' if heads else '') + ')')
 
 
 def write_blocks(out):
@@ -246,6 +277,8 @@ def main():
                    help='leave out output.weight (optional: the head is then token_embd itself); a smaller file')
     p.add_argument('--q7', action='store_true',
                    help='Q8_0 with every value within -63..=63: the CPU kernels\' own form, copied at load')
+    p.add_argument('--mtp', action='store_true',
+                   help='carry the multi-token prediction heads of DIR/mtp_heads.safetensors')
     p.add_argument('--out')
     p.add_argument('--blocks')
     a = p.parse_args()
@@ -255,7 +288,7 @@ def main():
         write_blocks(a.blocks)
     elif a.model and a.type:
         write_model(a.model, a.type, a.out or os.path.join(a.model, f'model-{a.type}.gguf'), a.output_type,
-                    not a.no_output, a.q7)
+                    not a.no_output, a.q7, a.mtp)
     else:
         p.error('give --model DIR --type TYPE, or --blocks DIR')
 

@@ -32,7 +32,7 @@ export const BUILDS = {
 
 // Not a literal on purpose: bundlers leave it alone (the npm package ships no demo model).
 // One GGUF file in 8 bits (Q8_0 within ±63, the CPU kernels' own form: copied at load, never
-// rounded again), its tokenizer in its header: 18.9 MB in one request where the f16 folder is
+// rounded again), its tokenizer and MTP heads in it: 20.4 MB in one request where the f16 folder is
 // 32.2 MB of weights plus config.json and tokenizer.json (README "The demo model").
 const DEMO_PATH = '../models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf';
 
