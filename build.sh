@@ -164,6 +164,8 @@ run_tests() {
   done
   apt_install chromium mesa-vulkan-drivers firefox-esr webkit2gtk-driver xvfb
   need_node_modules
+  # tests/mtp.rs runs tools/train_mtp_heads.py for a few steps: numpy and safetensors.
+  python3 -c 'import numpy, safetensors' 2>/dev/null || python3 -m pip install --quiet numpy safetensors
   say "cargo fmt --check"
   cargo fmt --all -- --check
   say "cargo clippy (native)"
@@ -266,6 +268,12 @@ bench() {
   # Batching: B sequences per step against one, natively and in Chromium (tools/bench_batch.mjs).
   "$CARGO_TARGET_DIR/release/gpt2" bench --model "$model" --backend cpu --batch 1,2,4,8 --tokens 32
   node tools/bench_batch.mjs --model "$model"
+  echo
+  # More than one token per step: the demo model's drafters (prompt lookup, its heads), natively
+  # and in Chromium, on tools/speculative_prompts.json.
+  "$CARGO_TARGET_DIR/release/gpt2" bench --model www/models/gpt2-shakespeare --backend cpu --dtype q8 \
+    --draft prompt-lookup,mtp --tokens 128
+  node tools/bench_speculative.mjs --model www/models/gpt2-shakespeare --drafts prompt-lookup,mtp
   echo
   # The q8 bandwidth bound the lab printed, for the browser's decode to be measured against.
   bound=$(sed -n 's/.*bandwidth bound \([0-9.]*\) ms\/token.*/\1/p' "$lab.q8" | head -1)

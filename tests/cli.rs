@@ -372,7 +372,7 @@ fn generate_with_a_draft_prints_the_plain_text_and_counts_model_steps() {
         "--json",
     ];
     let plain = stdout_json_lines(&gpt2(&base)).pop().unwrap();
-    for draft in ["prompt-lookup", DEMO] {
+    for draft in ["prompt-lookup", "mtp", DEMO] {
         let args = [&base[..], &["--draft", draft]].concat();
         let lines = stdout_json_lines(&gpt2(&args));
         let last = lines.last().unwrap();
@@ -393,7 +393,7 @@ fn generate_with_a_draft_prints_the_plain_text_and_counts_model_steps() {
     let bad = gpt2(&[&base[..], &["--draft", "no/such/dir"]].concat());
     assert_eq!(bad.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&bad.stderr).contains("neither prompt-lookup nor a model folder")
+        String::from_utf8_lossy(&bad.stderr).contains("neither prompt-lookup, mtp, a model folder")
     );
 }
 

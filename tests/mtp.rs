@@ -64,7 +64,7 @@ fn broken_heads_files_are_sentences_naming_the_file_and_what_is_wrong() {
     // The good file's tensors with one replaced (an f32 one added if new), or dropped (None).
     let remake = |name: &str, with: Option<(Vec<usize>, Vec<u8>)>| -> Vec<u8> {
         let mut out: Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
-        if let (false, Some((shape, data))) = (st.names().iter().any(|n| *n == name), &with) {
+        if let (false, Some((shape, data))) = (st.names().contains(&name), &with) {
             out.push((
                 name.to_string(),
                 safetensors::Dtype::F32,

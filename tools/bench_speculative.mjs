@@ -1,16 +1,20 @@
 // The speculative-decoding benchmark in the browser: each prompt of tools/speculative_prompts.json
-// through the public JS API (gpt2.js) in headless Chromium, one thread, greedy, plain and with
-// `draft: 'prompt-lookup'` back to back; tokens per model forward and the wall-clock ratio.
+// through the public JS API (gpt2.js) in each engine (headless Chromium, Firefox, WebKitGTK), one
+// thread, greedy, plain and with each drafter (`draft: 'prompt-lookup'`, `'mtp'`: the model's heads)
+// back to back; tokens per model forward and the wall-clock ratio.
 //
 //   node tools/bench_speculative.mjs [--model www/models/gpt2-shakespeare] [--dtype q8]
-//                                    [--tokens 128] [--runs 3] [--json FILE]
+//        [--drafts prompt-lookup,mtp] [--engines chromium,firefox,webkit] [--tokens 128] [--runs 3] [--json FILE]
 //
-// Times are taken in the page from the generate call to its result; medians over the runs after a
-// warm-up. The two texts must be identical (greedy), or the run fails. Nothing leaves 127.0.0.1.
+// The model folder's GGUF file is loaded when it has one (it carries the heads; the demo model's
+// does), else its safetensors. Times are taken in the page from the generate call to its result;
+// medians over the runs after a warm-up. The texts must be identical (greedy), or the run fails.
+// Nothing leaves 127.0.0.1.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT, launch, startServer } from '../tests/e2e/harness.mjs';
+import { ROOT, startServer } from '../tests/e2e/harness.mjs';
+import { ALL_ENGINES, launchEngine } from '../tests/e2e/engines.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -22,6 +26,12 @@ const DTYPE = opt('--dtype', 'q8');
 const TOKENS = Number(opt('--tokens', '128'));
 const RUNS = Number(opt('--runs', '3'));
 const JSON_OUT = opt('--json', null);
+const DRAFTS = opt('--drafts', 'prompt-lookup,mtp').split(',');
+const ENGINE_NAMES = opt('--engines', 'chromium').split(',');
+for (const e of ENGINE_NAMES) {
+  if (!ALL_ENGINES.includes(e)) throw new Error(`--engines: unknown engine "${e}"; choose from ${ALL_ENGINES.join(', ')}`);
+}
+const GGUF = fs.readdirSync(MODEL).find((f) => f.endsWith('.gguf'));
 const { prompts } = JSON.parse(fs.readFileSync(path.join(ROOT, 'tools/speculative_prompts.json'), 'utf8'));
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'gpt2-spec-'));
@@ -32,70 +42,84 @@ fs.mkdirSync(path.join(root, 'models'));
 fs.symlinkSync(MODEL, path.join(root, 'models/bench'));
 fs.writeFileSync(path.join(root, 'bench.html'), '<!doctype html><meta charset="utf-8"><title>bench</title>\n');
 
-/** Runs in the page: every prompt plain and speculative, `runs` times each after a warm-up. */
-async function inPage({ prompts, dtype, tokens, runs }) {
+/** Runs in the page: loads the model once (kept on the page for `onePrompt`). */
+async function loadInPage({ dtype, file }) {
   const { Gpt2 } = await import('/gpt2.js');
-  const model = await Gpt2.load({ model: 'models/bench/', backend: 'cpu', dtype, threads: 1 });
+  globalThis.benchModel = await Gpt2.load({ model: `models/bench/${file}`, backend: 'cpu', dtype, threads: 1 });
+  return true;
+}
+
+/** Runs in the page: one prompt plain and with `draft`, `runs` times each after a warm-up. */
+async function onePrompt({ prompt, draft, tokens, runs }) {
+  const model = globalThis.benchModel;
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-  const one = async (prompt, draft) => {
+  const one = async (d) => {
     const t0 = performance.now();
-    const r = await model.generate(prompt, { maxTokens: tokens, temperature: 0, ignoreEos: true, prefixCache: false, draft });
+    const r = await model.generate(prompt, { maxTokens: tokens, temperature: 0, ignoreEos: true, prefixCache: false, draft: d });
     return { ms: performance.now() - t0, r };
   };
-  const out = [];
-  for (const p of prompts) {
-    await one(p.prompt, 'prompt-lookup'); // warm-up
-    const plain = [];
-    const spec = [];
-    let last;
-    for (let i = 0; i < runs; i++) {
-      const a = await one(p.prompt, 'none');
-      const b = await one(p.prompt, 'prompt-lookup');
-      plain.push(a.ms);
-      spec.push(b.ms);
-      last = { a: a.r, b: b.r };
-    }
-    out.push({
-      name: p.name, kind: p.kind, tokens: last.b.tokens.length, forwards: last.b.metrics.targetForwards,
-      plainMs: median(plain), specMs: median(spec),
-      identical: JSON.stringify(last.a.tokens) === JSON.stringify(last.b.tokens),
-    });
+  await one(draft); // warm-up
+  const plain = [];
+  const spec = [];
+  let last;
+  for (let i = 0; i < runs; i++) {
+    const a = await one('none');
+    const b = await one(draft);
+    plain.push(a.ms);
+    spec.push(b.ms);
+    last = { a: a.r, b: b.r };
   }
-  model.dispose();
-  return out;
+  return {
+    tokens: last.b.tokens.length, forwards: last.b.metrics.targetForwards,
+    plainMs: median(plain), specMs: median(spec),
+    identical: JSON.stringify(last.a.tokens) === JSON.stringify(last.b.tokens),
+  };
 }
 
 const server = await startServer({ root, args: ['--follow-links'] });
-const browser = await launch();
-let rows;
+const rows = [];
+const versions = [];
 try {
-  const context = await browser.newContext();
-  await context.route('**/*', (route) => {
-    const u = new URL(route.request().url());
-    if (u.hostname === '127.0.0.1' || ['data:', 'blob:'].includes(u.protocol)) return route.continue();
-    return route.abort();
-  });
-  const page = await context.newPage();
-  await page.goto(`${server.origin}/bench.html`);
-  rows = await page.evaluate(inPage, { prompts, dtype: DTYPE, tokens: TOKENS, runs: RUNS });
+  for (const name of ENGINE_NAMES) {
+    const engine = await launchEngine(name);
+    versions.push(engine.version);
+    try {
+      const page = await engine.newPage();
+      await page.goto(`${server.origin}/bench.html`);
+      await page.evaluate(loadInPage, { dtype: DTYPE, file: GGUF ?? '' });
+      for (const draft of DRAFTS) {
+        for (const p of prompts) {
+          const r = await page.evaluate(onePrompt, { prompt: p.prompt, draft, tokens: TOKENS, runs: RUNS });
+          rows.push({ engine: name, draft, name: p.name, kind: p.kind, ...r });
+        }
+      }
+      await page.close();
+    } finally {
+      await engine.close();
+    }
+  }
 } finally {
-  await browser.close();
   await server.close();
   fs.rmSync(root, { recursive: true, force: true });
 }
-const wrong = rows.filter((r) => !r.identical).map((r) => r.name);
+const wrong = rows.filter((r) => !r.identical).map((r) => `${r.engine} ${r.draft} ${r.name}`);
 if (wrong.length) throw new Error(`speculative greedy text differs from plain on: ${wrong.join(', ')}`);
 
-const version = (await import('node:child_process')).execSync('chromium --version').toString().trim();
 const cpu = os.cpus()[0].model;
-console.log(`${path.basename(MODEL)}, ${DTYPE}, 1 thread, greedy, ${TOKENS} new tokens, plain vs prompt lookup, median of ${RUNS}; headless ${version}; ${os.cpus().length} × ${cpu}\n`);
-console.log('| prompt | kind | tokens per forward | plain ms | speculative ms | ratio |');
-console.log('|---|---|---|---|---|---|');
+console.log(`${path.basename(MODEL)}${GGUF ? ` (${GGUF})` : ''}, ${DTYPE}, 1 thread, greedy, ${TOKENS} new tokens, plain vs ${DRAFTS.join(', ')}, median of ${RUNS}; headless ${versions.join(', ')}; ${os.cpus().length} × ${cpu}\n`);
+console.log('| engine | drafter | prompt | kind | tokens per forward | plain ms | speculative ms | ratio |');
+console.log('|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
-  console.log(`| ${r.name} | ${r.kind} | ${(r.tokens / r.forwards).toFixed(2)} | ${r.plainMs.toFixed(0)} | ${r.specMs.toFixed(0)} | ${(r.plainMs / r.specMs).toFixed(2)}× |`);
+  console.log(`| ${r.engine} | ${r.draft} | ${r.name} | ${r.kind} | ${(r.tokens / r.forwards).toFixed(2)} | ${r.plainMs.toFixed(0)} | ${r.specMs.toFixed(0)} | ${(r.plainMs / r.specMs).toFixed(2)}× |`);
 }
-for (const kind of [...new Set(rows.map((r) => r.kind))]) {
-  const of = rows.filter((r) => r.kind === kind).map((r) => Math.log(r.plainMs / r.specMs));
-  console.log(`\n${kind}: geometric mean ratio ${Math.exp(of.reduce((a, b) => a + b, 0) / of.length).toFixed(2)}×`);
+console.log('');
+for (const engine of ENGINE_NAMES) {
+  for (const draft of DRAFTS) {
+    for (const kind of [...new Set(rows.map((r) => r.kind))]) {
+      const of = rows.filter((r) => r.engine === engine && r.kind === kind && r.draft === draft);
+      const geo = (f) => Math.exp(of.map(f).reduce((a, b) => a + Math.log(b), 0) / of.length);
+      console.log(`${engine}, ${draft}, ${kind}: ${geo((r) => r.tokens / r.forwards).toFixed(2)} tokens per forward, geometric mean ratio ${geo((r) => r.plainMs / r.specMs).toFixed(2)}×`);
+    }
+  }
 }
 if (JSON_OUT) fs.writeFileSync(JSON_OUT, JSON.stringify(rows, null, 2));

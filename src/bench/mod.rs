@@ -377,6 +377,26 @@ pub fn speculative(
     Ok(out)
 }
 
+/// The milliseconds the model's multi-token prediction heads take to guess from one hidden state
+/// (all heads: their layers and the output product over the draft vocabulary), the median of
+/// 201 calls; `None` without heads.
+pub fn mtp_guess_ms(model: &mut Model) -> Option<f64> {
+    let d = model.config.n_embd;
+    let heads = model.mtp.as_mut()?;
+    let h: Vec<f32> = (0..d)
+        .map(|i| ((i * 7919) % 13) as f32 / 13.0 - 0.5)
+        .collect();
+    let mut out = Vec::new();
+    let times = (0..201)
+        .map(|_| {
+            let t = crate::platform::now_ms();
+            heads.guess(&h, heads.len(), 0.0, &mut out);
+            crate::platform::now_ms() - t
+        })
+        .collect();
+    Some(median(times))
+}
+
 /// The speculative benchmark as a table, with the geometric mean speed-up of each kind.
 pub fn speculative_table(runs: &[SpecRun]) -> String {
     let mut s = format!(

@@ -169,7 +169,7 @@ fn drafter(arg: Option<&str>, model: &ModelArgs) -> CliResult<(gpt2_web::Draft, 
             Ok((gpt2_web::Draft::Model, Some(args.load()?)))
         }
         Some(other) => Err(usage(format!(
-            "--draft {other}: neither prompt-lookup, mtp, nor a model folder (with config.json) nor a GGUF file"
+            "--draft {other}: neither prompt-lookup, mtp, a model folder (with config.json) nor a GGUF file"
         ))),
     }
 }

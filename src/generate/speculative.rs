@@ -7,6 +7,7 @@
 use super::{Pending, Transcript};
 use crate::error::{Error, Result};
 use crate::model::Model;
+use crate::mtp::MIN_CONFIDENCE;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::speculate::{prompt_lookup, Draft, DraftLength};
 use std::collections::VecDeque;
@@ -149,7 +150,7 @@ impl Speculative {
             // The row whose logits gave the last token: its hidden state, the heads' input.
             let row = if self.draft.is_empty() { 0 } else { r0 + kept };
             let h = model.backend.hidden(row)?;
-            heads.guess(h, heads.len(), &mut self.guesses);
+            heads.guess(h, heads.len(), MIN_CONFIDENCE, &mut self.guesses);
         }
         self.fed = ids.len() + kept;
         self.draft_fed = self.draft_fed.min(self.fed);

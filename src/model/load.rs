@@ -110,11 +110,11 @@ impl Loader {
         };
         Ok(Loader {
             files: Files::one(weights_file, &config),
+            mtp: MtpParts::new(&config),
             config,
             tokenizer,
             cpu_dtype,
             parts,
-            mtp: MtpParts::default(),
             weights_file: weights_file.to_string(),
             gpu_unavailable,
         })
@@ -147,9 +147,9 @@ impl Loader {
 
     /// The next bytes of the weights file being read.
     pub fn push(&mut self, chunk: &[u8]) -> Result<()> {
-        let (parts, mtp) = (&mut self.parts, &mut self.mtp);
+        let (parts, mtp, file) = (&mut self.parts, &mut self.mtp, &self.weights_file);
         self.files.push(chunk, &mut |name, t| match parts {
-            _ if MtpParts::is_mtp(name) => mtp.add(name, t),
+            _ if MtpParts::is_mtp(name) => mtp.add(file, name, t),
             Parts::Cpu(p) => p.add(name, t),
             Parts::Gpu(p) => p.add(name, t),
         })

@@ -200,7 +200,8 @@ pub fn logits(model: &mut Model, ids: &[u32]) -> Vec<f32> {
 
 /// An `mtp_heads.safetensors` for the model in `dir` (a folder with model.safetensors in f32):
 /// `k` heads whose weights are small seeded numbers (head 0 all zero: it guesses the model's own
-/// next token again), the first `n` ids as the draft vocabulary, their embedding rows.
+/// next token again), the first `n` ids as the draft vocabulary, their embedding rows (scaled:
+/// sure of every guess).
 pub fn synthetic_heads(dir: &str, k: usize, n: usize, seed: u64) -> Vec<u8> {
     use safetensors::tensor::TensorView;
     use safetensors::Dtype;
@@ -236,11 +237,12 @@ pub fn synthetic_heads(dir: &str, k: usize, n: usize, seed: u64) -> Vec<u8> {
     }
     let ids: Vec<u8> = (0..n as i32).flat_map(|i| i.to_le_bytes()).collect();
     tensors.push(("mtp.draft_ids".into(), vec![n], ids));
-    tensors.push((
-        "mtp.draft_embedding".into(),
-        vec![n, d],
-        wte.data()[..n * d * 4].to_vec(),
-    ));
+    // The embedding rows times 50: the same guesses, made with the confidence a trained head has
+    // where it is right (a draft stops at a guess the heads are unsure of: mtp::MIN_CONFIDENCE).
+    let emb: Vec<f32> = (wte.data()[..n * d * 4].chunks_exact(4))
+        .map(|b| 50.0 * f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    tensors.push(("mtp.draft_embedding".into(), vec![n, d], f32s(&emb)));
     let views: Vec<(String, TensorView)> = (tensors.iter())
         .map(|(name, shape, data)| {
             let dtype = if name == "mtp.draft_ids" {

@@ -146,6 +146,32 @@ for (const name of ENGINES) {
       });
     });
 
+    test('API: draft mtp (the demo model\'s heads, in its GGUF file) gives the plain greedy tokens in fewer model steps', T, async () => {
+      const got = await withEnginePage(engine, async (page) => {
+        await page.goto(`${sites.assets.origin}${sites.assets.page('mtp', '<title>MTP test</title>')}`);
+        return page.evaluate(async ({ prompt }) => {
+          const { Gpt2 } = await import('/gpt2.js');
+          const out = {};
+          for (const dtype of ['q8', 'f32']) {
+            const model = await Gpt2.load({ backend: 'cpu', dtype }); // the demo model
+            const opts = { maxTokens: 40, temperature: 0, ignoreEos: true };
+            const plain = await model.generate(prompt, opts);
+            const events = [];
+            const mtp = await model.generate(prompt, { ...opts, draft: 'mtp', onToken: (e) => events.push(e) });
+            out[dtype] = { heads: model.mtpHeads, plain: plain.tokens, mtp: mtp.tokens, metrics: mtp.metrics, drafted: events.filter((e) => e.drafted).length };
+            model.dispose();
+          }
+          return out;
+        }, { prompt: 'ROMEO.\nI will not'});
+      });
+      for (const [dtype, r] of Object.entries(got)) {
+        assert.ok(r.heads?.heads >= 1 && r.heads.draftVocab > 0, `${dtype}: no heads: ${JSON.stringify(r.heads)}`);
+        assert.deepEqual(r.mtp, r.plain, `${dtype}: greedy with the heads' drafts differs from plain greedy`);
+        assert.ok(r.metrics.acceptedDraftTokens > 0 && r.metrics.targetForwards < r.plain.length, `${dtype}: ${JSON.stringify(r.metrics)}`);
+        assert.equal(r.drafted, r.metrics.acceptedDraftTokens);
+      }
+    });
+
     test('API: concurrent generates on one model run as one batch, each with the tokens it gets alone; an aborted one leaves alone', T, async () => {
       const got = await withEnginePage(engine, async (page) => {
         await page.goto(`${sites.assets.origin}${sites.assets.page('batch', '<title>batch test</title>')}`);

@@ -33,29 +33,38 @@ test('draft: prompt-lookup gives the plain greedy text in fewer model steps, one
     assert.equal(got.events.filter((e) => e.drafted).length, m.acceptedDraftTokens);
     assert.ok(m.targetForwards < m.outputTokens, `${m.targetForwards} forwards for ${m.outputTokens} tokens`);
     assert.equal(got.plain.metrics.targetForwards, got.plain.metrics.outputTokens);
-    assert.match(got.errors[0], /invalid draft: "tea-leaves"; expected prompt-lookup or none/);
+    assert.match(got.errors[0], /invalid draft: "tea-leaves"; expected prompt-lookup, mtp or none/);
     assert.match(got.errors[1], /invalid draftTokens: 0 is not in 1\.\.=15/);
     assert.match(got.errors[2], /invalid draftTokens: 99 is not in 1\.\.=15/);
     assert.match(got.errors[3], /invalid draft: 3 is not a string/);
   });
 });
 
-test('the lab "more than one token per step" shows the same text, kept drafts and the ratio', T, async () => {
+test('the lab "more than one token per step" drafts three ways: the same text, kept drafts per position, the speed', T, async () => {
   await withPage(env.browser, `${env.server.origin}/`, async (page) => {
     await page.waitForFunction(() => window.pageState === 'ready', null, { timeout: 60_000 });
     await page.fill('#prompt', REFRAIN);
     await page.fill('#spec-tokens', '48');
+    await page.selectOption('#spec-method', 'prompt-lookup');
     await page.click('#spec-run');
-    await page.waitForFunction(() => window.speculativeLab || !document.getElementById('error').hidden, null, { timeout: 60_000 });
+    await page.waitForFunction(() => window.speculativeLab || !document.getElementById('error').hidden, null, { timeout: 90_000 });
     const lab = await page.evaluate(() => window.speculativeLab);
     assert.ok(lab, await page.locator('#error').innerText());
     assert.ok(lab.identical, 'the lab says the texts differ');
+    const [lookup, mtp, draftModel] = lab.rows;
+    assert.deepEqual(lab.rows.map((r) => r.method), ['prompt-lookup', 'mtp', 'model']);
+    // The demo model ships heads (its GGUF carries them); it is the smallest, so no draft model.
+    assert.ok(!mtp.why && mtp.drafted > 0 && mtp.identical, JSON.stringify(mtp));
+    assert.match(draftModel.why, /the demo model is the smallest here/);
+    for (const r of [lookup, mtp]) {
+      assert.ok(r.byPosition.length === 3 && r.byPosition[0] >= r.byPosition[1] && r.byPosition[1] >= r.byPosition[2], JSON.stringify(r));
+    }
     assert.ok(lab.steps.some((n) => n > 1), `no step gave more than one token: ${lab.steps}`);
-    assert.equal(lab.steps.reduce((a, b) => a + b, 0), lab.speculative.outputTokens);
-    assert.equal(lab.steps.length, lab.speculative.targetForwards);
+    assert.equal(lab.steps.reduce((a, b) => a + b, 0), lab.plain.outputTokens);
     assert.ok(await page.locator('#spec-output .drafted').count() > 0, 'no kept draft token is highlighted');
     assert.equal(await page.locator('#spec-plain').innerText(), await page.locator('#spec-output').innerText());
-    assert.match(await page.locator('#spec-summary').innerText(), /The same text\. Plain: 48 tokens in 48 model steps/);
+    assert.equal(await page.locator('#spec-methods tbody tr').count(), 4);
+    assert.match(await page.locator('#spec-summary').innerText(), /The same text every way\. Plain: 48 tokens in 48 model steps/);
     await page.locator('#spec-h').scrollIntoViewIfNeeded();
     await page.locator('section[aria-labelledby="spec-h"]').screenshot({ path: screenshotPath('speculative-lab.png') });
   });

@@ -85,11 +85,12 @@ export interface EngineOptions {
   profile?: boolean;
   /**
    * Speculative decoding: 'prompt-lookup' drafts from n-grams of the prompt and the text so far,
-   * a loaded smaller GPT-2 of the same vocabulary drafts with the same sampler settings; one
+   * 'mtp' from the model's own multi-token prediction heads (a model without them refuses it), a
+   * loaded smaller GPT-2 of the same vocabulary drafts with the same sampler settings; one
    * forward pass checks each draft, and the output is the same as without (greedy) or has the
    * same distribution (sampling). Default 'none'.
    */
-  draft?: 'prompt-lookup' | 'none' | Gpt2;
+  draft?: 'prompt-lookup' | 'mtp' | 'none' | Gpt2;
   /** The most tokens one draft proposes (the length adapts below it). In 1..=15. Default 8. */
   draftTokens?: number;
   /**
@@ -519,6 +520,8 @@ export declare class Gpt2 {
 
   /** The end-of-text token's id (`config.eosTokenId`). */
   readonly eosTokenId: number;
+  /** The model's multi-token prediction heads (a GGUF file's `mtp.*` tensors), for `draft: 'mtp'`; null without. */
+  readonly mtpHeads: { heads: number; draftVocab: number } | null;
 
   /**
    * OpenAI's (legacy) completions API on this model, so code written for an OpenAI-compatible

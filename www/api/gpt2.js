@@ -161,7 +161,7 @@ export class Gpt2 {
     }
     // What runs where, shared by the handles of this model: it changes if the GPU is lost.
     const { info } = loaded;
-    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
+    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, mtpHeads: info.mtpHeads ? Object.freeze({ ...info.mtpHeads }) : null, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
     const handle = new Gpt2(conn, loaded.id, info.config, name, load);
     handle.#onBackendChange = onBackendChange;
     handle.#onProgress = onProgress;
@@ -205,6 +205,9 @@ export class Gpt2 {
 
   /** Why the model runs on the CPU when WebGPU was wanted ('auto' found none, or it was lost); else undefined. */
   get gpuUnavailable() { return this.#load.live.gpuUnavailable; }
+
+  /** The model's multi-token prediction heads, `{ heads, draftVocab }` (for `draft: 'mtp'`), or null. */
+  get mtpHeads() { return this.#load.live.mtpHeads; }
 
   /** The model's shape: { nLayer, nHead, nEmbd, nPositions, vocabSize, nParams, eosTokenId }. */
   get config() { return this.#config; }

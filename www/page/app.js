@@ -407,7 +407,7 @@ $('predict-run').addEventListener('click', runPrediction);
 $('spec-run').addEventListener('click', () => lab('More than one token per step', async (signal) => {
   const maxTokens = Math.round(numberField('spec-tokens', 'Tokens'));
   record.speculativeLab = null;
-  record.speculativeLab = await runSpeculativeLab(model, { prompt: $('prompt').value, maxTokens, signal }, $);
+  record.speculativeLab = await runSpeculativeLab(model, { prompt: $('prompt').value, maxTokens, method: $('spec-method').value, signal }, $);
 }));
 $('batch-run').addEventListener('click', () => lab('Many at once', async (signal) => {
   const sizes = listField('batch-sizes', 'Sequences at once').map(Math.round);

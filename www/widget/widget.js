@@ -14,8 +14,9 @@
 //   stop          a stop text (write \n for a newline), or a JSON list of texts: stop='["\n\n", "."]'
 //   preset        autocomplete | creative | extraction: the lesson's settings for that use (presets.js);
 //                 the attributes above override its values
-//   draft         prompt-lookup: speculative decoding, several tokens per model step where the text
-//                 repeats (the same text when greedy); the readout then counts model steps
+//   draft         prompt-lookup or mtp: speculative decoding, several tokens per model step where the
+//                 text repeats (prompt lookup) or the model's heads guess right (mtp; the demo model
+//                 has them); the same text when greedy; the readout then counts model steps
 //   readout       show time to first token, first visible text, total, time per token, tokens
 //   watch         "watch the loop": each step's 10 most likely candidates and the one picked
 //   top-logprobs  like watch, with that many candidates (1–100)
@@ -387,11 +388,11 @@ export class Gpt2Generator extends HTMLElement {
     }
   }
 
-  /** The draft attribute: 'prompt-lookup', or nothing. */
+  /** The draft attribute: 'prompt-lookup' or 'mtp' (the model's heads), or nothing. */
   #draft() {
     const raw = this.getAttribute('draft');
     if (raw === null || raw.trim() === '' || raw === 'none') return undefined;
-    if (raw !== 'prompt-lookup') throw new Error(`the draft attribute must be prompt-lookup or none, not "${raw}"`);
+    if (raw !== 'prompt-lookup' && raw !== 'mtp') throw new Error(`the draft attribute must be prompt-lookup, mtp or none, not "${raw}"`);
     return raw;
   }
 
@@ -444,7 +445,7 @@ export class Gpt2Generator extends HTMLElement {
       if (o.temperature && o.topP !== undefined && o.topP < 1) parts.push(`top-p ${o.topP}`);
       if (o.temperature) parts.push(o.seed !== undefined ? `seed ${o.seed}` : 'new seed each run');
       parts.push(`up to ${o.maxTokens} tokens`);
-      if (o.draft) parts.push('speculative (prompt lookup)');
+      if (o.draft) parts.push(`speculative (${o.draft === 'mtp' ? 'the model\'s heads' : 'prompt lookup'})`);
       if (o.stop?.length) parts.push(`stops at ${o.stop.map(shown).join(' or ')}`);
       settings = parts.join(' · ');
     } catch (e) {

@@ -93,7 +93,7 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
   models.set(id, m);
   return {
     backend: m.backend, dtype: engine.dtype, threads: running, build, kernel: mod.kernel(), kernelTimes, config: engine.config, adapter: await adapterName(engine),
-    gpuUnavailable: engine.gpuUnavailable ?? gpuUnavailable, plan, timings,
+    gpuUnavailable: engine.gpuUnavailable ?? gpuUnavailable, plan, timings, mtpHeads: engine.mtpHeads ?? null,
   };
 }
 

@@ -14,7 +14,7 @@ export const REQUESTS = {
     'threads, platform: { bytes, what } | null (a lower memory limit: gpt2.js\'s platformMemory), build (a build\'s name, ' +
     'or undefined for the worker\'s choice), kernel (the CPU\'s 8-bit kernel by name, or undefined), builds: { [name]: { js, wasm } } (assets.js: absolute URLs), ' +
     'files: { config, weights, tokenizer } (their names, for sentences) } → progress…, done { backend, dtype, threads, build, ' +
-    'kernel, kernelTimes, config, adapter, gpuUnavailable, plan, timings }',
+    'kernel, kernelTimes, config, adapter, gpuUnavailable, plan, timings, mtpHeads: { heads, draftVocab } | null }',
   generate: '{ id, op, model, prompt, options, draftModel? (a loaded model\'s id, for options.draft === \'model\') } → ' +
     'token… (backend, progress while a lost GPU\'s model is read again), done { …result, backend }; with options.n > 1 ' +
     'each token has its `choice` and done is choice 0\'s result with `choices`',

@@ -123,13 +123,30 @@ impl BenchCmd {
                 draft.clone(),
                 serde_json::to_value(&runs).map_err(|e| usage(e.to_string()))?,
             );
-            tables.push(format!(
+            let mut table = format!(
                 "backend {} ({} weights) | greedy, {} new tokens, plain vs {draft}, median of 3\n\n{}",
                 model.backend.name(),
                 model.backend.dtype_name(),
                 self.tokens,
                 gpt2_web::bench::speculative_table(&runs).trim_end()
-            ));
+            );
+            if kind == gpt2_web::Draft::Mtp {
+                let plain_step = runs
+                    .iter()
+                    .map(|r| r.plain_ms / r.tokens as f64)
+                    .sum::<f64>()
+                    / runs.len().max(1) as f64;
+                if let (Some(ms), Some(h)) = (gpt2_web::bench::mtp_guess_ms(&mut model), &model.mtp)
+                {
+                    table += &format!(
+                        "\nthe heads' guesses: {ms:.3} ms a step (all {} heads, {} draft tokens); \
+                         a plain step: {plain_step:.3} ms (total ÷ tokens)",
+                        h.len(),
+                        h.draft_vocab()
+                    );
+                }
+            }
+            tables.push(table);
         }
         if self.json {
             // One drafter: its runs as before; several: the runs by drafter.
