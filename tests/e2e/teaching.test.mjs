@@ -137,7 +137,9 @@ test('completions.create gives OpenAI-shaped results and chunks that match gener
       const fail = (b) => m.completions.create(b).then(() => 'resolved', (e) => e.message);
       const errors = [await fail({ prompt, best_of: 2 }), await fail({ prompt, max_tokens: 0 }), await fail({ prompt: 5 }),
         await fail({ prompt, temperature: 3 }), await fail({ prompt, frequency_penalty: 0.5 }), await fail({ prompt, wat: 1 }),
-        await fail({ prompt, n: 17 })];
+        await fail({ prompt, n: 17 }), await fail({ prompt, draft: 'medusa' }), await fail({ prompt, draft: 'mtp', n: 2 })];
+      // gpt2-web's own draft parameter: the same greedy text as without it, in fewer model steps.
+      const drafted = await Promise.all(['prompt-lookup', 'mtp'].map((draft) => m.completions.create({ prompt, max_tokens: 20, temperature: 0, draft })));
       const controller = new AbortController();
       const aborted = m.completions.create({ prompt, max_tokens: 300, temperature: 0 }, { signal: controller.signal });
       setTimeout(() => controller.abort(), 30);
@@ -155,7 +157,7 @@ test('completions.create gives OpenAI-shaped results and chunks that match gener
       const refused = await Promise.all([101, -1, 2.5].map((v) => m.completions.create({ prompt, logprobs: v }).then(() => 'resolved', (e) => `${e.code}: ${e.message}`)));
       return {
         want, one, chunks, seeded, gen: gen.text, three, singles, stopped, after, errors, abortName, stopText: want.text.slice(5, 8),
-        ref, probs, lp, lpChunks, lpStopped, lpThree, refused,
+        ref, probs, lp, lpChunks, lpStopped, lpThree, refused, drafted,
       };
     }, PROMPT);
     assert.equal(r.one.object, 'text_completion');
@@ -187,6 +189,9 @@ test('completions.create gives OpenAI-shaped results and chunks that match gener
     assert.match(r.errors[4], /frequency_penalty 0.5 is not supported/);
     assert.match(r.errors[5], /unknown parameter "wat"/);
     assert.match(r.errors[6], /invalid n: 17 is not in 1..=16/);
+    assert.match(r.errors[7], /draft "medusa" is not one of none, prompt-lookup, mtp/);
+    assert.match(r.errors[8], /not with beam search, a draft/, 'the draft reaches the engine, which refuses it with n > 1');
+    r.drafted.forEach((d) => assert.equal(d.choices[0].text, r.want.text, 'a drafted completion is the plain greedy text'));
     assert.equal(r.abortName, 'AbortError');
     // logprobs
     assert.equal(r.one.choices[0].logprobs, null);

@@ -10,7 +10,8 @@
 // is no chat.completions here. One chunk per generated token (its text may be '' while a
 // character's bytes are split across tokens), then one with finish_reason, then (with
 // stream_options.include_usage) one with the usage and no choices, as OpenAI sends them.
-// `logprobs: k` gives each choice OpenAI's legacy logprobs object (logprobsOf, below).
+// `logprobs: k` gives each choice OpenAI's legacy logprobs object (logprobsOf, below). `draft`
+// ('prompt-lookup' or 'mtp') is gpt2-web's own: speculative decoding, the same text in fewer steps.
 // Imports nothing: gpt2.js passes the model in.
 
 /** Parameters OpenAI's API takes that would change the answer and that this facade cannot honour. */
@@ -21,7 +22,9 @@ const UNSUPPORTED = {
 };
 /** Parameters taken and not needed (the model is the loaded one; `user` is for the provider's logs). */
 const IGNORED = ['model', 'user'];
-const KNOWN = ['prompt', 'max_tokens', 'temperature', 'top_p', 'stop', 'seed', 'n', 'stream', 'stream_options', 'logprobs'];
+const KNOWN = ['prompt', 'max_tokens', 'temperature', 'top_p', 'stop', 'seed', 'n', 'stream', 'stream_options', 'logprobs', 'draft'];
+/** gpt2-web's own parameter: speculative decoding's drafter, by name (the same text, fewer model steps). */
+const DRAFTS = ['none', 'prompt-lookup', 'mtp'];
 
 const fail = (message) => Object.assign(new Error(message), { code: 'param' });
 
@@ -71,7 +74,7 @@ function options(body) {
     }
     throw fail(`unknown parameter "${key}"; completions.create takes ${KNOWN.join(', ')}`);
   }
-  const { prompt, max_tokens: maxTokens = 16, temperature = 1, top_p: topP = 1, stop, seed, n = 1, stream = false, logprobs = null } = body;
+  const { prompt, max_tokens: maxTokens = 16, temperature = 1, top_p: topP = 1, stop, seed, n = 1, stream = false, logprobs = null, draft = 'none' } = body;
   const text = Array.isArray(prompt) && prompt.length === 1 ? prompt[0] : prompt;
   if (typeof text !== 'string') throw fail('prompt must be a string (one prompt per call)');
   if (!(Number.isInteger(maxTokens) && maxTokens >= 1)) throw fail(`max_tokens ${JSON.stringify(maxTokens)} is not a whole number ≥ 1`);
@@ -86,11 +89,13 @@ function options(body) {
   if (logprobs !== null && !(Number.isInteger(logprobs) && logprobs >= 0 && logprobs <= 100)) {
     throw fail(`logprobs ${JSON.stringify(logprobs)} is not a whole number from 0 to 100 (OpenAI takes 0 to 5)`);
   }
+  if (!DRAFTS.includes(draft)) throw fail(`draft ${JSON.stringify(draft)} is not one of ${DRAFTS.join(', ')} (gpt2-web's own parameter)`);
   const usage = body.stream_options?.include_usage === true;
   const opts = { maxTokens, temperature, topP, stop: stops };
   if (seed !== undefined && seed !== null) opts.seed = seed;
   if (n !== 1) opts.n = n; // the engine checks it (1 to 16; choice i samples with seed + i)
   if (logprobs !== null) opts.topLogprobs = Math.max(logprobs, 1); // the events carry `prob` only with candidates
+  if (draft !== 'none') opts.draft = draft; // the engine refuses it with n > 1, and 'mtp' without heads
   return { prompt: text, opts, stream, usage, logprobs };
 }
 
