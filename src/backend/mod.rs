@@ -20,7 +20,9 @@ pub use cpu::BatchRow;
 /// Vulkan/Metal/DX12. The CLI also takes `gpu` for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendChoice {
-    /// WebGPU when a hardware adapter and device can be had and the model fits, else the CPU.
+    /// The faster of WebGPU and the CPU, measured: when a hardware adapter and device can be had
+    /// and the model fits, the model is timed on both and its GPU logits checked against the
+    /// CPU's (`model::race`); else the CPU.
     Auto,
     Cpu,
     WebGpu,

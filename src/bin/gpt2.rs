@@ -281,8 +281,10 @@ impl GenerateCmd {
         for (i, b) in r.beams.iter().enumerate() {
             eprintln!("[beam {i}: score {:.4}, {:?}]", b.score, b.text);
         }
-        if let Some(why) = &model.gpu_unavailable {
-            eprintln!("[on the CPU because: {why}]");
+        match (&model.gpu_unavailable, &model.backend_times) {
+            (Some(why), _) => eprintln!("[on the CPU because: {why}]"),
+            (None, Some(t)) => eprintln!("[on the GPU: {}]", t.why),
+            _ => {}
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 //! the weights file as the caller named it.
 
 use super::{Model, Reload};
-use crate::backend::cpu::{CpuDtype, CpuParts};
+use crate::backend::cpu::{CpuBackend, CpuDtype, CpuParts};
 use crate::backend::gpu::{GpuOptions, GpuParts};
 use crate::backend::{Backend, BackendChoice};
 use crate::budget::Footprint;
@@ -35,6 +35,8 @@ pub struct Loader {
     mtp: MtpParts,
     weights_file: String,
     gpu_unavailable: Option<String>,
+    /// `Auto` put the model on a GPU: `finish` races it against the CPU (`race.rs`).
+    race: bool,
 }
 
 impl Loader {
@@ -95,7 +97,7 @@ impl Loader {
             }
             BackendChoice::Auto => {
                 let opts = GpuOptions {
-                    hardware_only: true,
+                    hardware_only: !software_gpu_counts(),
                     f16: gpu_f16,
                     ..GpuOptions::default()
                 };
@@ -117,6 +119,7 @@ impl Loader {
             parts,
             weights_file: weights_file.to_string(),
             gpu_unavailable,
+            race: choice == BackendChoice::Auto,
         })
     }
 
@@ -176,7 +179,7 @@ impl Loader {
             Parts::Gpu(p) => Backend::WebGpu(p.finish().await?),
         };
         let on_gpu = matches!(backend, Backend::WebGpu(_));
-        Ok(Model {
+        let mut model = Model {
             config: self.config,
             tokenizer: self.tokenizer,
             backend,
@@ -190,7 +193,12 @@ impl Loader {
             epoch: 0,
             kv: Default::default(),
             mtp,
-        })
+            backend_times: None,
+        };
+        if self.race {
+            model.race().await?;
+        }
+        Ok(model)
     }
 }
 
@@ -199,21 +207,39 @@ impl Model {
     /// loaded from (the file, or the browser's source), keeping `why` in `gpu_unavailable`.
     /// The new KV cache is empty.
     pub async fn fall_back_to_cpu(&mut self, why: String) -> Result<()> {
-        let Some((reload, mut files)) = self.reload.take() else {
+        if self.reload.is_none() {
             return Err(Error::State(format!(
                 "{why}, but there are no weights to rebuild the model on the CPU from"
             )));
+        }
+        self.backend = Backend::Cpu(self.cpu_again().await?);
+        self.reload = None;
+        self.gpu_unavailable = Some(why);
+        self.epoch += 1;
+        self.kv.clear(); // the new backend's one KV cache is empty
+        self.kv.resize(1);
+        Ok(())
+    }
+
+    /// A CPU backend built from the weights the model was loaded from (read again), within the
+    /// memory budget; the way to read them again stays for another time.
+    pub(super) async fn cpu_again(&mut self) -> Result<CpuBackend> {
+        let Some((reload, files)) = &mut self.reload else {
+            return Err(Error::State(
+                "there are no weights to build the model on the CPU from".into(),
+            ));
         };
         Footprint::streamed_cpu(&self.config, self.cpu_dtype)?
             .check(crate::platform::memory_limit())?;
         let mut parts = CpuParts::new(&self.config, self.cpu_dtype);
+        let mut files = std::mem::replace(files, files.again());
         // The heads were read with the model the first time; the backend's tensors again.
         let mut sink = |name: &str, t: crate::weights::TensorRef<'_>| match name {
             _ if MtpParts::is_mtp(name) => Ok(()),
             _ => parts.add(name, t),
         };
         match reload {
-            Reload::Bytes(bytes) => files.push(&bytes, &mut sink)?,
+            Reload::Bytes(bytes) => files.push(bytes, &mut sink)?,
             #[cfg(not(target_arch = "wasm32"))]
             Reload::Files(paths) => {
                 for (i, path) in paths.iter().enumerate() {
@@ -223,7 +249,7 @@ impl Model {
                     files.push(&super::map(path)?, &mut sink)?;
                 }
             }
-            Reload::Source(mut source) => loop {
+            Reload::Source(source) => loop {
                 match source.next_chunk().await? {
                     Piece::Bytes(chunk) => files.push(&chunk, &mut sink)?,
                     Piece::NextFile => files.next_file()?,
@@ -232,11 +258,22 @@ impl Model {
             },
         }
         files.finish()?;
-        self.backend = Backend::Cpu(parts.finish()?);
-        self.gpu_unavailable = Some(why);
-        self.epoch += 1;
-        self.kv.clear(); // the new backend's one KV cache is empty
-        self.kv.resize(1);
-        Ok(())
+        parts.finish()
     }
+}
+
+/// Whether `Auto` may take a software adapter (lavapipe, SwiftShader) as if it were hardware and
+/// race it (`set_software_gpu_races`).
+static SOFTWARE_GPU_RACES: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Lets `Auto` race a software adapter as if it were hardware (where the race must pick the CPU),
+/// for the loads after this call: tests and benchmarks on machines without a GPU (the JS API's
+/// `raceSoftwareGpu`).
+pub fn set_software_gpu_races(on: bool) {
+    SOFTWARE_GPU_RACES.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn software_gpu_counts() -> bool {
+    SOFTWARE_GPU_RACES.load(std::sync::atomic::Ordering::Relaxed)
 }

@@ -8,8 +8,10 @@
 
 mod load;
 mod prefix;
+pub mod race;
 
-pub use load::Loader;
+pub use load::{set_software_gpu_races, Loader};
+pub use race::BackendTimes;
 
 use crate::backend::cpu::CpuDtype;
 use crate::backend::{Backend, BackendChoice, BatchRow};
@@ -51,6 +53,8 @@ pub struct Model {
     /// Multi-token prediction heads (`Draft::Mtp`), when the weights carry them (a GGUF file's
     /// `mtp.*` tensors) or `mtp_heads.safetensors` lies beside them.
     pub mtp: Option<crate::mtp::MtpHeads>,
+    /// What `Auto` measured when it raced a GPU against the CPU (`race.rs`), and what it chose.
+    pub backend_times: Option<BackendTimes>,
 }
 
 impl Model {

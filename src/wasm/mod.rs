@@ -255,6 +255,13 @@ pub fn calibrate_kernels() -> Option<String> {
     crate::backend::cpu::q8::calibrate()
 }
 
+/// Lets `backend: 'auto'` race a software adapter (SwiftShader) as if it were hardware, for the
+/// loads after this call (the load option `raceSoftwareGpu`: tests and benchmarks).
+#[wasm_bindgen(js_name = setRaceSoftwareGpu)]
+pub fn set_race_software_gpu(on: bool) {
+    crate::model::set_software_gpu_races(on)
+}
+
 /// Makes every later 8-bit product of this instance use the kernel `name` ("auto", or one of
 /// this build's: see `kernel`), for benchmarks; the numbers are the same in each. Throws the
 /// sentence for a name this build does not have.
@@ -382,6 +389,18 @@ impl Engine {
             Some(h) => {
                 to_js(&serde_json::json!({ "heads": h.len(), "draftVocab": h.draft_vocab() }))
             }
+            None => Ok(JsValue::UNDEFINED),
+        }
+    }
+
+    /// What `backend: 'auto'` measured when it raced a GPU against the CPU (`{ webgpuMs, cpuMs,
+    /// logitDiff, chosen, why }`), or `undefined` when there was no race.
+    #[wasm_bindgen(getter, js_name = backendTimes)]
+    pub fn backend_times(&self) -> Result<JsValue, JsValue> {
+        let s = self.state.borrow();
+        let st = s.as_ref().ok_or_else(busy)?;
+        match &st.model.backend_times {
+            Some(t) => to_js(t),
             None => Ok(JsValue::UNDEFINED),
         }
     }

@@ -1,7 +1,7 @@
 // WebGPU in the browser and the fallback to the CPU (issue 5). Chromium has a WebGPU adapter on
 // the CPU (SwiftShader) only with WEBGPU_ARGS; without them it has none. SwiftShader is slow
 // (seconds per token for the demo model), so these tests generate few tokens. 'auto' never picks
-// a software adapter, so every test that wants WebGPU asks for backend 'webgpu'.
+// a software adapter (unless told to race one), so every test that wants WebGPU asks for 'webgpu'.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import {
@@ -79,6 +79,22 @@ test('backend webgpu on SwiftShader: model.backend is webgpu and greedy text equ
     const auto = await loadAndGenerate(page, 'auto', 0);
     assert.equal(auto.backend, 'cpu');
     assert.match(auto.gpuUnavailable, /software/);
+
+    // Taken as hardware, SwiftShader is raced: timed against the CPU (built again from the weights
+    // read again), its logits checked against the CPU's; the CPU wins, and its text is the CPU's.
+    const raced = await page.evaluate(async ({ folder, prompt }) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const m = await Gpt2.load({ model: folder, backend: 'auto', raceSoftwareGpu: true });
+      const r = { backend: m.backend, times: m.backendTimes, gpuUnavailable: m.gpuUnavailable, result: await m.generate(prompt, { maxTokens: 8, temperature: 0 }) };
+      m.dispose();
+      return r;
+    }, { folder: `/${MODEL_URL}`, prompt: PROMPT });
+    assert.equal(raced.backend, 'cpu');
+    assert.equal(raced.times.chosen, 'cpu', JSON.stringify(raced.times));
+    assert.ok(raced.times.cpuMs > 0 && raced.times.cpuMs < raced.times.webgpuMs, JSON.stringify(raced.times));
+    assert.ok(raced.times.logitDiff < 0.025, `SwiftShader's logits differ from the CPU's by ${raced.times.logitDiff} of their range`);
+    assert.match(raced.gpuUnavailable, /^measured: a 16-token prompt and 8 steps took [\d.]+ ms on the CPU/);
+    assert.deepEqual(raced.result.tokens, nativeGenerate(PROMPT, 8).tokens);
   });
 });
 

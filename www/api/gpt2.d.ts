@@ -261,6 +261,11 @@ export interface LoadOptions {
    */
   kernel?: Kernel;
   /**
+   * Let `backend: 'auto'` race a software adapter (SwiftShader, lavapipe) as if it were hardware,
+   * for tests and benchmarks on machines without a GPU (the CPU wins such a race). Default false.
+   */
+  raceSoftwareGpu?: boolean;
+  /**
    * Called as each file downloads (throttled to about every 50 ms, and once when a file is
    * complete), and again, with `fallBack: true`, while a lost GPU's model is read again.
    */
@@ -522,6 +527,15 @@ export declare class Gpt2 {
   readonly eosTokenId: number;
   /** The model's multi-token prediction heads (a GGUF file's `mtp.*` tensors), for `draft: 'mtp'`; null without. */
   readonly mtpHeads: { heads: number; draftVocab: number } | null;
+  /**
+   * What `backend: 'auto'` measured when it raced a hardware GPU against the CPU (a 16-token
+   * prompt and 8 steps on each, the GPU's logits checked against the CPU's): the milliseconds,
+   * the largest logit difference as a share of their range (above 0.001 with f32 weights on both,
+   * 0.05 with q8 or f16, the GPU is not trusted),
+   * the backend chosen and why. Null without a race. `cpuMs` and `logitDiff` are null when the
+   * CPU copy did not fit beside the GPU's (then the GPU stays).
+   */
+  readonly backendTimes: { webgpuMs: number; cpuMs: number | null; logitDiff: number | null; chosen: 'webgpu' | 'cpu'; why: string } | null;
 
   /**
    * OpenAI's (legacy) completions API on this model, so code written for an OpenAI-compatible
@@ -588,6 +602,11 @@ export interface CompletionCreateParams {
    * token's log probability and the k most likely candidates. Default null (each choice's is null).
    */
   logprobs?: number | null;
+  /**
+   * gpt2-web's own: speculative decoding's drafter (the same text in fewer model steps; 'mtp'
+   * needs a model with heads, `Gpt2.mtpHeads`). Not with n > 1. Default 'none'.
+   */
+  draft?: 'prompt-lookup' | 'mtp' | 'none';
   /** Ignored: the model is the loaded one. */
   model?: string;
   user?: string;

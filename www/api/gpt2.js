@@ -96,7 +96,7 @@ export class Gpt2 {
   /** Downloads (or reads) a model and builds it in the worker. See gpt2.d.ts. */
   static async load({
     model = DEMO_MODEL, backend = 'auto', dtype = 'q8', threads, build, kernel, memoryLimit, onProgress, onBackendChange,
-    revision, file, hubHost,
+    revision, file, hubHost, raceSoftwareGpu = false,
   } = {}) {
     if (!BACKENDS.includes(backend)) {
       throw invalid(`unknown backend "${backend}"; choose ${BACKENDS.join(', ')}`);
@@ -113,6 +113,7 @@ export class Gpt2 {
     if (kernel !== undefined && !KERNELS.includes(kernel)) {
       throw invalid(`unknown kernel "${kernel}"; choose ${KERNELS.join(', ')}`);
     }
+    if (typeof raceSoftwareGpu !== 'boolean') throw invalid('the raceSoftwareGpu option must be true or false');
     if (memoryLimit !== undefined && !(Number.isFinite(memoryLimit) && memoryLimit >= 1)) {
       throw invalid(`invalid memoryLimit: ${JSON.stringify(memoryLimit)} is not a number of bytes`);
     }
@@ -129,14 +130,14 @@ export class Gpt2 {
     if (source.files && globalThis.location?.protocol === 'file:') source.files = await readHere(source.files);
     const conn = connection();
     // Files given as bytes are never shared; a folder URL is, per backend, dtype, build and kernel.
-    const key = source.urls ? `${backend} ${dtype} ${build} ${kernel} ${name}` : null;
+    const key = source.urls ? `${backend} ${dtype} ${build} ${kernel} ${raceSoftwareGpu} ${name}` : null;
     let load = key !== null ? conn.loads.get(key) : undefined;
     if (!load) {
       load = { key, refs: 0, listeners: new Set() };
       const progress = ({ file, loaded, total, tensor, cached, plan }) => {
         for (const f of load.listeners) f({ file, loaded, total, tensor, cached, ...(plan ? { plan } : {}) });
       };
-      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, build, kernel, platform, builds: BUILDS, files: names }, { progress });
+      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, build, kernel, raceSoftwareGpu, platform, builds: BUILDS, files: names }, { progress });
       load.promise = promise.then((info) => ({ id, info }));
       if (key !== null) conn.loads.set(key, load);
     }
@@ -161,7 +162,7 @@ export class Gpt2 {
     }
     // What runs where, shared by the handles of this model: it changes if the GPU is lost.
     const { info } = loaded;
-    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, mtpHeads: info.mtpHeads ? Object.freeze({ ...info.mtpHeads }) : null, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
+    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, mtpHeads: info.mtpHeads ? Object.freeze({ ...info.mtpHeads }) : null, backendTimes: info.backendTimes ? Object.freeze({ ...info.backendTimes }) : null, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
     const handle = new Gpt2(conn, loaded.id, info.config, name, load);
     handle.#onBackendChange = onBackendChange;
     handle.#onProgress = onProgress;
@@ -208,6 +209,13 @@ export class Gpt2 {
 
   /** The model's multi-token prediction heads, `{ heads, draftVocab }` (for `draft: 'mtp'`), or null. */
   get mtpHeads() { return this.#load.live.mtpHeads; }
+
+  /**
+   * What `backend: 'auto'` measured when it raced a GPU against the CPU: `{ webgpuMs, cpuMs,
+   * logitDiff, chosen, why }`, or null when there was no race (no hardware adapter, or a backend
+   * asked for by name).
+   */
+  get backendTimes() { return this.#load.live.backendTimes; }
 
   /** The model's shape: { nLayer, nHead, nEmbd, nPositions, vocabSize, nParams, eosTokenId }. */
   get config() { return this.#config; }

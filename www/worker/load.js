@@ -6,7 +6,7 @@ import { FILES, models, reply, setFiles } from './base.js';
 import { adapterName, threadsFor, warmUp, wasm } from './engine.js';
 import { fileWeights, homeOrigins, openCache, otherLayouts, smallFetcher, smallReader, urlWeights, vocabAndMerges } from './files.js';
 
-export async function load({ id, source, backend, dtype, threads, build: only, kernel, platform, builds, files: names }) {
+export async function load({ id, source, backend, dtype, threads, build: only, kernel, raceSoftwareGpu = false, platform, builds, files: names }) {
   setFiles(names);
   // The load's phases, in ms from its start (Gpt2#loadTimings; `./build.sh bench --cold` prints them).
   const t0 = performance.now();
@@ -63,14 +63,14 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
   let gpuUnavailable;
   try {
     try {
-      engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened ?? first);
+      engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened ?? first, raceSoftwareGpu);
     } catch (e) {
       // A damaged copy in the Cache API: dropped, and the file downloaded again, once.
       if (!e.damagedCache || !weights.drop) throw e;
       console.warn(`gpt2-web: ${e.message}; downloading it again`);
       await weights.drop();
       if (head) head = await ggufHead(id, mod, weights); // a GGUF file's header is read first
-      engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened);
+      engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened, raceSoftwareGpu);
     }
   } catch (e) {
     if (e.code !== 'gpu') throw e; // by its kind (Error::code), not its sentence
@@ -78,7 +78,7 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
     if (backend === 'webgpu') throw new Error(`${e.message}; use backend 'auto' or 'cpu'`);
     if (backend !== 'auto') throw e;
     gpuUnavailable = e.message; // the GPU took the first tensors, then failed: the CPU, from the start
-    engine = await streamModel(id, mod, files, weights, 'cpu', dtype, entry);
+    engine = await streamModel(id, mod, files, weights, 'cpu', dtype, entry, undefined, false);
   }
   // Kept for offline use only now that they made a model (a captive portal's page never is).
   await Promise.all([...(weights.stores ?? []).map((store) => store()), weights.stored()]);
@@ -94,6 +94,7 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
   return {
     backend: m.backend, dtype: engine.dtype, threads: running, build, kernel: mod.kernel(), kernelTimes, config: engine.config, adapter: await adapterName(engine),
     gpuUnavailable: engine.gpuUnavailable ?? gpuUnavailable, plan, timings, mtpHeads: engine.mtpHeads ?? null,
+    backendTimes: engine.backendTimes ?? null,
   };
 }
 
@@ -104,7 +105,9 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
  * file, the bytes and the tensor being read. A fall-back from the GPU to the CPU later reads the
  * files again through their `open` (reporting progress to the running job).
  */
-async function streamModel(id, mod, files, weights, backend, dtype, entry, first) {
+async function streamModel(id, mod, files, weights, backend, dtype, entry, first, raceSoftwareGpu) {
+  // Every load says, right before the engine reads it, so one load's setting never reaches another.
+  mod.setRaceSoftwareGpu(raceSoftwareGpu);
   const loader = await mod.EngineLoader.start(files.config, files.tokenizer, backend, dtype, weights.file);
   files.mark('tokenizerMs'); // the tokenizer is built by start(), from its JSON or the GGUF's lists
   let parts;
