@@ -1,5 +1,5 @@
 // A/B of two (or more) builds of the page, or of the CPU's 8-bit kernels, in one headless
-// Chromium: the prompt forward (a 64-token TTFT) and the time per token, with the contestants
+// browser (Chromium; --engine firefox or webkit for the others): the prompt forward (a 64-token TTFT) and the time per token, with the contestants
 // taking turns round after round, so that a noisy machine slows them alike. Prints the minimum and
 // the median of each, then one profiled run's layer products: the prompt GEMM's rate (GMAC/s) and
 // a decode step's products. For a kernel change: build the old commit's www/ in a worktree, then
@@ -7,7 +7,7 @@
 //
 //   node tools/bench_ab.mjs [--model DIR] [--threads 1] [--dtype q8] [--rounds 5] [--no-vnni]
 //                           [--prompt-copies 1] [--kernels dot-add,dot-i16] [--build pkg]
-//                           WWW_A [WWW_B …]
+//                           [--engine chromium|firefox|webkit] WWW_A [WWW_B …]
 //
 // Each round runs, in each contestant: three 1-token generations (their times are TTFTs) and one
 // of 48 tokens (its time per token). --model defaults to the GPT-2-124M-shaped bench checkpoint
@@ -16,7 +16,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { launch, startServer } from '../tests/e2e/harness.mjs';
+import { startServer } from '../tests/e2e/harness.mjs';
+import { ALL_ENGINES, launchEngine } from '../tests/e2e/engines.mjs';
 import { PASSAGE } from './bench_prompt.mjs';
 
 const args = process.argv.slice(2);
@@ -36,6 +37,15 @@ const ROUNDS = Number(flags.get('--rounds') ?? 5);
 const COPIES = Number(flags.get('--prompt-copies') ?? 1);
 if (!(Number.isInteger(COPIES) && COPIES >= 1 && COPIES <= 15)) {
   console.error('bench_ab: --prompt-copies takes 1 to 15 (the context is 1024 tokens)');
+  process.exit(2);
+}
+const ENGINE = flags.get('--engine') ?? 'chromium';
+if (!ALL_ENGINES.includes(ENGINE)) {
+  console.error(`bench_ab: --engine takes ${ALL_ENGINES.join(', ')}`);
+  process.exit(2);
+}
+if (flags.has('--no-vnni') && ENGINE !== 'chromium') {
+  console.error('bench_ab: --no-vnni is a V8 flag: Chromium only');
   process.exit(2);
 }
 const KERNELS = flags.has('--kernels') ? flags.get('--kernels').split(',') : [undefined];
@@ -60,13 +70,13 @@ for (const r of roots) {
   fs.writeFileSync(path.join(root, 'ab.html'), '<!doctype html><meta charset="utf-8"><title>ab</title>\n');
   servers.push(await startServer({ root, args: ['--follow-links', ...(THREADS > 1 ? ['--isolated'] : [])] }));
 }
-const browser = await launch(flags.has('--no-vnni') ? ['--js-flags=--no-enable-avx-vnni'] : []);
+const browser = await launchEngine(ENGINE, { chromiumArgs: flags.has('--no-vnni') ? ['--js-flags=--no-enable-avx-vnni'] : [] });
 try {
   const pages = [];
   const names = [];
   for (const [i, s] of servers.entries()) {
     for (const kernel of KERNELS) {
-      const page = await (await browser.newContext()).newPage();
+      const page = await browser.newPage();
       await page.goto(`${s.origin}/ab.html`);
       const running = await page.evaluate(async ({ threads, dtype, kernel, build }) => {
         const { Gpt2 } = await import('/gpt2.js');
@@ -96,7 +106,7 @@ try {
     }
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-  console.log(`${DTYPE}, ${THREADS} thread(s), ${ROUNDS} rounds${flags.has('--no-vnni') ? ', V8 with AVX-VNNI off' : ''}: ` +
+  console.log(`${browser.version}, ${os.cpus().length} × ${os.cpus()[0].model}; ${DTYPE}, ${THREADS} thread(s), ${ROUNDS} rounds${flags.has('--no-vnni') ? ', V8 with AVX-VNNI off' : ''}: ` +
     `prompt = a ${promptTokens}-token TTFT (ms), TPOT over 48 tokens (ms); min / median`);
   for (const [i, r] of results.entries()) {
     console.log(`${names[i]}: prompt ${Math.min(...r.ttft).toFixed(1)} / ${median(r.ttft).toFixed(1)} | ` +

@@ -94,7 +94,6 @@ impl Q8Act {
             scales[own..].fill(0.0);
             offsets[own..].fill(0);
         }
-        #[cfg(target_arch = "x86_64")]
         self.spread_blocks();
     }
 }

@@ -339,17 +339,19 @@ pub struct Q8Act {
     /// Per block: −OFFSET × the sum of its values, what takes back out of a dot the part that
     /// the weights' offset adds (negative, so that a kernel starts its integer sum from it).
     offsets: Vec<i32>,
-    /// x86-64, when there are at least two rows: each block as the AVX2 kernel multiplies a
-    /// tile of rows, `SPREAD` bytes: for each 32-byte load of a group's weights (eight columns of
-    /// its four rows), the eight activation bytes of those columns, each four-byte half repeated
-    /// four times, so the kernel loads what it would otherwise shuffle into place for every row
-    /// and load (`avx2.rs`; a single row, bound by reading the weights, shuffles).
-    #[cfg(target_arch = "x86_64")]
+    /// When there are at least two rows and the kernel reads tiles of rows spread
+    /// (`Simd::x_block`), each block in that form, `SPREAD` bytes, so the kernel loads what it
+    /// would otherwise rebuild for every row and load. x86-64 (`avx2.rs`): for each 32-byte load
+    /// of a group's weights (eight columns of its four rows), the eight activation bytes of those
+    /// columns, each four-byte half repeated four times. wasm's `widen` kernel (`simd128.rs`): for
+    /// each 16-byte load (four columns of four rows), the four activation bytes widened to 16 bits
+    /// and repeated twice. A single row, bound by reading the weights, reads the block itself.
+    #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
     spread: Vec<i8>,
 }
 
 /// Bytes per block of `Q8Act::spread`.
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
 const SPREAD: usize = QK * RG;
 
 impl Q8Act {
@@ -392,30 +394,60 @@ impl Q8Act {
                 Self::quantize_row(x, q, s, o);
             }
         }
-        #[cfg(target_arch = "x86_64")]
         self.spread_blocks();
     }
 
-    /// Fills `spread` from `qs` (x86-64) when there is a tile of rows to read it.
-    #[cfg(target_arch = "x86_64")]
-    fn spread_blocks(&mut self) {
-        if self.rows < 2 {
-            return;
-        }
-        let n = self.rows * self.blocks;
-        if self.spread.len() < n * SPREAD {
-            self.spread.resize(n * SPREAD, 0);
-        }
-        for (src, dst) in
-            (self.qs[..n * QK].chunks_exact(QK)).zip(self.spread.chunks_exact_mut(SPREAD))
+    /// Fills `spread` from `qs` when there is a tile of rows: whatever the kernel now, because
+    /// the one that multiplies may be another (the kernel timing at load switches between them);
+    /// a pass over the activations, small beside the product that reads them.
+    pub(super) fn spread_blocks(&mut self) {
+        #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
         {
-            // Load p of a group's block holds columns 8p..8p+3 of its four rows in the low 16
-            // bytes and 8p+4..8p+7 in the high 16.
-            for (half, out) in dst.chunks_exact_mut(RG * 4).enumerate() {
-                let four = &src[half * 4..][..4];
-                for lane in out.chunks_exact_mut(4) {
-                    lane.copy_from_slice(four);
-                }
+            if self.rows < 2 {
+                return;
+            }
+            let n = self.rows * self.blocks;
+            if self.spread.len() < n * SPREAD {
+                self.spread.resize(n * SPREAD, 0);
+            }
+            for (src, dst) in
+                (self.qs[..n * QK].chunks_exact(QK)).zip(self.spread.chunks_exact_mut(SPREAD))
+            {
+                Self::spread_block(src, dst);
+            }
+        }
+    }
+
+    /// x86-64: load p of a group's block holds columns 8p..8p+3 of its four rows in the low 16
+    /// bytes and 8p+4..8p+7 in the high 16; each activation half repeated four times.
+    #[cfg(target_arch = "x86_64")]
+    fn spread_block(src: &[i8], dst: &mut [i8]) {
+        for (half, out) in dst.chunks_exact_mut(RG * 4).enumerate() {
+            let four = &src[half * 4..][..4];
+            for lane in out.chunks_exact_mut(4) {
+                lane.copy_from_slice(four);
+            }
+        }
+    }
+
+    /// wasm: load j of a group's block holds columns 4j..4j+3 of its four rows; the four
+    /// activation bytes as little-endian i16, twice (for `i32x4.dot_i16x8_s` against the low and
+    /// the high half of the widened weights).
+    #[cfg(target_arch = "wasm32")]
+    fn spread_block(src: &[i8], dst: &mut [i8]) {
+        #[cfg(target_feature = "simd128")]
+        for (four, out) in src.chunks_exact(4).zip(dst.chunks_exact_mut(16)) {
+            use core::arch::wasm32::*;
+            // SAFETY: four bytes read, sixteen written: the chunks' sizes.
+            unsafe {
+                let x = v128_load32_splat(four.as_ptr() as *const u32);
+                v128_store(out.as_mut_ptr() as *mut v128, i16x8_extend_low_i8x16(x));
+            }
+        }
+        #[cfg(not(target_feature = "simd128"))]
+        for (four, out) in src.chunks_exact(4).zip(dst.chunks_exact_mut(16)) {
+            for (i, pair) in out.chunks_exact_mut(2).enumerate() {
+                pair.copy_from_slice(&(four[i % 4] as i16).to_le_bytes().map(|b| b as i8));
             }
         }
     }
@@ -424,7 +456,7 @@ impl Q8Act {
     /// rows as `Simd::x_block` says, a single row as it is.
     fn x(&self, kernel: Simd, i: usize, tile: usize) -> &[i8] {
         let nb = self.blocks;
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
         if tile > 1 && kernel.x_block() == SPREAD {
             return &self.spread[i * nb * SPREAD..][..tile * nb * SPREAD];
         }

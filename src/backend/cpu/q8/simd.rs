@@ -20,12 +20,14 @@ pub(super) enum Simd {
 
 impl Simd {
     /// Bytes of one activation block as this kernel reads a tile of rows (`dot4x4`, `dot8x4`):
-    /// the block itself, or on x86-64 its spread form (`Q8Act::spread`). A single row (`dot4`,
-    /// `dot8`) is always the block itself.
+    /// the block itself, or its spread form (`Q8Act::spread`: x86-64, and wasm's `widen`). A
+    /// single row (`dot4`, `dot8`) is always the block itself.
     pub(super) fn x_block(self) -> usize {
         match self {
             #[cfg(target_arch = "x86_64")]
             Simd::Avx2(_) => QK * RG,
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Simd::Simd128(simd128::Dot::Widen) => QK * RG,
             _ => QK,
         }
     }

@@ -293,10 +293,69 @@ pub unsafe fn dot4x4(
     #[cfg(not(target_feature = "relaxed-simd"))]
     let _ = dot; // widening is all this build has
                  // Widening: the four rows at once, so each step's weights are widened once for all four
-                 // (eight accumulators, the two widened halves and an activation: within the engine's
-                 // vector registers).
+                 // (eight accumulators, the two widened halves and an activation: within the engine's vector
+                 // registers), the activations read spread (already widened: one load per row and step).
                  // SAFETY: the caller's contract, for the four rows.
-    unsafe { dot_rows::<TILE, WIDEN>(w, ws, x, xs, xo, nb, out) }
+    unsafe { dot_rows_spread(w, ws, x, xs, xo, nb, out) }
+}
+
+/// `dot_rows::<TILE, WIDEN>` with the activations spread (`Q8Act::spread`: each block
+/// `STEPS` vectors, step j's four bytes widened to 16 bits, twice): the widening and splat of
+/// every row's four bytes at every step done once, at quantization. The same integer products
+/// and sums, and the same scales in the same order, so each row's result is `dot4`'s bit for bit.
+///
+/// # Safety
+/// `w` holds `nb` blocks of four rows and `ws` their scales; `x` `TILE` rows of `nb` spread
+/// blocks; `xs`, `xo` `TILE` rows of `nb`.
+#[inline(always)]
+unsafe fn dot_rows_spread(
+    w: &[i8],
+    ws: &[f32],
+    x: &[i8],
+    xs: &[f32],
+    xo: &[i32],
+    nb: usize,
+    out: &mut [[f32; RG]; TILE],
+) {
+    let (wp, wsp, xp) = (
+        w.as_ptr() as *const v128,
+        ws.as_ptr(),
+        x.as_ptr() as *const v128,
+    );
+    let (xsp, xop) = (xs.as_ptr() as *const u32, xo.as_ptr() as *const u32);
+    let mut acc = [f32x4_splat(0.0); TILE];
+    for b in 0..nb {
+        // SAFETY (whole body): block b of the group and of each activation row are in bounds.
+        unsafe {
+            let wb = wp.add(b * STEPS);
+            let xb: [*const v128; TILE] = core::array::from_fn(|k| xp.add((k * nb + b) * STEPS));
+            let mut lo = [i32x4_splat(0); TILE];
+            let mut hi = [i32x4_splat(0); TILE];
+            for j in 0..STEPS {
+                let w = v128_load(wb.add(j));
+                let (wl, wh) = (u16x8_extend_low_u8x16(w), u16x8_extend_high_u8x16(w));
+                for k in 0..TILE {
+                    let x = v128_load(xb[k].add(j));
+                    lo[k] = i32x4_add(lo[k], i32x4_dot_i16x8(wl, x));
+                    hi[k] = i32x4_add(hi[k], i32x4_dot_i16x8(wh, x));
+                }
+            }
+            let s = v128_load(wsp.add(b * RG) as *const v128);
+            for k in 0..TILE {
+                let pairs = i32x4_add(
+                    i32x4_shuffle::<0, 2, 4, 6>(lo[k], hi[k]),
+                    i32x4_shuffle::<1, 3, 5, 7>(lo[k], hi[k]),
+                );
+                let d = i32x4_add(v128_load32_splat(xop.add(k * nb + b)), pairs);
+                let sx = v128_load32_splat(xsp.add(k * nb + b));
+                acc[k] = scale_add(acc[k], d, s, sx);
+            }
+        }
+    }
+    for (o, a) in out.iter_mut().zip(acc) {
+        // SAFETY: each output is four f32, the size of a v128.
+        unsafe { v128_store(o.as_mut_ptr() as *mut v128, a) };
+    }
 }
 
 /// `dot4x4` for two groups at once (`w` and `ws` hold the first group's blocks, then the
