@@ -384,7 +384,8 @@ test('the API lab measures the test server\'s TTFT and TPOT, fits the line besid
       assert.deepEqual(lab.api.map((r) => r.n), [4, 8, 16]);
       for (const r of lab.api) {
         assert.ok(r.ttftMs >= 295 && r.ttftMs < 450, `${kind} TTFT ${r.ttftMs} for a server's 300`);
-        assert.ok(r.tpotMs >= 36 && r.tpotMs < 60, `${kind} TPOT ${r.tpotMs} for a server's 40`);
+        // A first token delivered late (a loaded machine) shortens the mean gap after it, hence 0.7×.
+        assert.ok(r.tpotMs >= 28 && r.tpotMs < 60, `${kind} TPOT ${r.tpotMs} for a server's 40`);
       }
       assert.ok(Math.abs(lab.apiFit.b - 40) < 12, `slope ${lab.apiFit.b}`);
       assert.ok(lab.apiFit.a > 250 && lab.apiFit.a < 450, `intercept ${lab.apiFit.a}`);
@@ -499,7 +500,7 @@ for (const name of ENGINES) {
         assert.ok(lab.api, JSON.stringify(lab));
         for (const r of lab.api) {
           assert.ok(r.ttftMs >= 195 && r.ttftMs < 400, `${name} TTFT ${r.ttftMs} for 200`);
-          assert.ok(r.tpotMs >= 26 && r.tpotMs < 50, `${name} TPOT ${r.tpotMs} for 30`);
+          assert.ok(r.tpotMs >= 21 && r.tpotMs < 50, `${name} TPOT ${r.tpotMs} for 30`); // 0.7×: as above
         }
       });
     } finally {

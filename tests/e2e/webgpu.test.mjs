@@ -87,6 +87,10 @@ test('backend webgpu on SwiftShader: model.backend is webgpu and greedy text equ
       const m = await Gpt2.load({ model: folder, backend: 'auto', raceSoftwareGpu: true });
       const r = { backend: m.backend, times: m.backendTimes, gpuUnavailable: m.gpuUnavailable, result: await m.generate(prompt, { maxTokens: 8, temperature: 0 }) };
       m.dispose();
+      // The CPU won: the next load goes straight to it, with the earlier race's numbers.
+      const again = await Gpt2.load({ model: folder, backend: 'auto', raceSoftwareGpu: true });
+      r.again = { backend: again.backend, adapter: again.adapter, times: again.backendTimes, gpuUnavailable: again.gpuUnavailable };
+      again.dispose();
       return r;
     }, { folder: `/${MODEL_URL}`, prompt: PROMPT });
     assert.equal(raced.backend, 'cpu');
@@ -95,6 +99,10 @@ test('backend webgpu on SwiftShader: model.backend is webgpu and greedy text equ
     assert.ok(raced.times.logitDiff < 0.025, `SwiftShader's logits differ from the CPU's by ${raced.times.logitDiff} of their range`);
     assert.match(raced.gpuUnavailable, /^measured: a 16-token prompt and 8 steps took [\d.]+ ms on the CPU/);
     assert.deepEqual(raced.result.tokens, nativeGenerate(PROMPT, 8).tokens);
+    assert.equal(raced.times.remembered, undefined);
+    assert.deepEqual([raced.again.backend, raced.again.adapter], ['cpu', undefined]);
+    assert.deepEqual(raced.again.times, { ...raced.times, remembered: true });
+    assert.equal(raced.again.gpuUnavailable, `${raced.times.why} (on an earlier load, remembered in this browser)`);
   });
 });
 

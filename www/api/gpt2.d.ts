@@ -533,9 +533,11 @@ export declare class Gpt2 {
    * the largest logit difference as a share of their range (above 0.001 with f32 weights on both,
    * 0.05 with q8 or f16, the GPU is not trusted),
    * the backend chosen and why. Null without a race. `cpuMs` and `logitDiff` are null when the
-   * CPU copy did not fit beside the GPU's (then the GPU stays).
+   * CPU copy did not fit beside the GPU's (then the GPU stays). When the CPU won, later loads of
+   * the model in the same dtype in this browser go straight to the CPU (localStorage) and report
+   * the earlier race with `remembered: true`; a GPU that won is raced again at every load.
    */
-  readonly backendTimes: { webgpuMs: number; cpuMs: number | null; logitDiff: number | null; chosen: 'webgpu' | 'cpu'; why: string } | null;
+  readonly backendTimes: { webgpuMs: number; cpuMs: number | null; logitDiff: number | null; chosen: 'webgpu' | 'cpu'; why: string; remembered?: true } | null;
 
   /**
    * OpenAI's (legacy) completions API on this model, so code written for an OpenAI-compatible

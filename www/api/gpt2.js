@@ -70,6 +70,31 @@ export function platformMemory(nav = globalThis.navigator) {
 // ---------------------------------------------------------------------------------------------
 // The public class.
 
+/**
+ * What `backend: 'auto'` measured on an earlier load of this model and dtype in this browser,
+ * when the CPU won (localStorage; a GPU that won is raced again at every load, its check being
+ * worth the time): `backendTimes` with `remembered: true`, or null. Storage that is refused or
+ * holds something else is no memory.
+ */
+function rememberedRace(key) {
+  try {
+    const t = JSON.parse(globalThis.localStorage?.getItem(key) ?? 'null');
+    if (t?.chosen !== 'cpu' || typeof t.why !== 'string' || !Number.isFinite(t.webgpuMs)) return null;
+    const num = (x) => (Number.isFinite(x) ? x : null);
+    return Object.freeze({ webgpuMs: t.webgpuMs, cpuMs: num(t.cpuMs), logitDiff: num(t.logitDiff), chosen: 'cpu', why: t.why, remembered: true });
+  } catch {
+    return null;
+  }
+}
+
+function rememberRace(key, times) {
+  try {
+    globalThis.localStorage?.setItem(key, JSON.stringify(times));
+  } catch {
+    // storage refused (a private window, a full quota): the next load races again
+  }
+}
+
 export class Gpt2 {
   #conn;
   #id;
@@ -129,15 +154,19 @@ export class Gpt2 {
     const { name, source, names } = modelSource(model, { revision, file, hubHost });
     if (source.files && globalThis.location?.protocol === 'file:') source.files = await readHere(source.files);
     const conn = connection();
+    // 'auto' whose CPU won a race for this model and dtype in this browser goes straight to the CPU.
+    const raceAt = backend === 'auto' && source.urls ? `gpt2-web:auto:${dtype}:${raceSoftwareGpu ? 'software:' : ''}${name}` : null;
+    const past = raceAt ? rememberedRace(raceAt) : null;
+    const runOn = past ? 'cpu' : backend;
     // Files given as bytes are never shared; a folder URL is, per backend, dtype, build and kernel.
-    const key = source.urls ? `${backend} ${dtype} ${build} ${kernel} ${raceSoftwareGpu} ${name}` : null;
+    const key = source.urls ? `${past ? 'auto-cpu' : backend} ${dtype} ${build} ${kernel} ${raceSoftwareGpu} ${name}` : null;
     let load = key !== null ? conn.loads.get(key) : undefined;
     if (!load) {
       load = { key, refs: 0, listeners: new Set() };
       const progress = ({ file, loaded, total, tensor, cached, plan }) => {
         for (const f of load.listeners) f({ file, loaded, total, tensor, cached, ...(plan ? { plan } : {}) });
       };
-      const { id, promise } = request(conn, { op: 'load', source, backend, dtype, threads, build, kernel, raceSoftwareGpu, platform, builds: BUILDS, files: names }, { progress });
+      const { id, promise } = request(conn, { op: 'load', source, backend: runOn, dtype, threads, build, kernel, raceSoftwareGpu, platform, builds: BUILDS, files: names }, { progress });
       load.promise = promise.then((info) => ({ id, info }));
       if (key !== null) conn.loads.set(key, load);
     }
@@ -161,7 +190,12 @@ export class Gpt2 {
       if (onProgress) load.listeners.delete(onProgress);
     }
     // What runs where, shared by the handles of this model: it changes if the GPU is lost.
-    const { info } = loaded;
+    const info = { ...loaded.info };
+    if (raceAt && info.backendTimes?.chosen === 'cpu') rememberRace(raceAt, info.backendTimes);
+    if (past) {
+      info.backendTimes = past;
+      info.gpuUnavailable = `${past.why} (on an earlier load, remembered in this browser)`;
+    }
     load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, mtpHeads: info.mtpHeads ? Object.freeze({ ...info.mtpHeads }) : null, backendTimes: info.backendTimes ? Object.freeze({ ...info.backendTimes }) : null, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
     const handle = new Gpt2(conn, loaded.id, info.config, name, load);
     handle.#onBackendChange = onBackendChange;
