@@ -102,10 +102,7 @@ impl GpuBackend {
             .await;
         verdict.await?;
         read?;
-        self.hidden_host.clear();
-        self.hidden_host
-            .extend_from_slice(&self.logits_host[floats..]);
-        self.logits_host.truncate(floats);
+        self.read_rows = rows;
         self.dispatches = n;
         Ok(&self.logits_host[..floats])
     }

@@ -214,7 +214,7 @@ impl Builder<'_> {
             logits,
             staging,
             xn,
-            hidden_host: Vec::new(),
+            read_rows: 1,
             _buffers: buffers,
             dispatches: 0,
             slots: Vec::new(),

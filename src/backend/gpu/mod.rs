@@ -66,9 +66,9 @@ pub struct GpuBackend {
     ids: wgpu::Buffer,           // (n_ctx,) u32
     logits: wgpu::Buffer,        // (MAX_VERIFY, V)
     staging: wgpu::Buffer,       // (MAX_VERIFY, V + C) mappable copy of logits, then xn's rows
-    logits_host: Vec<f32>,       // (rows, V) of the last forward
-    xn: wgpu::Buffer,            // (n_ctx, C) LayerNorm output: ln_f's rows after a forward
-    hidden_host: Vec<f32>,       // (rows, C): the last forward's final hidden rows (after ln_f)
+    logits_host: Vec<f32>, // (rows, V) logits, then (rows, C) ln_f's rows, of the last forward
+    read_rows: usize,      // the rows the last forward read back
+    xn: wgpu::Buffer,      // (n_ctx, C) LayerNorm output: ln_f's rows after a forward
     _buffers: Vec<wgpu::Buffer>, // wpe, activations, uniforms: kept for the bind groups
     dispatches: usize,
     /// The KV caches of several sequences (beam search), slot × layer × [k, v]; empty with one.
@@ -116,13 +116,13 @@ impl GpuBackend {
 
     /// The logits of the last forward (see `Backend::logits`).
     pub fn logits(&self) -> &[f32] {
-        &self.logits_host
+        &self.logits_host[..self.read_rows * self.config.vocab_size]
     }
 
     /// Rows `from..to` of the last verification pass's logits (all computed already).
     pub fn rows(&self, from: usize, to: usize) -> crate::error::Result<&[f32]> {
         let v = self.config.vocab_size;
-        self.logits_host.get(from * v..to * v).ok_or_else(|| {
+        self.logits().get(from * v..to * v).ok_or_else(|| {
             crate::error::Error::State(format!("rows {from}..{to} were not computed"))
         })
     }
@@ -130,8 +130,8 @@ impl GpuBackend {
     /// Row `r` of the last forward's final hidden state (after ln_f): of every row after a
     /// verification pass, else of its last row (row 0).
     pub fn hidden(&self, r: usize) -> Option<&[f32]> {
-        let c = self.config.n_embd;
-        self.hidden_host.get(r * c..(r + 1) * c)
+        let (c, v) = (self.config.n_embd, self.config.vocab_size);
+        self.logits_host[self.read_rows * v..].get(r * c..(r + 1) * c)
     }
 
     /// Destroys the device, as a driver reset would; later forwards fail with `Error::Gpu`.

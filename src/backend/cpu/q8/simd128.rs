@@ -90,13 +90,16 @@ fn dot_add<const DOT: u8>(x: v128, w: v128, acc: v128) -> v128 {
 const STEPS: usize = QK * RG / 16;
 
 /// One block of `N` activation rows against a group's four rows, as integers: lane l of row k's
-/// result is Σ_c w[l][c] · x[k][c] + xo[k] (the offset's correction, negative).
+/// result is Σ_c w[l][c] · x[k][c] + xo[k] (the offset's correction, negative). With `SPREAD`
+/// (`WIDEN` only) the rows come spread (`Q8Act::spread`: step j's four bytes already widened to
+/// 16 bits, twice), so a step loads them instead of splatting and widening them: the same
+/// integers.
 ///
 /// # Safety
-/// `wb` points at the block's 128 weight bytes, `xb[k]` at row k's 32 activation bytes, `xo[k]`
-/// at row k's correction for the block.
+/// `wb` points at the block's 128 weight bytes, `xb[k]` at row k's 32 activation bytes (128
+/// spread), `xo[k]` at row k's correction for the block.
 #[inline(always)]
-unsafe fn block_dots<const N: usize, const DOT: u8>(
+unsafe fn block_dots<const N: usize, const DOT: u8, const SPREAD: bool>(
     wb: *const v128,
     xb: [*const i8; N],
     xo: [*const i32; N],
@@ -107,7 +110,7 @@ unsafe fn block_dots<const N: usize, const DOT: u8>(
     let init: [v128; N] =
         core::array::from_fn(|k| unsafe { v128_load32_splat(xo[k] as *const u32) });
     #[cfg(target_feature = "relaxed-simd")]
-    if DOT != WIDEN {
+    if DOT != WIDEN && !SPREAD {
         // One row alone gets four independent chains of dots, so that each dot's latency (5
         // cycles with VNNI) is hidden; a tile's four rows are four chains already (more spill
         // out of the engine's 15 vector registers). Integer sums: the result is the same.
@@ -146,8 +149,11 @@ unsafe fn block_dots<const N: usize, const DOT: u8>(
                 let w = v128_load(wb.add(j));
                 let (wl, wh) = (u16x8_extend_low_u8x16(w), u16x8_extend_high_u8x16(w));
                 for k in 0..N {
-                    let x = v128_load32_splat(xb[k].add(4 * j) as *const u32);
-                    let x = i16x8_extend_low_i8x16(x);
+                    let x = if SPREAD {
+                        v128_load(xb[k].add(16 * j) as *const v128)
+                    } else {
+                        i16x8_extend_low_i8x16(v128_load32_splat(xb[k].add(4 * j) as *const u32))
+                    };
                     lo[k] = i32x4_add(lo[k], i32x4_dot_i16x8(wl, x));
                     hi[k] = i32x4_add(hi[k], i32x4_dot_i16x8(wh, x));
                 }
@@ -193,14 +199,15 @@ fn scale_add(acc: v128, d: v128, s: v128, sx: v128) -> v128 {
     f32x4_add(acc, f32x4_mul(d, s))
 }
 
-/// `N` activation rows (row k's blocks start at `x[k * nb * QK]`) against one group: each row's
-/// arithmetic is the same whatever `N`, so a row's result does not depend on its tile.
+/// `N` activation rows (row k's blocks start at `x[k * nb * QK]`, or `x[k * nb * QK * RG]`
+/// spread) against one group: each row's arithmetic is the same whatever `N` and `SPREAD`, so a
+/// row's result does not depend on its tile.
 ///
 /// # Safety
 /// `w` holds `nb` blocks of four rows and `ws` their scales; `x`, `xs`, `xo` hold `N` rows of
-/// `nb` blocks.
+/// `nb` blocks (spread ones in `x` with `SPREAD`).
 #[inline(always)]
-unsafe fn dot_rows<const N: usize, const DOT: u8>(
+unsafe fn dot_rows<const N: usize, const DOT: u8, const SPREAD: bool>(
     w: &[i8],
     ws: &[f32],
     x: &[i8],
@@ -211,13 +218,14 @@ unsafe fn dot_rows<const N: usize, const DOT: u8>(
 ) {
     let (wp, wsp, xp) = (w.as_ptr() as *const v128, ws.as_ptr(), x.as_ptr());
     let (xsp, xop) = (xs.as_ptr() as *const u32, xo.as_ptr());
+    let xblock = if SPREAD { QK * RG } else { QK };
     let mut acc = [f32x4_splat(0.0); N];
     for b in 0..nb {
         // SAFETY: block b of the group and of each activation row are in bounds.
         unsafe {
-            let d = block_dots::<N, DOT>(
+            let d = block_dots::<N, DOT, SPREAD>(
                 wp.add(b * STEPS),
-                core::array::from_fn(|k| xp.add((k * nb + b) * QK)),
+                core::array::from_fn(|k| xp.add((k * nb + b) * xblock)),
                 core::array::from_fn(|k| xop.add(k * nb + b)),
             );
             let s = v128_load(wsp.add(b * RG) as *const v128);
@@ -250,10 +258,10 @@ pub unsafe fn dot4(
     // SAFETY (each arm): the caller's contract, for one activation row.
     match dot {
         #[cfg(target_feature = "relaxed-simd")]
-        Dot::Add => unsafe { dot_rows::<1, ADD>(w, ws, x, xs, xo, nb, out) },
+        Dot::Add => unsafe { dot_rows::<1, ADD, false>(w, ws, x, xs, xo, nb, out) },
         #[cfg(target_feature = "relaxed-simd")]
-        Dot::I16 => unsafe { dot_rows::<1, I16>(w, ws, x, xs, xo, nb, out) },
-        _ => unsafe { dot_rows::<1, WIDEN>(w, ws, x, xs, xo, nb, out) },
+        Dot::I16 => unsafe { dot_rows::<1, I16, false>(w, ws, x, xs, xo, nb, out) },
+        _ => unsafe { dot_rows::<1, WIDEN, false>(w, ws, x, xs, xo, nb, out) },
     }
 }
 
@@ -284,8 +292,8 @@ pub unsafe fn dot4x4(
             let out: &mut [[f32; RG]; 2] = out.try_into().unwrap(); // chunks of 2
                                                                     // SAFETY (each arm): the caller's contract, for rows 2p and 2p + 1.
             match dot {
-                Dot::I16 => unsafe { dot_rows::<2, I16>(w, ws, x, xs, xo, nb, out) },
-                _ => unsafe { dot_rows::<2, ADD>(w, ws, x, xs, xo, nb, out) },
+                Dot::I16 => unsafe { dot_rows::<2, I16, false>(w, ws, x, xs, xo, nb, out) },
+                _ => unsafe { dot_rows::<2, ADD, false>(w, ws, x, xs, xo, nb, out) },
             }
         }
         return;
@@ -296,66 +304,7 @@ pub unsafe fn dot4x4(
                  // (eight accumulators, the two widened halves and an activation: within the engine's vector
                  // registers), the activations read spread (already widened: one load per row and step).
                  // SAFETY: the caller's contract, for the four rows.
-    unsafe { dot_rows_spread(w, ws, x, xs, xo, nb, out) }
-}
-
-/// `dot_rows::<TILE, WIDEN>` with the activations spread (`Q8Act::spread`: each block
-/// `STEPS` vectors, step j's four bytes widened to 16 bits, twice): the widening and splat of
-/// every row's four bytes at every step done once, at quantization. The same integer products
-/// and sums, and the same scales in the same order, so each row's result is `dot4`'s bit for bit.
-///
-/// # Safety
-/// `w` holds `nb` blocks of four rows and `ws` their scales; `x` `TILE` rows of `nb` spread
-/// blocks; `xs`, `xo` `TILE` rows of `nb`.
-#[inline(always)]
-unsafe fn dot_rows_spread(
-    w: &[i8],
-    ws: &[f32],
-    x: &[i8],
-    xs: &[f32],
-    xo: &[i32],
-    nb: usize,
-    out: &mut [[f32; RG]; TILE],
-) {
-    let (wp, wsp, xp) = (
-        w.as_ptr() as *const v128,
-        ws.as_ptr(),
-        x.as_ptr() as *const v128,
-    );
-    let (xsp, xop) = (xs.as_ptr() as *const u32, xo.as_ptr() as *const u32);
-    let mut acc = [f32x4_splat(0.0); TILE];
-    for b in 0..nb {
-        // SAFETY (whole body): block b of the group and of each activation row are in bounds.
-        unsafe {
-            let wb = wp.add(b * STEPS);
-            let xb: [*const v128; TILE] = core::array::from_fn(|k| xp.add((k * nb + b) * STEPS));
-            let mut lo = [i32x4_splat(0); TILE];
-            let mut hi = [i32x4_splat(0); TILE];
-            for j in 0..STEPS {
-                let w = v128_load(wb.add(j));
-                let (wl, wh) = (u16x8_extend_low_u8x16(w), u16x8_extend_high_u8x16(w));
-                for k in 0..TILE {
-                    let x = v128_load(xb[k].add(j));
-                    lo[k] = i32x4_add(lo[k], i32x4_dot_i16x8(wl, x));
-                    hi[k] = i32x4_add(hi[k], i32x4_dot_i16x8(wh, x));
-                }
-            }
-            let s = v128_load(wsp.add(b * RG) as *const v128);
-            for k in 0..TILE {
-                let pairs = i32x4_add(
-                    i32x4_shuffle::<0, 2, 4, 6>(lo[k], hi[k]),
-                    i32x4_shuffle::<1, 3, 5, 7>(lo[k], hi[k]),
-                );
-                let d = i32x4_add(v128_load32_splat(xop.add(k * nb + b)), pairs);
-                let sx = v128_load32_splat(xsp.add(k * nb + b));
-                acc[k] = scale_add(acc[k], d, s, sx);
-            }
-        }
-    }
-    for (o, a) in out.iter_mut().zip(acc) {
-        // SAFETY: each output is four f32, the size of a v128.
-        unsafe { v128_store(o.as_mut_ptr() as *mut v128, a) };
-    }
+    unsafe { dot_rows::<TILE, WIDEN, true>(w, ws, x, xs, xo, nb, out) }
 }
 
 /// `dot4x4` for two groups at once (`w` and `ws` hold the first group's blocks, then the
