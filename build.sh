@@ -239,7 +239,12 @@ bench() {
     if [ ! -f "$onnx/onnx/model_quantized.onnx" ]; then
       "$venv/bin/python" tools/peer/export_onnx.py --model www/models/gpt2-shakespeare --out "$onnx"
     fi
-    node tools/bench_cold.mjs --onnx "$onnx" ${rest[@]+"${rest[@]}"}
+    if [ ${#rest[@]} -gt 0 ]; then node tools/bench_cold.mjs --onnx "$onnx" "${rest[@]}"; return; fi
+    # Everything in Chromium over the site's layout; the page in Firefox and WebKit; the page
+    # served from www/ as it is (what a course author who copies the folder gets).
+    node tools/bench_cold.mjs --onnx "$onnx"
+    node tools/bench_cold.mjs --engines firefox,webkit --targets page --networks loopback,25:20
+    node tools/bench_cold.mjs --tree www --engines chromium,firefox --targets page --networks loopback,25:20
     return
   fi
   if [ "$sizes" = 1 ]; then

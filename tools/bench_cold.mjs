@@ -23,7 +23,8 @@
 // (the model usable: performance.now() at that moment, from the page's navigation), click → first
 // token (of the first generation; for gpt2-web also of the second, which the warm-up at load is
 // for), and open → first token (the two added: a student who clicks the moment it is ready). Then
-// gpt2-web's load phase by phase (Gpt2#loadTimings) on a return visit, and the issue's targets.
+// gpt2-web's load phase by phase (Gpt2#loadTimings), and the targets: the return visit ≤ 0.5 s and
+// the first generation ≤ 1.1× a later one on loopback, the first visit ≤ 1.2× its bytes' transfer time.
 // Each configuration runs once unmeasured first (the server compresses each file once; the OS
 // caches the files), then measured: one first visit and one return visit per engine launch.
 import fs from 'node:fs';
@@ -362,23 +363,33 @@ if (page.length) {
         `${f('weightsMs')} | ${f('warmUpMs')} | ${s(r[which].readyMs)} |`);
     }
   }
-  // The issue's targets, on the page in Chromium (the first engine measured).
-  const at = (network) => page.find((r) => r.network === network && r.engineName === page[0].engineName);
-  const loop = at('loopback');
-  const wifi = page.find((r) => r.network.startsWith('25 Mbps') && r.engineName === page[0].engineName);
+  // The targets, per engine: the return visit and the first generation on loopback, the first
+  // visit against the time its bytes need on the throttled link (in this run's layout).
   lines.push('');
-  lines.push('targets (gpt2-web page):');
-  if (loop) {
-    const ret = loop.return.readyMs + loop.return.firstMs;
-    lines.push(`- return visit open → first token ≤ 0.5 s: ${s(ret)} (loopback) ${ret <= 500 ? 'met' : 'NOT met'}`);
-    const ratio = loop.first.firstMs / loop.first.secondMs;
-    lines.push(`- first generation's click → first token ≤ 2× a later one's: ${s(loop.first.firstMs)} vs ${s(loop.first.secondMs)} = ` +
-      `${ratio.toFixed(2)}× ${ratio <= 2 ? 'met' : 'NOT met'}`);
-    lines.push(`- wire bytes ≤ 20 MB: ${mb(loop.first.wire)} ${loop.first.wire <= 20e6 ? 'met' : 'NOT met'}`);
-  }
-  if (wifi) {
-    const t = wifi.first.readyMs + wifi.first.firstMs;
-    lines.push(`- first visit at 25 Mbps open → first token ≤ 9 s: ${s(t)} ${t <= 9000 ? 'met' : 'NOT met'}`);
+  lines.push(`targets (gpt2-web page, ${SITE ? "./build.sh site's layout" : 'www/ as it is'}):`);
+  const met = (ok) => (ok ? 'met' : 'NOT met');
+  for (const engineName of ENGINES) {
+    const mine = page.filter((r) => r.engineName === engineName);
+    const loop = mine.find((r) => r.network === 'loopback');
+    // WebKitGTK under WebDriver keeps no HTTP cache between visits: its return visit is measured, not held to the target.
+    const held = engineName !== 'webkit';
+    if (loop) {
+      const ret = loop.return.readyMs + loop.return.firstMs;
+      lines.push(`- ${engineName}: return visit open → first token ≤ 0.5 s (loopback): ${s(ret)}${held ? ` ${met(ret <= 500)}` : ' (measured; no target)'}`);
+      for (const which of ['first', 'return']) {
+        const v = loop[which];
+        const ratio = v.firstMs / v.secondMs;
+        lines.push(`- ${engineName}: ${which} visit's first generation ≤ 1.1× a later one (click → first token): ` +
+          `${s(v.firstMs)} vs ${s(v.secondMs)} = ${ratio.toFixed(2)}× ${met(ratio <= 1.1)}`);
+      }
+    }
+    for (const r of mine.filter((x) => Number.isFinite(NETWORKS.find((n) => n.name === x.network)?.mbps))) {
+      const { mbps } = NETWORKS.find((n) => n.name === r.network);
+      const bytesMs = (r.first.wire * 8) / (mbps * 1e3);
+      const ratio = r.first.readyMs / bytesMs;
+      lines.push(`- ${engineName}: first visit at ${r.network}, open → ready ≤ 1.2× its bytes' transfer time: ${s(r.first.readyMs)} ` +
+        `for ${mb(r.first.wire)} (${s(bytesMs)} at ${mbps} Mbps) = ${ratio.toFixed(2)}× ${met(ratio <= 1.2)}`);
+    }
   }
   for (const peer of ['tjs', 'wllama']) {
     const theirs = rows.filter((r) => r.target === peer);
