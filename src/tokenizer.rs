@@ -8,11 +8,50 @@
 
 use crate::error::{Error, Result};
 
+mod bpe;
+
 /// A tokenizer plus each token's raw bytes.
 pub struct Tokenizer {
-    inner: tokenizers::Tokenizer,
-    /// Indexed by token id.
-    token_bytes: Vec<Vec<u8>>,
+    inner: Inner,
+    /// Each token's raw bytes, by id.
+    token_bytes: Pieces,
+}
+
+/// Byte strings by index, end to end in one buffer (one allocation for 50,257 tokens, not one each).
+#[derive(Default)]
+struct Pieces {
+    bytes: Vec<u8>,
+    ends: Vec<u32>,
+}
+
+impl Pieces {
+    fn get(&self, i: usize) -> Option<&[u8]> {
+        let end = *self.ends.get(i)? as usize;
+        let start = i.checked_sub(1).map_or(0, |p| self.ends[p] as usize);
+        Some(&self.bytes[start..end])
+    }
+
+    /// Ends the piece being written (the bytes pushed since the last one).
+    fn end(&mut self) {
+        self.ends.push(self.bytes.len() as u32);
+    }
+}
+
+/// A `tokenizer.json` as the `tokenizers` crate reads it, or GPT-2's byte-level BPE from a
+/// vocabulary's lists (`bpe::Gpt2Bpe` behind the same pre-tokenizer and added tokens).
+enum Inner {
+    Json(Box<tokenizers::Tokenizer>),
+    Lists(
+        Box<
+            tokenizers::TokenizerImpl<
+                bpe::Gpt2Bpe,
+                tokenizers::NormalizerWrapper,
+                tokenizers::PreTokenizerWrapper,
+                tokenizers::PostProcessorWrapper,
+                tokenizers::DecoderWrapper,
+            >,
+        >,
+    ),
 }
 
 impl Tokenizer {
@@ -49,7 +88,15 @@ impl Tokenizer {
             };
             token_bytes[id as usize] = bytes;
         }
-        Ok(Tokenizer { inner, token_bytes })
+        let mut pieces = Pieces::default();
+        for b in &token_bytes {
+            pieces.bytes.extend_from_slice(b);
+            pieces.end();
+        }
+        Ok(Tokenizer {
+            inner: Inner::Json(Box::new(inner)),
+            token_bytes: pieces,
+        })
     }
 
     /// GPT-2's byte-level BPE from its token strings by id, its merges (`"a b"`) and its added
@@ -62,7 +109,6 @@ impl Tokenizer {
         merges: &[&str],
         added: &[(u32, &str, bool)],
     ) -> Result<Self> {
-        use tokenizers::models::bpe::BPE;
         use tokenizers::pre_tokenizers::byte_level::ByteLevel;
         let bad = |msg: String| Error::Tokenizer {
             file: file.to_string(),
@@ -75,30 +121,23 @@ impl Tokenizer {
                 crate::config::MAX_DIM
             )));
         }
-        // A token string given twice keeps its last id, as a tokenizer.json's vocabulary would.
-        let mut vocab = tokenizers::models::bpe::Vocab::with_capacity(tokens.len());
-        for (id, t) in tokens.iter().enumerate() {
-            vocab.insert(t.to_string(), id as u32);
-        }
         let longest = tokens.iter().map(|t| t.len()).max().unwrap_or(0);
         let mut pairs = Vec::with_capacity(merges.len());
         for m in merges {
             let Some((a, b)) = m.split_once(' ') else {
                 return Err(bad(format!("merge \"{m}\" is not two tokens")));
             };
-            // As screen_merges: the crate indexes unchecked past the longest token.
+            // As screen_merges for a tokenizer.json.
             if a.len() + b.len() > longest {
                 return Err(bad(format!(
                     "merge \"{m}\" makes a token longer than any in the vocabulary"
                 )));
             }
-            pairs.push((a.to_string(), b.to_string()));
+            pairs.push((a, b));
         }
-        let bpe = BPE::builder()
-            .vocab_and_merges(vocab, pairs)
-            .build()
-            .map_err(|e| bad(format!("cannot build: {e}")))?;
-        let mut inner = tokenizers::Tokenizer::new(bpe);
+        let model =
+            bpe::Gpt2Bpe::new(tokens, &pairs).map_err(|e| bad(format!("cannot build: {e}")))?;
+        let mut inner = tokenizers::TokenizerImpl::new(model);
         inner
             .with_pre_tokenizer(Some(ByteLevel::new(false, true, true)))
             .with_post_processor(Some(ByteLevel::new(true, false, true)))
@@ -113,36 +152,50 @@ impl Tokenizer {
             added.map_err(|e| bad(format!("added token {content:?}: {e}")))?;
         }
         let byte_of = unicode_to_byte();
-        let mut token_bytes: Vec<Vec<u8>> = (tokens.iter())
-            .map(|t| {
-                t.chars()
-                    .map(&byte_of)
-                    .collect::<Option<Vec<u8>>>()
-                    .unwrap_or_else(|| t.as_bytes().to_vec())
-            })
+        let added_text: std::collections::HashMap<u32, &str> = added
+            .iter()
+            .map(|&(id, content, _)| (id, content))
             .collect();
-        for &(id, content, _) in added {
-            if let Some(b) = token_bytes.get_mut(id as usize) {
-                *b = content.as_bytes().to_vec();
+        let mut token_bytes = Pieces::default();
+        token_bytes
+            .bytes
+            .reserve(tokens.iter().map(|t| t.len()).sum());
+        for (id, t) in tokens.iter().enumerate() {
+            let start = token_bytes.bytes.len();
+            if let Some(content) = added_text.get(&(id as u32)) {
+                token_bytes.bytes.extend_from_slice(content.as_bytes());
+            } else {
+                for c in t.chars() {
+                    let Some(b) = byte_of(c) else {
+                        // Not byte-level: the token's own text.
+                        token_bytes.bytes.truncate(start);
+                        token_bytes.bytes.extend_from_slice(t.as_bytes());
+                        break;
+                    };
+                    token_bytes.bytes.push(b);
+                }
             }
+            token_bytes.end();
         }
-        Ok(Tokenizer { inner, token_bytes })
+        Ok(Tokenizer {
+            inner: Inner::Lists(Box::new(inner)),
+            token_bytes,
+        })
     }
 
     /// Token ids of `text`; special tokens such as `<|endoftext|>` written in the text are recognised.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self
-            .inner
-            .encode(text, false)
-            .map_err(|e| Error::tokenizer(format!("cannot encode: {e}")))?;
+        let enc = match &self.inner {
+            Inner::Json(t) => t.encode(text, false),
+            Inner::Lists(t) => t.encode(text, false),
+        }
+        .map_err(|e| Error::tokenizer(format!("cannot encode: {e}")))?;
         Ok(enc.get_ids().to_vec())
     }
 
     /// The raw bytes of one token (empty for an id the tokenizer does not know).
     pub fn token_bytes(&self, id: u32) -> &[u8] {
-        self.token_bytes
-            .get(id as usize)
-            .map_or(&[], |b| b.as_slice())
+        self.token_bytes.get(id as usize).unwrap_or(&[])
     }
 
     /// Text of `ids`, invalid UTF-8 replaced by U+FFFD (as transformers' `decode`).
@@ -157,7 +210,7 @@ impl Tokenizer {
 
     /// Number of token ids the tokenizer knows.
     pub fn vocab_size(&self) -> usize {
-        self.token_bytes.len()
+        self.token_bytes.ends.len()
     }
 }
 

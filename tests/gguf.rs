@@ -100,6 +100,75 @@ fn a_gguf_file_is_a_whole_model_config_and_tokenizer_included() {
         assert_eq!(from_gguf.decode(&ids), text);
     }
     assert_eq!(from_gguf.vocab_size(), from_json.vocab_size());
+
+    // Beyond the corpus: the project's own prose, line by line, and seeded random strings over
+    // letters, digits, spaces, punctuation, accents, CJK, emoji and the special token, each given
+    // the same ids by the lists' BPE (src/tokenizer/bpe.rs) as by the tokenizers crate's.
+    let mut texts: Vec<String> = ["README.md", "docs/performance.md", "docs/architecture.md"]
+        .iter()
+        .flat_map(|f| {
+            let text = String::from_utf8(bytes(f)).unwrap();
+            text.lines().map(str::to_string).collect::<Vec<_>>()
+        })
+        .collect();
+    let pieces = [
+        "a",
+        "e",
+        "th",
+        "ing",
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        "0",
+        "7",
+        "42",
+        ".",
+        ",",
+        "'s",
+        "'ll",
+        "!",
+        "?",
+        "é",
+        "ñ",
+        "ß",
+        "中",
+        "文",
+        "😀",
+        "👍🏽",
+        "\u{200b}",
+        "<|endoftext|>",
+        "Hello",
+        " world",
+        "'",
+        "\"",
+        "-",
+        "_",
+        "ǅ",
+        "Ⅻ",
+        "²",
+        "\u{301}",
+        "\r\n",
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..2000 {
+        let mut t = String::new();
+        for _ in 0..(seed % 24) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            t.push_str(pieces[(seed % pieces.len() as u64) as usize]);
+        }
+        texts.push(t);
+    }
+    assert!(texts.len() > 2500);
+    for text in &texts {
+        assert_eq!(
+            from_gguf.encode(text).unwrap(),
+            from_json.encode(text).unwrap(),
+            "ids of {text:?}"
+        );
+    }
 }
 
 #[test]
