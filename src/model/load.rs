@@ -73,7 +73,6 @@ impl Loader {
         cpu_dtype: CpuDtype,
         gpu_f16: bool,
     ) -> Result<Loader> {
-        let config = Config::from_json(config_json)?;
         // tokenizer.json, or a GGUF file's header (its lists, built without JSON).
         let tokenizer = if crate::weights::gguf::is_gguf(tokenizer_json) {
             let g = crate::weights::gguf::Gguf::parse_complete(weights_file, tokenizer_json)?;
@@ -81,6 +80,28 @@ impl Loader {
         } else {
             Tokenizer::from_bytes(tokenizer_json)?
         };
+        Self::with_tokenizer(
+            config_json,
+            tokenizer,
+            weights_file,
+            choice,
+            cpu_dtype,
+            gpu_f16,
+        )
+        .await
+    }
+
+    /// `with_gpu_f16` with the tokenizer built already (the browser's, from the GGUF header it
+    /// parsed to read the config).
+    pub async fn with_tokenizer(
+        config_json: &[u8],
+        tokenizer: Tokenizer,
+        weights_file: &str,
+        choice: BackendChoice,
+        cpu_dtype: CpuDtype,
+        gpu_f16: bool,
+    ) -> Result<Loader> {
+        let config = Config::from_json(config_json)?;
         let cpu = || -> Result<Parts> {
             Footprint::streamed_cpu(&config, cpu_dtype)?.check(crate::platform::memory_limit())?;
             Ok(Parts::Cpu(CpuParts::new(&config, cpu_dtype)))

@@ -41,11 +41,18 @@ impl EngineLoader {
             "model.safetensors"
         };
         let file = file.as_deref().unwrap_or(unnamed);
-        let loader =
-            crate::model::Loader::with_gpu_f16(&config, &tokenizer, file, choice, dtype, f16)
-                .await
-                .map_err(js_err)?;
-        Ok(EngineLoader { loader })
+        let loader = match kept_tokenizer(&tokenizer) {
+            Some(t) => {
+                crate::model::Loader::with_tokenizer(&config, t, file, choice, dtype, f16).await
+            }
+            None => {
+                crate::model::Loader::with_gpu_f16(&config, &tokenizer, file, choice, dtype, f16)
+                    .await
+            }
+        };
+        Ok(EngineLoader {
+            loader: loader.map_err(js_err)?,
+        })
     }
 
     /// Reads the weights from the shards `model.safetensors.index.json` (its bytes) names, in
@@ -187,4 +194,30 @@ pub fn memory_bytes() -> f64 {
         .buffer()
         .unchecked_into::<js_sys::ArrayBuffer>()
         .byte_length() as f64
+}
+
+thread_local! {
+    /// The tokenizer `ggufHead` built from a GGUF header, with the header's length and hash: the
+    /// load that parsed it hands the same bytes to `EngineLoader.start` next.
+    static KEPT: std::cell::RefCell<Option<(usize, u64, crate::tokenizer::Tokenizer)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn digest(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+/// Keeps the tokenizer built from the GGUF header `header` (replacing any kept before).
+pub(super) fn keep_tokenizer(header: &[u8], tokenizer: crate::tokenizer::Tokenizer) {
+    let kept = (header.len(), digest(header), tokenizer);
+    KEPT.with(|k| *k.borrow_mut() = Some(kept));
+}
+
+/// The tokenizer kept for exactly these header bytes, taken out; None for any other bytes.
+fn kept_tokenizer(header: &[u8]) -> Option<crate::tokenizer::Tokenizer> {
+    let (len, hash, tokenizer) = KEPT.with(|k| k.borrow_mut().take())?;
+    (len == header.len() && hash == digest(header)).then_some(tokenizer)
 }

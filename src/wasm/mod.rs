@@ -184,10 +184,12 @@ pub fn gguf_head(bytes: &[u8], file: Option<String>) -> Result<JsValue, JsValue>
             out.push(&js_sys::Uint8Array::from(
                 &g.config_json().map_err(js_err)?[..],
             ));
-            // The header's bytes stand for the tokenizer: EngineLoader.start builds it from the
-            // lists there, with no tokenizer.json written and parsed again.
-            g.tokenizer_lists().map_err(js_err)?; // a file without GPT-2's tokenizer fails here
+            // The header's bytes stand for the tokenizer, built here from the lists (a file
+            // without GPT-2's tokenizer fails here) and kept for EngineLoader.start, which gets
+            // those bytes back and so does not parse the header again.
+            let tokenizer = g.tokenizer().map_err(js_err)?;
             let end = (g.data_start as usize).min(bytes.len());
+            loader::keep_tokenizer(&bytes[..end], tokenizer);
             out.push(&js_sys::Uint8Array::from(&bytes[..end]));
             Ok(out.into())
         }
@@ -253,6 +255,21 @@ pub fn kernel() -> String {
 #[wasm_bindgen(js_name = calibrateKernels)]
 pub fn calibrate_kernels() -> Option<String> {
     crate::backend::cpu::q8::calibrate()
+}
+
+/// The 8-bit kernels timing chose, `[decode, prompt]` by name (for the page to remember per
+/// device), or undefined before `calibrateKernels` or where there was nothing to decide.
+#[wasm_bindgen(js_name = timedKernels)]
+pub fn timed_kernels() -> Option<Vec<String>> {
+    crate::backend::cpu::q8::timed().map(|(d, p)| vec![d.to_string(), p.to_string()])
+}
+
+/// Makes `decode` and `prompt` this instance's automatic 8-bit kernels without timing them (an
+/// earlier load's `timedKernels` on this device): false where they are not the kernels
+/// `calibrateKernels` would time here, and then nothing changes.
+#[wasm_bindgen(js_name = useTimedKernels)]
+pub fn use_timed_kernels(decode: &str, prompt: &str) -> bool {
+    crate::backend::cpu::q8::use_timed(decode, prompt)
 }
 
 /// Lets `backend: 'auto'` race a software adapter (SwiftShader) as if it were hardware, for the

@@ -61,13 +61,20 @@ impl Gguf {
     /// The header of `file`, which starts with `bytes`, or how many bytes it needs to be
     /// complete.
     pub fn parse(file: &str, bytes: &[u8]) -> Result<Parsed> {
-        let mut r = Reader {
+        // A scan first, which keeps nothing (GPT-2's header holds 100,000 strings): a header that
+        // is still arriving costs a walk over its bytes per try, not a parse. The parse runs once
+        // the bytes are in, and for a header the scan found wrong (its errors name things).
+        let reader = |keep| Reader {
             file,
             bytes,
             at: 0,
             elements: 0,
+            keep,
         };
-        match Self::read(&mut r) {
+        if let Err(Fail::Short(n)) = Self::read(&mut reader(false)) {
+            return Ok(Parsed::Need(n));
+        }
+        match Self::read(&mut reader(true)) {
             Ok(g) => Ok(Parsed::Header(Box::new(g))),
             Err(Fail::Short(n)) => Ok(Parsed::Need(n)),
             Err(Fail::Bad(e)) => Err(e),

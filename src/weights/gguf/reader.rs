@@ -37,6 +37,9 @@ pub(super) struct Reader<'a> {
     pub at: usize,
     /// Array elements read so far.
     pub elements: u64,
+    /// False for a scan: strings are skipped (returned empty) and arrays keep no elements, so
+    /// walking a header that is still arriving allocates nothing.
+    pub keep: bool,
 }
 
 pub(super) enum Fail {
@@ -87,6 +90,9 @@ impl<'a> Reader<'a> {
         let n = self.u64()?;
         let at = self.at;
         let b = self.take(n)?;
+        if !self.keep {
+            return Ok(String::new());
+        }
         String::from_utf8(b.to_vec())
             .map_err(|_| self.bad(format!("the string at byte {at} is not UTF-8")))
     }
@@ -116,7 +122,10 @@ impl<'a> Reader<'a> {
                 }
                 let mut items = Vec::new();
                 for _ in 0..n {
-                    items.push(self.value(ty, depth + 1)?);
+                    let item = self.value(ty, depth + 1)?;
+                    if self.keep {
+                        items.push(item);
+                    }
                 }
                 Value::Array(items)
             }
