@@ -1,10 +1,11 @@
 //! GPT-2's byte-level BPE as a `tokenizers` model, built from a vocabulary's token strings and its
 //! merges in two flat tables instead of `tokenizers`' own BPE (a `String` and two map entries per
 //! token, a formatted string per merge). It is what a GGUF file's lists become on every load, a
-//! return visit's included: on the 2-core EPYC, `Tokenizer::from_lists` over GPT-2's 50,257
-//! tokens and 50,000 merges took 24 ms natively with the crate's builder; the tokens and their
-//! merges come out the same (`merge_all` is the crate's algorithm: the lowest-ranked pair first,
-//! the leftmost of equals; tests/tokenizer.rs holds it to transformers' ids).
+//! return visit's included: on a 2-core AMD EPYC, `Tokenizer::from_lists` over GPT-2's 50,257
+//! tokens and 50,000 merges took 24–44 ms natively with the crate's builder and takes 11 ms with
+//! this one. The tokens come out the same (`merge_all` is the crate's algorithm: the lowest-ranked
+//! pair first, the leftmost of equals): tests/gguf.rs holds it to tiktoken's ids and to the
+//! crate's on thousands of strings.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};

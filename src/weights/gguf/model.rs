@@ -70,6 +70,7 @@ impl Gguf {
         }
         let strings = |key: &str| -> Result<Vec<&str>> {
             match self.get(key)? {
+                Value::Strs(s) => Ok(s.iter().collect()),
                 Value::Array(items) => items
                     .iter()
                     .map(|v| match v {

@@ -27,6 +27,26 @@ pub enum Value {
     Bool(bool),
     Str(String),
     Array(Vec<Value>),
+    /// An array of strings (a tokenizer's 50,257 tokens and 50,000 merges), end to end in one
+    /// buffer instead of a `String` each.
+    Strs(Strs),
+}
+
+/// Strings end to end: `text`, and where each ends in it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Strs {
+    text: String,
+    ends: Vec<u32>,
+}
+
+impl Strs {
+    /// The strings in order.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(a, &b)| &self.text[a as usize..b as usize])
+    }
 }
 
 /// A reader over the header's bytes; running out is `Err(Short(n))`: `n` bytes are needed.
@@ -119,6 +139,22 @@ impl<'a> Reader<'a> {
                         "its metadata has arrays of more than {MAX_ELEMENTS} elements in all \
                          (one of {n})"
                     )));
+                }
+                if ty == 8 {
+                    let mut strs = Strs::default();
+                    for _ in 0..n {
+                        let len = self.u64()?;
+                        let at = self.at;
+                        let b = self.take(len)?;
+                        if self.keep {
+                            let s = std::str::from_utf8(b).map_err(|_| {
+                                self.bad(format!("the string at byte {at} is not UTF-8"))
+                            })?;
+                            strs.text.push_str(s);
+                            strs.ends.push(strs.text.len() as u32);
+                        }
+                    }
+                    return Ok(Value::Strs(strs));
                 }
                 let mut items = Vec::new();
                 for _ in 0..n {
