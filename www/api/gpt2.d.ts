@@ -449,7 +449,11 @@ export declare class Gpt2 {
    * LoadOptions.kernel), or "A (prompt), B (decode)" when timing chose two.
    */
   readonly kernel: string;
-  /** What the load timed to choose the 8-bit kernel ("decode: dot-i16 21.0 µs, widen 25.3 µs; prompt: …"), or null. */
+  /**
+   * What was timed to choose the 8-bit kernel ("decode: dot-i16 21.0 µs, widen 25.3 µs; prompt: …"),
+   * or null where nothing was. Timed once per browser and build (remembered in localStorage with
+   * the user agent and core count; then the sentence ends "(timed on an earlier load in this browser)").
+   */
   readonly kernelTimes: string | null;
   /** The GPU adapter in words while on WebGPU (e.g. "google swiftshader (WebGPU, a software fallback adapter)"), else undefined. */
   readonly adapter: string | undefined;

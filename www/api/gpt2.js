@@ -95,6 +95,34 @@ function rememberRace(key, times) {
   }
 }
 
+/**
+ * The 8-bit kernels an earlier load timed in this browser, per wasm build: `{ [build]: { decode,
+ * prompt, times } }`, or null. Kept with the browser's user agent and core count, so that a new
+ * browser version (another JIT) or another machine with a copied profile times them again.
+ */
+const KERNELS_AT = 'gpt2-web:kernels';
+function deviceNow() {
+  return `${globalThis.navigator?.userAgent ?? ''} / ${globalThis.navigator?.hardwareConcurrency ?? 0} cores`;
+}
+function rememberedKernels() {
+  try {
+    const t = JSON.parse(globalThis.localStorage?.getItem(KERNELS_AT) ?? 'null');
+    if (t?.device !== deviceNow() || typeof t.builds !== 'object' || t.builds === null) return null;
+    const ok = (k) => typeof k?.decode === 'string' && typeof k.prompt === 'string' && typeof k.times === 'string';
+    return Object.fromEntries(Object.entries(t.builds).filter(([b, k]) => Object.hasOwn(BUILDS, b) && ok(k)));
+  } catch {
+    return null;
+  }
+}
+function rememberKernels(build, [decode, prompt], times) {
+  try {
+    const builds = { ...rememberedKernels(), [build]: { decode, prompt, times } };
+    globalThis.localStorage?.setItem(KERNELS_AT, JSON.stringify({ device: deviceNow(), builds }));
+  } catch {
+    // storage refused: the next load times them again
+  }
+}
+
 export class Gpt2 {
   #conn;
   #id;
@@ -166,7 +194,7 @@ export class Gpt2 {
       const progress = ({ file, loaded, total, tensor, cached, plan }) => {
         for (const f of load.listeners) f({ file, loaded, total, tensor, cached, ...(plan ? { plan } : {}) });
       };
-      const { id, promise } = request(conn, { op: 'load', source, backend: runOn, dtype, threads, build, kernel, raceSoftwareGpu, platform, builds: BUILDS, files: names }, { progress });
+      const { id, promise } = request(conn, { op: 'load', source, backend: runOn, dtype, threads, build, kernel, raceSoftwareGpu, timedKernels: rememberedKernels(), platform, builds: BUILDS, files: names }, { progress });
       load.promise = promise.then((info) => ({ id, info }));
       if (key !== null) conn.loads.set(key, load);
     }
@@ -192,6 +220,7 @@ export class Gpt2 {
     // What runs where, shared by the handles of this model: it changes if the GPU is lost.
     const info = { ...loaded.info };
     if (raceAt && info.backendTimes?.chosen === 'cpu') rememberRace(raceAt, info.backendTimes);
+    if (info.timedKernels) rememberKernels(info.build, info.timedKernels, info.kernelTimes);
     if (past) {
       info.backendTimes = past;
       info.gpuUnavailable = `${past.why} (on an earlier load, remembered in this browser)`;

@@ -6,7 +6,7 @@ import { FILES, models, reply, setFiles } from './base.js';
 import { adapterName, threadsFor, warmUp, wasm } from './engine.js';
 import { fileWeights, homeOrigins, openCache, otherLayouts, smallFetcher, smallReader, urlWeights, vocabAndMerges } from './files.js';
 
-export async function load({ id, source, backend, dtype, threads, build: only, kernel, raceSoftwareGpu = false, platform, builds, files: names }) {
+export async function load({ id, source, backend, dtype, threads, build: only, kernel, raceSoftwareGpu = false, timedKernels = null, platform, builds, files: names }) {
   setFiles(names);
   // The load's phases, in ms from its start (Gpt2#loadTimings; `./build.sh bench --cold` prints them).
   const t0 = performance.now();
@@ -84,15 +84,26 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
   await Promise.all([...(weights.stores ?? []).map((store) => store()), weights.stored()]);
   mark('weightsMs');
   await warmUp(engine);
-  // Where the engine cannot pick its 8-bit kernel by asking, it times the candidates once per
-  // worker, now that the warm-up has compiled the one in use (nothing when a kernel was named).
-  const kernelTimes = engine.backend === 'cpu' && engine.dtype === 'q8' ? mod.calibrateKernels() ?? null : null;
+  // Where the engine cannot pick its 8-bit kernel by asking, an earlier load's timing on this
+  // device (gpt2.js remembers it per build), else it times the candidates now, once per worker,
+  // after the warm-up has compiled the one in use (nothing when a kernel was named).
+  let kernelTimes = null;
+  let timedNow = null; // [decode, prompt] when timed by this load, for gpt2.js to remember
+  if (engine.backend === 'cpu' && engine.dtype === 'q8') {
+    const past = timedKernels?.[build];
+    if (past && mod.useTimedKernels(past.decode, past.prompt)) {
+      kernelTimes = `${past.times} (timed on an earlier load in this browser)`;
+    } else {
+      kernelTimes = mod.calibrateKernels() ?? null;
+      timedNow = kernelTimes === null ? null : mod.timedKernels() ?? null;
+    }
+  }
   mark('warmUpMs');
   const m = { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null, backend: engine.backend };
   entry.m = m;
   models.set(id, m);
   return {
-    backend: m.backend, dtype: engine.dtype, threads: running, build, kernel: mod.kernel(), kernelTimes, config: engine.config, adapter: await adapterName(engine),
+    backend: m.backend, dtype: engine.dtype, threads: running, build, kernel: mod.kernel(), kernelTimes, timedKernels: timedNow, config: engine.config, adapter: await adapterName(engine),
     gpuUnavailable: engine.gpuUnavailable ?? gpuUnavailable, plan, timings, mtpHeads: engine.mtpHeads ?? null,
     backendTimes: engine.backendTimes ?? null,
   };

@@ -174,6 +174,31 @@ pub fn calibrate() -> Option<String> {
     Some(REPORT.get_or_init(|| time(&kernels)).clone())
 }
 
+/// The kernels that timing chose, `(decode, prompt)` by name, once `calibrate` (or
+/// `use_timed`) has run; None before, or where there was nothing to decide.
+pub fn timed() -> Option<(&'static str, &'static str)> {
+    let named = |i: usize| match TIMED[i].load(Ordering::Relaxed) {
+        0 => None,
+        c => Some(Simd::from_code(c).name()),
+    };
+    Some((named(0)?, named(1)?))
+}
+
+/// Makes `decode` and `prompt` the automatic choice, as `calibrate` would, without timing them:
+/// an earlier load's timing on this device, kept by the caller (the browser's localStorage).
+/// False, and nothing set, where there is nothing to decide here or either name is not one of
+/// the kernels `calibrate` would time (the caller then calibrates).
+pub fn use_timed(decode: &str, prompt: &str) -> bool {
+    let kernels = Simd::undecided();
+    let find = |name: &str| kernels.iter().find(|k| k.name() == name).copied();
+    let (Some(d), Some(p)) = (find(decode), find(prompt)) else {
+        return false;
+    };
+    TIMED[0].store(d.code(), Ordering::Relaxed);
+    TIMED[1].store(p.code(), Ordering::Relaxed);
+    true
+}
+
 /// `calibrate`'s timing of `kernels` (at least two): sets `TIMED`, returns what it measured.
 fn time(kernels: &[Simd]) -> String {
     let (rows, cols, prompt_rows) = (256, 768, 2 * TILE);
