@@ -117,16 +117,24 @@ export async function warmUp(engine) {
   const { nPositions, nParams } = engine.config;
   const small = nParams < 200e6;
   const copies = small ? Math.max(1, Math.min(5, Math.floor((nPositions - 8) / 16))) : 1;
-  const params = engineModule.parseOptions({ maxTokens: 4, temperature: 0, ignoreEos: true });
-  try {
-    for (let pass = 0; pass < (small ? 2 : 1); pass++) {
+  // The first pass greedy, the second sampled as the page's defaults sample (temperature, top-k,
+  // top-p, a repetition penalty, the alternatives its token view shows), so that the sampler's
+  // code is compiled too before a student's first Generate.
+  const passes = [
+    { maxTokens: 4, temperature: 0, ignoreEos: true },
+    { maxTokens: 4, temperature: 0.8, topK: 40, topP: 0.95, repetitionPenalty: 1.1, topLogprobs: 5, seed: 1, ignoreEos: true },
+  ].slice(0, small ? 2 : 1);
+  for (const options of passes) {
+    const params = engineModule.parseOptions(options);
+    try {
       engine.start(WARM_UP.repeat(copies), params);
       while ((await engine.step()) !== undefined) { /* tokens thrown away */ }
+    } catch (e) {
+      console.warn(`gpt2-web: the warm-up generation failed: ${describe(e)}`);
+      break;
+    } finally {
+      params.free();
     }
-  } catch (e) {
-    console.warn(`gpt2-web: the warm-up generation failed: ${describe(e)}`);
-  } finally {
-    params.free();
   }
 }
 
