@@ -243,8 +243,8 @@ bench() {
     # Everything in Chromium over the site's layout; the page in Firefox and WebKit; the page
     # served from www/ as it is (what a course author who copies the folder gets).
     node tools/bench_cold.mjs --onnx "$onnx"
-    node tools/bench_cold.mjs --engines firefox,webkit --targets page --networks loopback,25:20
-    node tools/bench_cold.mjs --tree www --engines chromium,firefox --targets page --networks loopback,25:20
+    node tools/bench_cold.mjs --engines firefox,webkit --targets page --networks loopback,25:20 --repeat 3
+    node tools/bench_cold.mjs --tree www --engines chromium,firefox --targets page --networks loopback,25:20 --repeat 3
     return
   fi
   if [ "$sizes" = 1 ]; then
