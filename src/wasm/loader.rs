@@ -1,11 +1,93 @@
-//! Loading in the browser: the worker streams `model.safetensors` into an `EngineLoader` chunk by
-//! chunk, and a fall-back from a lost GPU reads the weights again through `JsSource`.
+//! Loading in the browser: what the worker reads before the weights (a GGUF file's header, a
+//! folder's vocabulary, the memory a config needs), then `model.safetensors` streamed into an
+//! `EngineLoader` chunk by chunk; a fall-back from a lost GPU reads the weights again through
+//! `JsSource`.
 
-use super::{js_err, Engine};
+use super::{js_err, to_js, Engine};
 use crate::backend::{cpu::CpuDtype, BackendChoice};
 use crate::weights::gguf::is_gguf;
 use crate::weights::stream::Piece;
+use serde::Serialize;
 use wasm_bindgen::prelude::*;
+
+/// `tokenizer.json` made from a folder's `vocab.json` and `merges.txt` (where it has no
+/// tokenizer.json), or the sentence that says what is wrong with them.
+#[wasm_bindgen(js_name = tokenizerFromVocab)]
+pub fn tokenizer_from_vocab(vocab: &[u8], merges: &[u8]) -> Result<Vec<u8>, JsValue> {
+    crate::tokenizer::json_from_vocab_merges(vocab, merges).map_err(js_err)
+}
+
+/// A GGUF file's `config.json`, made from its header (a GGUF file alone is a model), and the
+/// header's bytes, which EngineLoader.start takes for the tokenizer (built from the lists there):
+/// `[config, header]` once `bytes`, the file's start, hold the header, else
+/// the number of bytes it needs at least. Throws the sentence for a file that is not GGUF, not
+/// GPT-2, or broken, naming `file` (`model.gguf` when not given).
+#[wasm_bindgen(js_name = ggufHead)]
+pub fn gguf_head(bytes: &[u8], file: Option<String>) -> Result<JsValue, JsValue> {
+    use crate::weights::gguf::{Gguf, Parsed};
+    let file = file.as_deref().unwrap_or("model.gguf");
+    match Gguf::parse(file, bytes).map_err(js_err)? {
+        Parsed::Need(n) => Ok(JsValue::from_f64(n as f64)),
+        Parsed::Header(g) => {
+            let out = js_sys::Array::new();
+            out.push(&js_sys::Uint8Array::from(
+                &g.config_json().map_err(js_err)?[..],
+            ));
+            // The header's bytes stand for the tokenizer, built here from the lists (a file
+            // without GPT-2's tokenizer fails here) and kept for EngineLoader.start, which gets
+            // those bytes back and so does not parse the header again.
+            let tokenizer = g.tokenizer().map_err(js_err)?;
+            let end = (g.data_start as usize).min(bytes.len());
+            keep_tokenizer(&bytes[..end], tokenizer);
+            out.push(&js_sys::Uint8Array::from(&bytes[..end]));
+            Ok(out.into())
+        }
+    }
+}
+
+/// What a model of this `config.json` will need in memory on the CPU at `dtype` when its weights
+/// stream in, checked against what this build can address before anything is downloaded or
+/// allocated: `{ file, weights, kvCache, activations, conversion, peak, limit }` in bytes (`file`:
+/// the most bytes of the weights file held at once, one tensor), or an error sentence that names
+/// the model's size and the limit. `platform_bytes` and `platform_limit` lower the limit where the
+/// platform stops a tab sooner than the build's address space would (iOS and iPadOS close a page
+/// at about 1.5 GB): the page knows its platform, the engine does not.
+#[wasm_bindgen(js_name = checkMemory)]
+pub fn check_memory(
+    config: &[u8],
+    dtype: String,
+    platform_bytes: Option<f64>,
+    platform_limit: Option<String>,
+) -> Result<JsValue, JsValue> {
+    let dtype = if dtype == "f16" { "q8".into() } else { dtype }; // f16 is the GPU's
+    #[derive(Serialize)]
+    struct Plan {
+        #[serde(flatten)]
+        footprint: crate::budget::Footprint,
+        peak: u64,
+        limit: Option<u64>,
+    }
+    let config = crate::Config::from_json(config).map_err(js_err)?;
+    let dtype: CpuDtype = dtype.parse().map_err(js_err)?;
+    let footprint = crate::budget::Footprint::streamed_cpu(&config, dtype).map_err(js_err)?;
+    let build = crate::platform::memory_limit();
+    let limit = match (platform_bytes, platform_limit.as_deref()) {
+        (Some(bytes), Some(what))
+            if bytes.is_finite()
+                && bytes >= 1.0
+                && build.is_none_or(|(b, _)| (bytes as u64) < b) =>
+        {
+            Some((bytes as u64, what))
+        }
+        _ => build,
+    };
+    footprint.check(limit).map_err(js_err)?;
+    to_js(&Plan {
+        footprint,
+        peak: footprint.peak(),
+        limit: limit.map(|(bytes, _)| bytes),
+    })
+}
 
 /// A model whose `model.safetensors` is arriving: the worker pushes each chunk of its download
 /// (or of a chosen file) as it comes, and each tensor is converted (or uploaded to the GPU) at
@@ -211,7 +293,7 @@ fn digest(bytes: &[u8]) -> u64 {
 }
 
 /// Keeps the tokenizer built from the GGUF header `header` (replacing any kept before).
-pub(super) fn keep_tokenizer(header: &[u8], tokenizer: crate::tokenizer::Tokenizer) {
+fn keep_tokenizer(header: &[u8], tokenizer: crate::tokenizer::Tokenizer) {
     let kept = (header.len(), digest(header), tokenizer);
     KEPT.with(|k| *k.borrow_mut() = Some(kept));
 }

@@ -6,6 +6,7 @@
 
 mod loader;
 mod options;
+mod settings;
 
 mod batch;
 use options::Params;
@@ -159,132 +160,6 @@ fn token_js(st: &State, out: crate::Result<crate::Progress>) -> Result<JsValue, 
             })
         }
     }
-}
-
-/// `tokenizer.json` made from a folder's `vocab.json` and `merges.txt` (where it has no
-/// tokenizer.json), or the sentence that says what is wrong with them.
-#[wasm_bindgen(js_name = tokenizerFromVocab)]
-pub fn tokenizer_from_vocab(vocab: &[u8], merges: &[u8]) -> Result<Vec<u8>, JsValue> {
-    crate::tokenizer::json_from_vocab_merges(vocab, merges).map_err(js_err)
-}
-
-/// A GGUF file's `config.json`, made from its header (a GGUF file alone is a model), and the
-/// header's bytes, which EngineLoader.start takes for the tokenizer (built from the lists there):
-/// `[config, header]` once `bytes`, the file's start, hold the header, else
-/// the number of bytes it needs at least. Throws the sentence for a file that is not GGUF, not
-/// GPT-2, or broken, naming `file` (`model.gguf` when not given).
-#[wasm_bindgen(js_name = ggufHead)]
-pub fn gguf_head(bytes: &[u8], file: Option<String>) -> Result<JsValue, JsValue> {
-    use crate::weights::gguf::{Gguf, Parsed};
-    let file = file.as_deref().unwrap_or("model.gguf");
-    match Gguf::parse(file, bytes).map_err(js_err)? {
-        Parsed::Need(n) => Ok(JsValue::from_f64(n as f64)),
-        Parsed::Header(g) => {
-            let out = js_sys::Array::new();
-            out.push(&js_sys::Uint8Array::from(
-                &g.config_json().map_err(js_err)?[..],
-            ));
-            // The header's bytes stand for the tokenizer, built here from the lists (a file
-            // without GPT-2's tokenizer fails here) and kept for EngineLoader.start, which gets
-            // those bytes back and so does not parse the header again.
-            let tokenizer = g.tokenizer().map_err(js_err)?;
-            let end = (g.data_start as usize).min(bytes.len());
-            loader::keep_tokenizer(&bytes[..end], tokenizer);
-            out.push(&js_sys::Uint8Array::from(&bytes[..end]));
-            Ok(out.into())
-        }
-    }
-}
-
-/// What a model of this `config.json` will need in memory on the CPU at `dtype` when its weights
-/// stream in, checked against what this build can address before anything is downloaded or
-/// allocated: `{ file, weights, kvCache, activations, conversion, peak, limit }` in bytes (`file`:
-/// the most bytes of the weights file held at once, one tensor), or an error sentence that names
-/// the model's size and the limit. `platform_bytes` and `platform_limit` lower the limit where the
-/// platform stops a tab sooner than the build's address space would (iOS and iPadOS close a page
-/// at about 1.5 GB): the page knows its platform, the engine does not.
-#[wasm_bindgen(js_name = checkMemory)]
-pub fn check_memory(
-    config: &[u8],
-    dtype: String,
-    platform_bytes: Option<f64>,
-    platform_limit: Option<String>,
-) -> Result<JsValue, JsValue> {
-    let dtype = if dtype == "f16" { "q8".into() } else { dtype }; // f16 is the GPU's
-    #[derive(Serialize)]
-    struct Plan {
-        #[serde(flatten)]
-        footprint: crate::budget::Footprint,
-        peak: u64,
-        limit: Option<u64>,
-    }
-    let config = crate::Config::from_json(config).map_err(js_err)?;
-    let dtype: CpuDtype = dtype.parse().map_err(js_err)?;
-    let footprint = crate::budget::Footprint::streamed_cpu(&config, dtype).map_err(js_err)?;
-    let build = crate::platform::memory_limit();
-    let limit = match (platform_bytes, platform_limit.as_deref()) {
-        (Some(bytes), Some(what))
-            if bytes.is_finite()
-                && bytes >= 1.0
-                && build.is_none_or(|(b, _)| (bytes as u64) < b) =>
-        {
-            Some((bytes as u64, what))
-        }
-        _ => build,
-    };
-    footprint.check(limit).map_err(js_err)?;
-    to_js(&Plan {
-        footprint,
-        peak: footprint.peak(),
-        limit: limit.map(|(bytes, _)| bytes),
-    })
-}
-
-/// The CPU's 8-bit kernel in this instance: "dot-add", "dot-i16" or "widen" (relaxed SIMD's
-/// four-way dot, its 16-bit dot widened, bytes widened to 16 bits: `q8::choice`), or "A (prompt),
-/// B (decode)" when timing chose two.
-#[wasm_bindgen]
-pub fn kernel() -> String {
-    crate::backend::cpu::q8::kernel()
-}
-
-/// Where the engine cannot tell its 8-bit kernels apart by itself (no four-way 8-bit dot on this
-/// CPU), times them (about 30 ms, once per instance) and makes the faster one, for a decode step
-/// and for a prompt, the automatic choice: what it measured, or undefined where there is nothing
-/// to decide (a four-way dot, or a kernel named by `setKernel`).
-#[wasm_bindgen(js_name = calibrateKernels)]
-pub fn calibrate_kernels() -> Option<String> {
-    crate::backend::cpu::q8::calibrate()
-}
-
-/// The 8-bit kernels timing chose, `[decode, prompt]` by name (for the page to remember per
-/// device), or undefined before `calibrateKernels` or where there was nothing to decide.
-#[wasm_bindgen(js_name = timedKernels)]
-pub fn timed_kernels() -> Option<Vec<String>> {
-    crate::backend::cpu::q8::timed().map(|(d, p)| vec![d.to_string(), p.to_string()])
-}
-
-/// Makes `decode` and `prompt` this instance's automatic 8-bit kernels without timing them (an
-/// earlier load's `timedKernels` on this device): false where they are not the kernels
-/// `calibrateKernels` would time here, and then nothing changes.
-#[wasm_bindgen(js_name = useTimedKernels)]
-pub fn use_timed_kernels(decode: &str, prompt: &str) -> bool {
-    crate::backend::cpu::q8::use_timed(decode, prompt)
-}
-
-/// Lets `backend: 'auto'` race a software adapter (SwiftShader) as if it were hardware, for the
-/// loads after this call (the load option `raceSoftwareGpu`: tests and benchmarks).
-#[wasm_bindgen(js_name = setRaceSoftwareGpu)]
-pub fn set_race_software_gpu(on: bool) {
-    crate::model::set_software_gpu_races(on)
-}
-
-/// Makes every later 8-bit product of this instance use the kernel `name` ("auto", or one of
-/// this build's: see `kernel`), for benchmarks; the numbers are the same in each. Throws the
-/// sentence for a name this build does not have.
-#[wasm_bindgen(js_name = setKernel)]
-pub fn set_kernel(name: &str) -> Result<(), JsValue> {
-    crate::backend::cpu::q8::set_kernel(name).map_err(js_err)
 }
 
 /// A loaded model and at most one generation in progress.

@@ -107,14 +107,20 @@ impl<'a> Reader<'a> {
     }
 
     pub(super) fn string(&mut self) -> R<String> {
+        Ok(self.str()?.unwrap_or_default().to_string())
+    }
+
+    /// The next string, checked to be UTF-8, or None in a scan (its bytes skipped unchecked).
+    fn str(&mut self) -> R<Option<&'a str>> {
         let n = self.u64()?;
         let at = self.at;
         let b = self.take(n)?;
         if !self.keep {
-            return Ok(String::new());
+            return Ok(None);
         }
-        String::from_utf8(b.to_vec())
-            .map_err(|_| self.bad(format!("the string at byte {at} is not UTF-8")))
+        let s = std::str::from_utf8(b)
+            .map_err(|_| self.bad(format!("the string at byte {at} is not UTF-8")))?;
+        Ok(Some(s))
     }
 
     pub(super) fn value(&mut self, ty: u32, depth: usize) -> R<Value> {
@@ -143,13 +149,7 @@ impl<'a> Reader<'a> {
                 if ty == 8 {
                     let mut strs = Strs::default();
                     for _ in 0..n {
-                        let len = self.u64()?;
-                        let at = self.at;
-                        let b = self.take(len)?;
-                        if self.keep {
-                            let s = std::str::from_utf8(b).map_err(|_| {
-                                self.bad(format!("the string at byte {at} is not UTF-8"))
-                            })?;
+                        if let Some(s) = self.str()? {
                             strs.text.push_str(s);
                             strs.ends.push(strs.text.len() as u32);
                         }
