@@ -36,6 +36,11 @@
 #                             with WebGPU on this machine's adapter beside its CPU path; fails when
 #                             the native engine finds no adapter. --quick (./build.sh test, on
 #                             lavapipe and SwiftShader): the demo model only
+#   ./build.sh gpu-pack [DIR] / gpu-check --prebuilt DIR
+#                             for a GPU machine with no Rust, browser or network: gpu-pack builds
+#                             the release CLI and the GPU test binaries here into DIR (default
+#                             .gpu); gpu-check --prebuilt DIR there runs those tests on its adapter,
+#                             then the native rows (the demo model and the four shapes)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -185,8 +190,13 @@ run_tests() {
 # Chromium), so it cannot rot. Each native line: ms/token, TTFT, compute dispatches per decode
 # token and the adapter (gpt2 bench), then the CPU's q8 on the same model for the ratio.
 gpu_check() {
-  local quick=0 bin models=() shape m lengths prompt
+  local quick=0 prebuilt="" bin models=() shape m lengths prompt t
   [ "${1:-}" = --quick ] && quick=1
+  [ "${1:-}" = --prebuilt ] && prebuilt=${2:?gpu-check --prebuilt DIR: the folder ./build.sh gpu-pack wrote}
+  if [ -n "$prebuilt" ]; then
+    gpu_check_prebuilt "$prebuilt"
+    return
+  fi
   apt_install chromium mesa-vulkan-drivers
   need_node_modules
   if [ "$quick" = 1 ]; then
@@ -219,6 +229,53 @@ gpu_check() {
   else
     node tools/bench_web.mjs --model "${models[0]}" --engines chromium --threads 1 --runs 3 --tokens 128 --webgpu
   fi
+}
+
+# ./build.sh gpu-pack [DIR]: what gpu-check --prebuilt runs, built here (x86-64 Linux, glibc of
+# this machine or older there): the release CLI and the GPU test binaries, stripped. The tests read
+# their fixtures from the checkout's path at build time, written beside them in manifest_dir.
+gpu_pack() {
+  local dir=${1:-.gpu} exe
+  mkdir -p "$dir"
+  cargo build --release --bin gpt2
+  cp "$CARGO_TARGET_DIR/release/gpt2" "$dir/gpt2"
+  for t in gpu_kernels gpu_model gpu_f16 gpu_beam; do
+    exe=$(cargo test --release --test "$t" --no-run --message-format=json 2>/dev/null |
+      python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["executable"])' | tail -1)
+    cp "$exe" "$dir/test-$t"
+  done
+  strip "$dir"/gpt2 "$dir"/test-*
+  xz -T0 -6 -f "$dir"/gpt2 "$dir"/test-* # a fifth of the size: the machine's copy of the tree is limited
+  echo "$ROOT" > "$dir/manifest_dir"
+  du -sh "$dir"
+}
+
+# gpu-check --prebuilt DIR, on the GPU machine: the GPU tests (CI=true: no adapter is a failure),
+# then each model on WebGPU and on the CPU (q8; GPT2_GPU_ONLY=1 leaves the CPU out), a line per
+# step, a step that fails said and the next one run (GPT2_GPU_MODELS narrows the models). The checkpoints of the four shapes are made there (numpy, safetensors).
+gpu_check_prebuilt() {
+  local dir=$1 home m shape failed=0
+  home=$(cat "$dir/manifest_dir")
+  if [ "$home" != "$ROOT" ] && [ ! -e "$home" ]; then mkdir -p "$(dirname "$home")"; ln -s "$ROOT" "$home"; fi
+  step() { say "gpu-check: $*"; "$@" || { echo "gpu-check: FAILED (exit $?): $*"; failed=1; }; }
+  for t in "$dir"/*.xz; do # python's lzma: the machine may have no xz
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[1][:-3], "wb"))' "$t"
+    chmod +x "${t%.xz}"
+  done
+  for t in "$dir"/test-*[^z]; do step env CI=true "$t" --test-threads=1; done
+  for m in ${GPT2_GPU_MODELS:-www/models/gpt2-shakespeare gpt2 gpt2-medium gpt2-large gpt2-xl}; do
+    if [ ! -e "$m" ]; then
+      shape=$m m="$HOME/.cache/gpt2-web/bench/$shape"
+      [ -f "$m/model.safetensors" ] || step python3 tools/make_random_checkpoint.py --shape "$shape" --out "$m"
+    fi
+    step "$dir/gpt2" bench --model "$m" --backend webgpu --lengths 16,128 --prompt-tokens 64
+    [ "${GPT2_GPU_ONLY:-0}" = 1 ] || step "$dir/gpt2" bench --model "$m" --backend cpu --dtype q8 --lengths 16,128 --prompt-tokens 64
+  done
+  return "$failed"
 }
 
 # ./build.sh bench [--peer] [bench_web.mjs options]: the native lab, then the browser benchmark on
@@ -354,6 +411,7 @@ case "$cmd" in
     build
     (cd tests/e2e && GPT2_SOAK=${1:-1000} node --test soak.test.mjs) ;;
   bench) bench "$@" ;;
-  gpu-check) build; gpu_check "$@" ;;
-  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | site | package | soak [N] | fuzz [SECONDS] | bench [--peer | --cold | --sizes] | gpu-check [--quick]]" >&2; exit 2 ;;
+  gpu-check) [ "${1:-}" = --prebuilt ] || build; gpu_check "$@" ;;
+  gpu-pack) gpu_pack "$@" ;;
+  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | site | package | soak [N] | fuzz [SECONDS] | bench [--peer | --cold | --sizes] | gpu-check [--quick | --prebuilt DIR] | gpu-pack [DIR]]" >&2; exit 2 ;;
 esac

@@ -44,12 +44,22 @@ pub struct Context {
     fault: Arc<Mutex<Option<String>>>,
 }
 
+thread_local! {
+    /// One instance per thread, as a browser has one `navigator.gpu`: the devices come and go
+    /// (each model, each race, each lost device), the instance stays. A fresh Vulkan instance per
+    /// device once left NVIDIA's driver unable to load after a dozen (an H200 under gVisor).
+    static INSTANCE: wgpu::Instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+}
+
+fn instance() -> wgpu::Instance {
+    INSTANCE.with(wgpu::Instance::clone)
+}
+
 impl Context {
     /// Finds an adapter and opens a device on it, or says why not.
     pub async fn new(opts: &GpuOptions) -> Result<Context> {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapter = instance
+        let adapter = instance()
             .request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,
                 ..Default::default()

@@ -74,7 +74,7 @@ impl Kernel {
                 "w[(k0 + lid.y) * N + col]",
             ),
             Kernel::MatmulGemv | Kernel::MatmulGemvLn => {
-                ("var<storage, read> w: array<f32>;", "w[k * N + col]")
+                ("var<storage, read> w: array<f32>;", "w[i]")
             }
             Kernel::LmHead => ("var<storage, read> wte: array<f32>;", "wte[r * C + c]"),
             Kernel::Embedding => (
@@ -232,7 +232,7 @@ pub fn layernorm_grid(t: usize, last_only: bool) -> [u32; 3] {
 /// Grid of a matmul over T rows and N columns.
 pub fn matmul_grid(kernel: Kernel, t: usize, n: usize) -> [u32; 3] {
     match kernel {
-        Kernel::MatmulGemv | Kernel::MatmulGemvLn => [groups(n, 64), t as u32, 1],
+        Kernel::MatmulGemv | Kernel::MatmulGemvLn => [groups(n, 8), t as u32, 1],
         _ => [groups(n, 16), groups(t, 16), 1],
     }
 }

@@ -16,7 +16,7 @@
 //   5 ln_w        storage, read        (K,)
 //   6 ln_b        storage, read        (K,)
 //   7 out         storage, read_write  (n_ctx, N), first T rows written
-// Workgroup: 64×4 threads (columns × K slices).  Grid: (ceil(N / 64), T, 1).
+// Workgroup: 8×32 threads (columns × K slices, as matmul_gemv.wgsl).  Grid: (ceil(N / 8), T, 1).
 
 struct Step {
     T: u32,
@@ -41,8 +41,8 @@ struct Dims {
 @group(0) @binding(6) var<storage, read> ln_b: array<f32>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 
-const COLS: u32 = 64u;
-const SLICES: u32 = 4u;
+const COLS: u32 = 8u;
+const SLICES: u32 = 32u;
 const WG: u32 = 256u;
 var<workgroup> partial: array<array<f32, COLS>, SLICES>;
 var<workgroup> tree: array<f32, WG>;
@@ -62,13 +62,23 @@ fn workgroup_sum(v: f32, lid: u32) -> f32 {
     return total;
 }
 
+// The one read of w (the f16 build rewrites it).
+fn weight(i: u32) -> f32 {
+    return w[i];
+}
+
+// x[base + k] normalised: (x − mean) · rstd · weight + bias, as layernorm.wgsl writes it.
+fn normed(base: u32, k: u32, mean: f32, rstd: f32) -> f32 {
+    return (x[base + k] - mean) * rstd * ln_w[k] + ln_b[k];
+}
+
 // GPT-2's GELU, as matmul_gemv.wgsl.
 fn gelu_tanh(v: f32) -> f32 {
     let u = 0.7978845608028654 * (v + 0.044715 * v * v * v);
     return 0.5 * v * (1.0 + tanh(clamp(u, -15.0, 15.0)));
 }
 
-@compute @workgroup_size(64, 4)
+@compute @workgroup_size(8, 32)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -97,22 +107,42 @@ fn main(
     let col = wid.x * COLS + lid.x;
     var acc = 0.0;
     if (col < N) {
-        for (var k = lid.y; k < K; k = k + SLICES) {
-            let xn = (x[base + k] - mean) * rstd * ln_w[k] + ln_b[k];
-            acc = acc + xn * w[k * N + col];
+        // As matmul_gemv.wgsl's dot_slice: four w rows' loads in flight per step.
+        var a = vec4<f32>(0.0);
+        var k = lid.y;
+        for (; k + 3u * SLICES < K; k = k + 4u * SLICES) {
+            let xs = vec4<f32>(
+                normed(base, k, mean, rstd),
+                normed(base, k + SLICES, mean, rstd),
+                normed(base, k + 2u * SLICES, mean, rstd),
+                normed(base, k + 3u * SLICES, mean, rstd),
+            );
+            let ws = vec4<f32>(
+                weight(k * N + col),
+                weight((k + SLICES) * N + col),
+                weight((k + 2u * SLICES) * N + col),
+                weight((k + 3u * SLICES) * N + col),
+            );
+            a = a + xs * ws;
         }
+        for (; k < K; k = k + SLICES) {
+            a.x = a.x + normed(base, k, mean, rstd) * weight(k * N + col);
+        }
+        acc = (a.x + a.y) + (a.z + a.w);
     }
     partial[lid.y][lid.x] = acc;
     workgroupBarrier();
+    for (var s = SLICES / 2u; s > 0u; s = s / 2u) {
+        if (lid.y < s) {
+            partial[lid.y][lid.x] = partial[lid.y][lid.x] + partial[lid.y + s][lid.x];
+        }
+        workgroupBarrier();
+    }
     if (lid.y != 0u || col >= N) {
         return;
     }
-    var sum = 0.0;
-    for (var s = 0u; s < SLICES; s = s + 1u) {
-        sum = sum + partial[s][lid.x];
-    }
     let i = row * N + col;
-    let y = sum + b[col];
+    let y = partial[0][lid.x] + b[col];
     switch dims.epilogue {
         case 1u: { out[i] = gelu_tanh(y); }
         case 2u: { out[i] = out[i] + y; }
