@@ -16,9 +16,12 @@
 #                             widget, worker, wasm builds; no model)
 #   ./build.sh soak [N]       build, then N generations in a row in Chromium (default 1000): memory
 #                             must stay flat, no token event lost (./build.sh test runs 200)
-#   ./build.sh fuzz [SECONDS [TARGET...]]  the loaders' fuzz targets (tools/fuzz, cargo-fuzz on
-#                             nightly: load_model, load_tokenizer), SECONDS each (default 300);
-#                             prints the executions and any crash input
+#   ./build.sh fuzz [SECONDS | --runs N] [TARGET...]  the loaders' fuzz targets (tools/fuzz,
+#                             cargo-fuzz on nightly): each format's reader alone (weights_stream:
+#                             safetensors and torch zip + pickle; gguf_header; shard_index;
+#                             vocab_merges) and the whole loads (load_tokenizer, load_gguf,
+#                             load_model), SECONDS (default 300) or N inputs each; prints the
+#                             executions and any crash input
 #   ./build.sh bench [--peer] the speed benchmark: native (and batching: `gpt2 bench --batch`,
 #                             tools/bench_batch.mjs in Chromium), then headless Chromium, Firefox and
 #                             WebKit (1 and 2 threads, q8 and f32; GPT2_BENCH_ENGINES=chromium
@@ -367,22 +370,28 @@ bench() {
     ${peer_args[@]+"${peer_args[@]}"} ${rest[@]+"${rest[@]}"}
 }
 
-# ./build.sh fuzz [SECONDS]: each fuzz target for SECONDS from its seeds (tools/fuzz/seeds/) and the
+# ./build.sh fuzz [SECONDS | --runs N]: each fuzz target for SECONDS (or N inputs) from its seeds (tools/fuzz/seeds/) and the
 # corpus it grew before (kept under the target folder). A crash leaves its input in
 # tools/fuzz/artifacts/; minimise it (cargo fuzz tmin) into tests/fixtures/fuzz/<target>/.
 fuzz() {
-  local seconds=${1:-300}
-  local targets=("${@:2}")
-  [ ${#targets[@]} -gt 0 ] || targets=(load_model load_gguf load_tokenizer)
+  local seconds=300 runs=-1 seeds
+  if [ "${1:-}" = --runs ]; then runs=${2:?--runs N}; seconds=86400; shift 2
+  elif [ $# -gt 0 ]; then seconds=$1; shift; fi
+  local targets=("$@")
+  [ ${#targets[@]} -gt 0 ] ||
+    targets=(weights_stream gguf_header shard_index vocab_merges load_tokenizer load_gguf load_model)
   need_nightly
   command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
   local total=0
   for target in "${targets[@]}"; do
     local corpus="$CARGO_TARGET_DIR/fuzz-corpus/$target"
     mkdir -p "$corpus"
-    say "fuzzing $target for ${seconds}s"
+    case $target in # the fast readers start from the whole loaders' seeds
+      weights_stream) seeds=load_model ;; gguf_header) seeds=load_gguf ;; *) seeds=$target ;;
+    esac
+    if [ "$runs" = -1 ]; then say "fuzzing $target for ${seconds}s"; else say "fuzzing $target for $runs inputs"; fi
     CARGO_TARGET_DIR="$CARGO_TARGET_DIR/fuzz" cargo +nightly fuzz run --fuzz-dir tools/fuzz "$target" \
-      "$corpus" "tools/fuzz/seeds/$target" -- -max_total_time="$seconds" -rss_limit_mb=2048 \
+      "$corpus" "tools/fuzz/seeds/$seeds" -- -max_total_time="$seconds" -runs="$runs" -rss_limit_mb=2048 \
       -max_len=65536 -print_final_stats=1 2>&1 | tee "$CARGO_TARGET_DIR/fuzz-$target.log" | grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==|SUMMARY)' || true
     local n
     n=$(awk '/stat::number_of_executed_units/ { print $2 }' "$CARGO_TARGET_DIR/fuzz-$target.log")
@@ -413,5 +422,5 @@ case "$cmd" in
   bench) bench "$@" ;;
   gpu-check) [ "${1:-}" = --prebuilt ] || build; gpu_check "$@" ;;
   gpu-pack) gpu_pack "$@" ;;
-  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | site | package | soak [N] | fuzz [SECONDS] | bench [--peer | --cold | --sizes] | gpu-check [--quick | --prebuilt DIR] | gpu-pack [DIR]]" >&2; exit 2 ;;
+  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | site | package | soak [N] | fuzz [SECONDS | --runs N] [TARGET...] | bench [--peer | --cold | --sizes] | gpu-check [--quick | --prebuilt DIR] | gpu-pack [DIR]]" >&2; exit 2 ;;
 esac

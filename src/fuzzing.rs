@@ -105,9 +105,14 @@ pub fn load_gguf(data: &[u8]) {
 /// Input: tokenizer.json. Parses it, encodes and decodes a text with every kind of character,
 /// and streams the ids through the UTF-8-safe detokenizer.
 pub fn load_tokenizer(data: &[u8]) {
-    let Ok(tok) = Tokenizer::from_bytes(data) else {
-        return;
-    };
+    if let Ok(tok) = Tokenizer::from_bytes(data) {
+        exercise(&tok);
+    }
+}
+
+/// Encodes and decodes a text with every kind of character, and streams the ids (and ids out of
+/// range) through the UTF-8-safe detokenizer.
+fn exercise(tok: &Tokenizer) {
     let text = "Hello, world! ROMEO:\n\tÀ ß 東京 🙂 <|endoftext|> \u{0} \u{7f}";
     let Ok(ids) = tok.encode(text) else {
         return;
@@ -118,4 +123,101 @@ pub fn load_tokenizer(data: &[u8]) {
         let _ = detok.push(tok.token_bytes(id));
     }
     let _ = detok.flush();
+}
+
+// The fast targets: a format's reader alone, no model built, so they run thousands of inputs a
+// second where `load_model` runs tens.
+
+/// `[u16 length][first][second]`, the two files of an input (a config and its weights, a
+/// vocabulary and its merges).
+fn two_files(data: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (head, rest) = data.split_first_chunk::<2>()?;
+    let n = u16::from_le_bytes(*head) as usize;
+    Some((rest.get(..n)?, rest.get(n..)?))
+}
+
+/// Streams `weights` as `file` for `config` in chunks of `size` bytes, every tensor widened to
+/// f32 as it arrives, then ends the stream.
+fn stream_weights(file: &str, config: &Config, weights: &[u8], size: usize) {
+    let mut stream = crate::weights::stream::Stream::new(file, config);
+    let mut widen = |_: &str, t: crate::weights::TensorRef| t.try_to_f32().map(drop);
+    if weights
+        .chunks(size.max(1))
+        .all(|c| stream.push(c, &mut widen).is_ok())
+    {
+        let _ = stream.finish();
+    }
+}
+
+/// Input: as `load_model` (config, then a `model.safetensors` or a `pytorch_model.bin`: the zip
+/// records, the pickle, the storages). The weights' reader alone: the file streamed in one piece
+/// and in 7-byte chunks (which re-parses a pickle of unknown length as it grows), and a torch
+/// archive's pickle read whole.
+pub fn weights_stream(data: &[u8]) {
+    let Some((config, weights)) = two_files(data) else {
+        return;
+    };
+    let Ok(config) = Config::from_json(config) else {
+        return;
+    };
+    if Footprint::cpu(&config, CpuDtype::F32, weights.len() as u64)
+        .map_or(true, |f| f.peak() > MAX_PEAK)
+    {
+        return;
+    }
+    for file in ["model.safetensors", "pytorch_model.bin"] {
+        stream_weights(file, &config, weights, weights.len());
+        stream_weights(file, &config, weights, 7);
+    }
+    let _ = crate::weights::torch::pickle::state_dict("pytorch_model.bin", weights);
+}
+
+/// Input: a GGUF file. The header and tensor table read (and every prefix's scan: how many bytes
+/// a header still needs), the config made from it, the tensors GPT-2 needs looked up, the
+/// tokenizer built from its lists and run over a text; the file streamed in 7-byte chunks.
+pub fn gguf_header(data: &[u8]) {
+    use crate::weights::gguf::{Gguf, Parsed};
+    for end in [data.len() / 3, data.len() / 2, data.len()] {
+        let _ = Gguf::parse("model.gguf", &data[..end]);
+    }
+    let Ok(Parsed::Header(g)) = Gguf::parse("model.gguf", data) else {
+        return;
+    };
+    if let Ok(tok) = g.tokenizer() {
+        exercise(&tok);
+    }
+    let Ok(config) = g.config_json() else {
+        return;
+    };
+    let Ok(config) = Config::from_json(&config) else {
+        return;
+    };
+    if g.header(&config).is_ok()
+        && Footprint::cpu(&config, CpuDtype::F32, data.len() as u64)
+            .is_ok_and(|f| f.peak() <= MAX_PEAK)
+    {
+        stream_weights("model.gguf", &config, data, 7);
+    }
+}
+
+/// Input: `[u16 length]` config.json, then `model.safetensors.index.json`. The shard index
+/// parsed and checked against the config (names, paths, layers).
+pub fn shard_index(data: &[u8]) {
+    let Some((config, index)) = two_files(data) else {
+        return;
+    };
+    if let Ok(config) = Config::from_json(config) {
+        let _ = crate::weights::shards::Index::parse(index, &config);
+    }
+}
+
+/// Input: `[u16 length]` vocab.json, then merges.txt. The tokenizer.json made from them, then
+/// built and run as `load_tokenizer` does.
+pub fn vocab_merges(data: &[u8]) {
+    let Some((vocab, merges)) = two_files(data) else {
+        return;
+    };
+    if let Ok(json) = crate::tokenizer::json_from_vocab_merges(vocab, merges) {
+        load_tokenizer(&json);
+    }
 }

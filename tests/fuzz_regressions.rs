@@ -67,24 +67,51 @@ fn the_seeds_are_valid_inputs() {
 }
 
 #[test]
+fn the_new_format_seeds_are_valid_inputs() {
+    let seeds = root().join("tools/fuzz/seeds");
+    let index = inputs(&seeds.join("shard_index"));
+    assert!(!index.is_empty());
+    for (name, data) in index {
+        let n = u16::from_le_bytes([data[0], data[1]]) as usize;
+        let config = gpt2_web::Config::from_json(&data[2..2 + n]).unwrap();
+        let parsed = gpt2_web::weights::shards::Index::parse(&data[2 + n..], &config);
+        assert!(parsed.is_ok(), "{name}: {}", parsed.err().unwrap());
+    }
+    let pairs = inputs(&seeds.join("vocab_merges"));
+    assert!(!pairs.is_empty());
+    for (name, data) in pairs {
+        let n = u16::from_le_bytes([data[0], data[1]]) as usize;
+        let json = gpt2_web::tokenizer::json_from_vocab_merges(&data[2..2 + n], &data[2 + n..])
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let tok = Tokenizer::from_bytes(&json).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!tok.encode("the the!").unwrap().is_empty(), "{name}");
+    }
+}
+
+/// Each target, the folder of its seeds (some share another target's) and its body.
+const TARGETS: [(&str, &str, fn(&[u8])); 7] = [
+    ("load_model", "load_model", fuzzing::load_model),
+    ("load_gguf", "load_gguf", fuzzing::load_gguf),
+    ("load_tokenizer", "load_tokenizer", fuzzing::load_tokenizer),
+    ("weights_stream", "load_model", fuzzing::weights_stream),
+    ("gguf_header", "load_gguf", fuzzing::gguf_header),
+    ("shard_index", "shard_index", fuzzing::shard_index),
+    ("vocab_merges", "vocab_merges", fuzzing::vocab_merges),
+];
+
+#[test]
 fn every_fuzz_input_returns() {
     let mut n = 0;
-    for base in [root().join("tools/fuzz/seeds"), fixtures().join("fuzz")] {
-        for (name, data) in inputs(&base.join("load_model")) {
-            eprintln!("load_model {name}");
-            fuzzing::load_model(&data);
-            n += 1;
-        }
-        for (name, data) in inputs(&base.join("load_gguf")) {
-            eprintln!("load_gguf {name}");
-            fuzzing::load_gguf(&data);
-            n += 1;
-        }
-        for (name, data) in inputs(&base.join("load_tokenizer")) {
-            eprintln!("load_tokenizer {name}");
-            fuzzing::load_tokenizer(&data);
+    for (target, seeds, body) in TARGETS {
+        let dirs = [
+            root().join("tools/fuzz/seeds").join(seeds),
+            fixtures().join("fuzz").join(target),
+        ];
+        for (name, data) in dirs.iter().flat_map(|d| inputs(d)) {
+            eprintln!("{target} {name}");
+            body(&data);
             n += 1;
         }
     }
-    assert!(n >= 3, "no fuzz inputs found");
+    assert!(n >= TARGETS.len(), "no fuzz inputs found");
 }

@@ -2,7 +2,9 @@
 """Writes the fuzzers' seed inputs (tools/fuzz/seeds/): a tiny GPT-2 checkpoint (1 layer, width 8,
 10 tokens) as one load_model input, a small byte-level BPE tokenizer.json for load_tokenizer, and
 a tiny GPT-2 GGUF (1 layer, width 32, that tokenizer in its metadata, F32 vectors, F16 and Q8_0
-matrices) for load_gguf. Standard library only; the files are written by hand (safetensors: 8-byte
+matrices) for load_gguf; for shard_index that checkpoint's config and an index spreading its
+tensors over two shards, for vocab_merges the tokenizer's vocab.json and merges.txt
+(weights_stream and gguf_header start from load_model's and load_gguf's seeds). Standard library only; the files are written by hand (safetensors: 8-byte
 header length, JSON header, little-endian data; GGUF v3 as ggml's docs/gguf.md lays it out).
 Run: python3 tools/fuzz/make_seeds.py
 """
@@ -64,6 +66,26 @@ def tiny_tokenizer():
                   "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
                   "vocab": vocab, "merges": ["t h", "th e", "Ġ the"]},
     }, indent=1).encode()
+
+
+def tiny_index():
+    """The tiny checkpoint's config, then a model.safetensors.index.json over two shards."""
+    seed = tiny_model()
+    n = struct.unpack("<H", seed[:2])[0]
+    config = seed[2:2 + n]
+    hlen = struct.unpack("<Q", seed[2 + n:10 + n])[0]
+    names = sorted(json.loads(seed[10 + n:10 + n + hlen]))
+    weight_map = {name: f"model-0000{1 + i % 2}-of-00002.safetensors" for i, name in enumerate(names)}
+    index = json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}, indent=1).encode()
+    return struct.pack("<H", len(config)) + config + index
+
+
+def tiny_vocab_merges():
+    """The tiny tokenizer as GPT-2's older pair of files: vocab.json, then merges.txt."""
+    model = json.loads(tiny_tokenizer())["model"]
+    vocab = json.dumps(model["vocab"], ensure_ascii=False).encode()
+    merges = ("#version: 0.2\n" + "\n".join(model["merges"]) + "\n").encode()
+    return struct.pack("<H", len(vocab)) + vocab + merges
 
 
 def gguf_string(s):
@@ -138,6 +160,9 @@ def main():
     (SEEDS / "load_gguf" / "tiny.gguf").write_bytes(tiny_gguf())
     (SEEDS / "load_model" / "tiny").write_bytes(tiny_model())
     (SEEDS / "load_tokenizer" / "tiny.json").write_bytes(tiny_tokenizer())
+    for target, seed in [("shard_index", tiny_index()), ("vocab_merges", tiny_vocab_merges())]:
+        (SEEDS / target).mkdir(parents=True, exist_ok=True)
+        (SEEDS / target / "tiny").write_bytes(seed)
     print("wrote", *(str(p.relative_to(HERE)) for p in sorted(SEEDS.rglob("*")) if p.is_file()))
 
 
