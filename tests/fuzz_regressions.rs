@@ -88,8 +88,10 @@ fn the_new_format_seeds_are_valid_inputs() {
     }
 }
 
-/// Each target, the folder of its seeds (some share another target's) and its body.
-const TARGETS: [(&str, &str, fn(&[u8])); 7] = [
+/// A fuzz target: its name, the folder of its seeds (some share another target's), its body.
+type Target = (&'static str, &'static str, fn(&[u8]));
+
+const TARGETS: [Target; 7] = [
     ("load_model", "load_model", fuzzing::load_model),
     ("load_gguf", "load_gguf", fuzzing::load_gguf),
     ("load_tokenizer", "load_tokenizer", fuzzing::load_tokenizer),
