@@ -1,6 +1,7 @@
 // The core of gpt2-web in every engine (Chromium, Firefox, WebKit; engines.mjs): one test body per
 // engine for the API (greedy equals the CLI, callbacks exact, abort, a signal aborted before the
-// call, the model given as bytes), the page's Generate, its readout, the load's phases and Stop, the widget from another origin, the iframe embed, a failing load's sentence, the offline
+// call, the model given as bytes, a batch, a trap in one model and a worker that dies, the Cache
+// API failing in each way), the page's Generate, its readout, the load's phases and Stop, the widget from another origin, the iframe embed, a failing load's sentence, the offline
 // bundle from file://, and the threaded build on a cross-origin isolated page where the engine
 // offers it. What each engine had (build, threads, WebGPU adapter, Cache API, …) is written to
 // tests/e2e/out/support/<engine>.json; `node tools/support_table.mjs` prints the README's table.
@@ -12,7 +13,7 @@ import { pathToFileURL } from 'node:url';
 import { ENGINES, launchEngine, withEnginePage } from './engines.mjs';
 import { startSites } from './sites.mjs';
 import { ensureBundle } from './bundle.mjs';
-import { nativeGenerate, nativeTokenize, assertTokenEvents, OUT, MODEL_URL, MODEL_NAME, MODEL_CONFIG, PROMPT, DEFAULT_WEIGHTS } from './harness.mjs';
+import { nativeGenerate, nativeTokenize, assertTokenEvents, OUT, MODEL_URL, MODEL_DIR, MODEL_NAME, MODEL_CONFIG, PROMPT, DEFAULT_WEIGHTS } from './harness.mjs';
 
 const T = { timeout: 240_000 };
 const N = 16;
@@ -218,6 +219,133 @@ for (const name of ENGINES) {
       assert.deepEqual(got.many.choices, got.singles, 'choice i is not the generation with seed + i');
       assert.deepEqual(got.many.tokens, got.singles[0], 'the result\'s own tokens are not choice 0\'s');
       assert.deepEqual(got.many.seen, [0, 1, 2]);
+    });
+
+    test('a trap in one model marks it crashed while the page\'s other model goes on; a worker that dies rejects everything pending with a sentence; each time the next load works', T, async () => {
+      const want = native(8);
+      const got = await withEnginePage(engine, async (page) => {
+        await page.goto(`${sites.assets.origin}${sites.assets.page('crash', '<title>crash test</title>')}`);
+        return page.evaluate(async ({ folder, prompt }) => {
+          // The page's model worker, kept to send it the tests' requests (www/worker/testing.js).
+          const workers = [];
+          const Native = window.Worker;
+          window.Worker = class extends Native {
+            constructor(url, options) {
+              super(url, options);
+              if (options?.name === 'gpt2-web') workers.push(this);
+            }
+          };
+          const { Gpt2 } = await import('/gpt2.js');
+          const greedy = { maxTokens: 8, temperature: 0 };
+          const message = (p) => p.then(() => null, (e) => e.message);
+          /** A long generation of `model` that sends `op` to the worker at its third token. */
+          const broken = (model, op) => {
+            let tokens = 0;
+            return message(model.generate(prompt, {
+              maxTokens: 500, ignoreEos: true,
+              onToken: () => { if (++tokens === 3) workers.at(-1).postMessage({ op }); },
+            }));
+          };
+          // Two models in one worker: one from the folder, one from its files' bytes (not shared).
+          const bytes = async (f) => (await fetch(folder + f)).arrayBuffer();
+          const other = await Gpt2.load({ model: { config: await bytes('config.json'), weights: await bytes('model.safetensors'), tokenizer: await bytes('tokenizer.json') } });
+          const model = await Gpt2.load({ model: folder });
+          const r = {};
+          // A trap in the model's engine.
+          const trapped = broken(model, 'trap');
+          const queued = message(model.generate(prompt, { maxTokens: 4 }));
+          [r.trapped, r.queued] = await Promise.all([trapped, queued]);
+          r.later = await message(model.generate(prompt, greedy));
+          r.other = (await other.generate(prompt, greedy)).text;
+          const again = await Gpt2.load({ model: folder }); // the crashed one not disposed: not shared either
+          model.dispose();
+          r.again = (await again.generate(prompt, greedy)).text;
+          // The whole worker dies: every model of the page with it.
+          const died = broken(again, 'crash');
+          const otherDied = message(other.generate(prompt, { ...greedy, maxTokens: 400, ignoreEos: true }));
+          [r.died, r.otherDied] = await Promise.all([died, otherDied]);
+          r.afterDeath = await message(other.generate(prompt, greedy));
+          const fresh = await Gpt2.load({ model: folder });
+          r.fresh = (await fresh.generate(prompt, greedy)).text;
+          r.workers = workers.length;
+          fresh.dispose();
+          return r;
+        }, { folder: `/${MODEL_URL}`, prompt: PROMPT });
+      });
+      for (const m of [got.trapped, got.queued]) assert.match(m ?? 'it resolved', /crashed inside WebAssembly.*unreachable.*load the model again|stopped working.*load it again/, m);
+      assert.match(got.later ?? 'it resolved', /stopped working.*load it again/);
+      assert.equal(got.other, want.text, 'the other model, after a trap in the first');
+      assert.equal(got.again, want.text, 'the model loaded again after its trap');
+      for (const m of [got.died, got.otherDied, got.afterDeath]) assert.match(m ?? 'it resolved', /worker stopped.*load the model again/, m);
+      assert.equal(got.fresh, want.text, 'a model loaded after the worker died');
+      assert.equal(got.workers, 2, 'a new worker after the first died, none before');
+    });
+
+    test('storage: a model from another origin is kept and checked; a full quota, refused storage or a write cut off still loads, says it will be downloaded again and leaves nothing trusted; a damaged or evicted copy is downloaded again; two loads at once leave one good copy', T, async () => {
+      const want = native(8);
+      const dir = `/storage-${name}/`; // each engine's own URLs
+      for (const f of ['config.json', 'model.safetensors', 'tokenizer.json']) {
+        sites.course.file(`${dir}${f}`, fs.readFileSync(path.join(MODEL_DIR, f)));
+      }
+      const got = await withEnginePage(engine, async (page) => {
+        await page.goto(`${sites.assets.origin}${sites.assets.page('storage', '<title>storage test</title>')}`);
+        return page.evaluate(async ({ folder, prompt }) => {
+          // The next worker's Cache API fails as `fail` says (www/worker/testing.js), from its
+          // first message on: the engines cannot be made to fill a quota or refuse storage on demand.
+          let fail = null;
+          const workers = [];
+          const Native = window.Worker;
+          window.Worker = class extends Native {
+            constructor(url, options) {
+              super(url, options);
+              if (options?.name !== 'gpt2-web') return;
+              workers.push(this);
+              this.postMessage({ op: 'storage', fail });
+            }
+          };
+          const { Gpt2 } = await import('/gpt2.js');
+          const NAME = 'gpt2-web-models-v1';
+          const keys = async () => (await (await caches.open(NAME)).keys())
+            .map((r) => r.url).filter((u) => u.startsWith(folder)).map((u) => u.slice(folder.length)).sort();
+          const load = async (how) => {
+            fail = how;
+            workers.at(-1)?.postMessage({ op: 'storage', fail }); // a worker still running (or stopped: nothing)
+            let weightsCached = null; // the last word: a damaged copy read first would end false
+            const model = await Gpt2.load({ model: folder, onProgress: (p) => { if (p.file === 'model.safetensors') weightsCached = p.cached; } });
+            const { text } = await model.generate(prompt, { maxTokens: 8, temperature: 0 });
+            const out = { notCached: model.notCached, text, weightsCached, keys: await keys() };
+            model.dispose();
+            return out;
+          };
+          await caches.delete(NAME);
+          const r = {};
+          for (const how of ['quota', 'refuse', 'cut']) r[how] = await load(how);
+          r.first = await load(null);
+          r.again = await load(null);
+          // A copy of tokenizer.json damaged in the cache: found by its check, downloaded again.
+          await (await caches.open(NAME)).put(`${folder}tokenizer.json`, new Response('{"model": {"vocab": '));
+          r.damaged = await load(null);
+          await caches.delete(NAME); // evicted between two visits
+          r.evicted = await load(null);
+          await caches.delete(NAME);
+          r.together = await Promise.all([load(null), load(null)]);
+          r.after = await load(null);
+          return r;
+        }, { folder: `${sites.course.origin}${dir}`, prompt: PROMPT });
+      });
+      const kept = ['config.json', 'model.safetensors', 'tokenizer.json'].flatMap((f) => [f, `${f}?gpt2-web-check`]);
+      for (const [how, why] of [['quota', /the storage quota is full/], ['refuse', /refused its storage: SecurityError/], ['cut', /AbortError: The write was cut off/]]) {
+        const r = got[how];
+        assert.equal(r.text, want.text, `${how}: the model did not run`);
+        assert.match(r.notCached ?? 'no sentence', new RegExp(`^The model could not be kept in this browser's storage \\(.*${why.source}.*\\), so it will be downloaded again next time\\.$`), how);
+        assert.ok(!r.keys.includes('model.safetensors'), `${how}: a weights entry was left: ${r.keys}`);
+      }
+      assert.deepEqual([got.first.notCached, got.first.weightsCached, got.first.keys], [null, false, kept], 'the first load from another origin');
+      assert.deepEqual([got.again.text, got.again.weightsCached, got.again.notCached], [want.text, true, null], 'read back from the cache');
+      assert.deepEqual([got.damaged.text, got.damaged.weightsCached, got.damaged.keys], [want.text, true, kept], 'a damaged tokenizer.json in the cache');
+      assert.deepEqual([got.evicted.text, got.evicted.weightsCached], [want.text, false], 'after the cache was evicted');
+      for (const r of got.together) assert.deepEqual([r.text, r.notCached], [want.text, null], 'two loads at once');
+      assert.deepEqual([got.after.text, got.after.weightsCached, got.after.keys], [want.text, true, kept], 'after two loads at once');
     });
 
     test('page: Generate streams the CLI\'s greedy text, fills the readout and announces the end', T, async () => {

@@ -39,31 +39,7 @@ async function otherOrigin(context, files) {
 
 const modelFile = (f) => fs.readFileSync(path.join(MODEL_DIR, f));
 
-test('the worker dies mid-generation: everything pending rejects with a sentence; the next load starts a fresh worker', T, async () => {
-  const native = nativeGenerate(PROMPT, 8);
-  await withBlank(async (page) => {
-    const got = await page.evaluate(async ({ folder, prompt }) => {
-      const { Gpt2 } = await import('/gpt2.js');
-      const model = await Gpt2.load({ model: folder });
-      let tokens = 0;
-      const running = model.generate(prompt, {
-        maxTokens: 500, ignoreEos: true,
-        onToken: () => {
-          if (++tokens === 3) window.gpt2Workers.at(-1).postMessage({ op: 'crash' }); // www/worker/testing.js
-        },
-      }).then(() => null, (e) => e.message);
-      const queued = model.generate(prompt, { maxTokens: 4 }).then(() => null, (e) => e.message);
-      const [a, b] = await Promise.all([running, queued]);
-      const later = await model.generate(prompt, { maxTokens: 2 }).then(() => null, (e) => e.message);
-      const fresh = await Gpt2.load({ model: folder });
-      const r = await fresh.generate(prompt, { maxTokens: 8 });
-      fresh.dispose();
-      return { a, b, later, text: r.text };
-    }, { folder: `/${MODEL_URL}`, prompt: PROMPT });
-    for (const m of [got.a, got.b, got.later]) assert.match(m ?? 'it resolved', /worker stopped.*load the model again/, m);
-    assert.equal(got.text, native.text);
-  });
-});
+// A worker that dies mid-generation, in every engine: engines.test.mjs.
 
 test('a widget whose worker died offers to load the model again, and then generates', T, async () => {
   await withBlank(async (page) => {

@@ -43,7 +43,7 @@ test('every request of the protocol has a handler and every handler a request; t
 
 test('the page sends only requests of the protocol, and sends each of them but the tests\' own', () => {
   const { requests, testing } = runWorker();
-  assert.deepEqual(Object.keys(testing).sort(), ['crash', 'loseDevice'], 'www/worker.js lacks testing.js: node tools/join_worker.mjs');
+  assert.deepEqual(Object.keys(testing).sort(), ['crash', 'loseDevice', 'storage', 'trap'], 'www/worker.js lacks testing.js: node tools/join_worker.mjs');
   const sent = new Set([...`${read('api/gpt2.js')}\n${read('api/connection.js')}`.matchAll(/\bop: '(\w+)'/g)].map((m) => m[1]));
   const mine = Object.keys(requests).filter((op) => !(op in testing));
   assert.deepEqual([...sent].sort(), mine.sort(), 'the ops gpt2.js sends and protocol.js REQUESTS differ');
@@ -51,7 +51,7 @@ test('the page sends only requests of the protocol, and sends each of them but t
 
 test('the worker that ships (site, npm package, offline bundle) has no test requests', () => {
   const { handlers, requests } = runWorker(joinWorker({ testing: false }).source);
-  for (const op of ['crash', 'loseDevice']) {
+  for (const op of ['crash', 'loseDevice', 'storage', 'trap']) {
     assert.ok(!handlers.includes(op) && !(op in requests), `the shipped worker answers "${op}"`);
   }
 });

@@ -4,7 +4,8 @@
 //            /__test/ (written by `assets.page(name, html)`), with --log-requests so every engine's
 //            fetches are seen; `isolated` is the same folder with COOP/COEP (the threaded build)
 //   course   a course page's origin on another loopback address (http://127.0.0.2:PORT), whose
-//            pages `course.page(html, headers)` adds; it logs the paths it served
+//            pages `course.page(html, headers)` adds, and files `course.file(path, bytes)` (with
+//            CORS: a model hosted elsewhere, as on the Hub); it logs the paths it served
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -55,7 +56,7 @@ async function startCourse() {
     const p = new URL(req.url, 'http://x').pathname;
     requests.push(p);
     const hit = pages.get(p);
-    if (!hit) return res.writeHead(404).end();
+    if (!hit) return res.writeHead(404, { 'Access-Control-Allow-Origin': '*' }).end();
     res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store', ...hit.headers }).end(hit.body);
   });
   await new Promise((resolve) => server.listen(port, '127.0.0.2', resolve));
@@ -67,6 +68,11 @@ async function startCourse() {
     page(html, headers = {}) {
       const p = `/course-${++n}.html`;
       pages.set(p, { body: `<!doctype html><html lang="en"><meta charset="utf-8"><title>A course page</title>${html}`, headers });
+      return `${origin}${p}`;
+    },
+    /** Serves `bytes` at `p` to every origin; returns its URL. */
+    file(p, bytes) {
+      pages.set(p, { body: bytes, headers: { 'Content-Type': 'application/octet-stream', 'Content-Length': String(bytes.length), 'Access-Control-Allow-Origin': '*' } });
       return `${origin}${p}`;
     },
     close: () => new Promise((resolve) => {

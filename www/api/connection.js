@@ -143,6 +143,13 @@ export function request(conn, msg, handlers = {}) {
   if (conn.dead) return { id, promise: Promise.reject(new Error(conn.dead)) };
   const promise = new Promise((resolve, reject) => {
     conn.pending.set(id, { ...handlers, resolve, reject });
+  }).catch((e) => {
+    // A model that crashed (a trap in its engine) is no longer shared: the next load of its
+    // folder makes a new one.
+    if (e.code === 'crash' && msg.model !== undefined) {
+      for (const [key, load] of conn.loads) if (load.id === msg.model) conn.loads.delete(key);
+    }
+    throw e;
   });
   try {
     conn.worker.postMessage({ ...msg, id });

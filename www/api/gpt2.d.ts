@@ -462,6 +462,14 @@ export declare class Gpt2 {
    * (none, a software one, or limits too small), or the GPU was lost. Undefined otherwise.
    */
   readonly gpuUnavailable: string | undefined;
+  /**
+   * A model from another origin is kept in the Cache API for the next visit (checked by size and
+   * checksum when read back). Where it could not be (the storage quota full, storage refused as in
+   * some private modes, a write cut off), the sentence that says so and that it will be downloaded
+   * again next time; null when it was kept, came from the cache, or is never cached (the page's
+   * own origin, files given as bytes).
+   */
+  readonly notCached: string | null;
   readonly config: Readonly<ModelConfig>;
   /** The model folder's URL, or the weights file's name for local files. */
   readonly name: string;

@@ -195,6 +195,7 @@ export class Gpt2 {
         for (const f of load.listeners) f({ file, loaded, total, tensor, cached, ...(plan ? { plan } : {}) });
       };
       const { id, promise } = request(conn, { op: 'load', source, backend: runOn, dtype, threads, build, kernel, raceSoftwareGpu, timedKernels: rememberedKernels(), platform, builds: BUILDS, files: names }, { progress });
+      load.id = id; // the model's id in the worker (connection.js forgets a crashed one by it)
       load.promise = promise.then((info) => ({ id, info }));
       if (key !== null) conn.loads.set(key, load);
     }
@@ -225,7 +226,7 @@ export class Gpt2 {
       info.backendTimes = past;
       info.gpuUnavailable = `${past.why} (on an earlier load, remembered in this browser)`;
     }
-    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, mtpHeads: info.mtpHeads ? Object.freeze({ ...info.mtpHeads }) : null, backendTimes: info.backendTimes ? Object.freeze({ ...info.backendTimes }) : null, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
+    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, mtpHeads: info.mtpHeads ? Object.freeze({ ...info.mtpHeads }) : null, backendTimes: info.backendTimes ? Object.freeze({ ...info.backendTimes }) : null, notCached: info.notCached ?? null, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
     const handle = new Gpt2(conn, loaded.id, info.config, name, load);
     handle.#onBackendChange = onBackendChange;
     handle.#onProgress = onProgress;
@@ -269,6 +270,9 @@ export class Gpt2 {
 
   /** Why the model runs on the CPU when WebGPU was wanted ('auto' found none, or it was lost); else undefined. */
   get gpuUnavailable() { return this.#load.live.gpuUnavailable; }
+
+  /** For a model from another origin that could not be kept in the browser's storage, the sentence that says so; else null. */
+  get notCached() { return this.#load.live.notCached; }
 
   /** The model's multi-token prediction heads, `{ heads, draftVocab }` (for `draft: 'mtp'`), or null. */
   get mtpHeads() { return this.#load.live.mtpHeads; }

@@ -140,6 +140,7 @@ async function loadModel(source, backend, dtype) {
       model.backend === 'cpu' && model.gpuUnavailable ? sentence(`running on the CPU: ${model.gpuUnavailable}`) : '',
       model.backend === 'cpu' && model.build === 'pkg' ? 'This browser has no WebAssembly relaxed SIMD, so the CPU ' +
         'runs the portable SIMD build: its 8-bit products take more instructions, and generation is slower.' : '',
+      model.notCached ?? '',
     ].filter(Boolean).join(' '));
     $('max-tokens').max = String(c.nPositions);
     const used = await model.memory();

@@ -69,7 +69,7 @@ export async function vocabAndMerges(error, mod, small, source) {
  */
 export function urlWeights(url, home, cache, file = FILES.weights) {
   const keep = cache && !home.has(new URL(url).origin) ? cache : null;
-  const checkUrl = `${url}${url.includes('?') ? '&' : '?'}gpt2-web-check`;
+  const checkUrl = checkOf(url);
   let storing = null;
   let sum = null;
   return {
@@ -88,7 +88,7 @@ export function urlWeights(url, home, cache, file = FILES.weights) {
         body = mine;
         const type = res.headers.get('Content-Type') || 'application/octet-stream';
         storing = keep.put(url, new Response(theirs, { headers: { 'Content-Type': type } }))
-          .catch((e) => console.warn(`not cached: ${url}: ${e.message}`));
+          .then(() => null, (e) => notKept(url, e));
         summing = sum = checksum();
       } else if (cached) {
         summing = checksum();
@@ -112,11 +112,17 @@ export function urlWeights(url, home, cache, file = FILES.weights) {
         },
       };
     },
-    /** Resolves once the copy in the Cache API is written, with its check (the model loaded). */
+    /**
+     * Resolves once the copy in the Cache API is written, with its check (the model loaded): null,
+     * or why it could not be kept. A copy whose write failed (a full quota, a write cut midway) is
+     * taken out with its check, so no later load trusts what is left of it.
+     */
     async stored() {
-      if (!storing) return;
-      await storing;
-      if (sum) await keep.put(checkUrl, new Response(sum.value())).catch(() => {});
+      if (!storing) return null;
+      let why = await storing;
+      if (!why && sum) why = await keep.put(checkUrl, new Response(sum.value())).then(() => null, (e) => notKept(checkUrl, e));
+      if (why) await Promise.all([url, checkUrl].map((u) => keep.delete(u).catch(() => {})));
+      return why;
     },
     async failed() {
       if (!storing) return;
@@ -266,12 +272,32 @@ export function smallFetcher(id, urls, home, cache) {
   };
 }
 
+/**
+ * The Cache API's store of models: `{ cache }`, or `{ cache: null, why }` where the browser has
+ * none (not a secure context) or refuses it (storage disabled, some private modes).
+ */
 export async function openCache() {
+  if (typeof caches === 'undefined') return { cache: null, why: 'this page has no Cache API (it is not a secure context)' };
   try {
-    return typeof caches === 'undefined' ? null : await caches.open(CACHE_NAME);
-  } catch {
-    return null; // e.g. not a secure context, or storage disabled
+    return { cache: await caches.open(CACHE_NAME), why: null };
+  } catch (e) {
+    return { cache: null, why: `the browser refused its storage: ${e.name}: ${e.message}` };
   }
+}
+
+/** Why a file was not kept in the Cache API (a full quota, storage refused, a write cut off). */
+function notKept(url, e) {
+  console.warn(`gpt2-web: not cached: ${url}: ${e.message}`);
+  return `${e.name === 'QuotaExceededError' ? 'the storage quota is full' : e.name}: ${e.message}`;
+}
+
+/**
+ * The sentence a model loaded from elsewhere gets when it could not be kept for the next visit,
+ * or null: `whys` are the reasons its files gave (nulls where they were kept).
+ */
+export function notCachedSentence(whys) {
+  const why = whys.flat().find(Boolean);
+  return why ? `The model could not be kept in this browser's storage (${why}), so it will be downloaded again next time.` : null;
 }
 
 /**
@@ -286,26 +312,54 @@ export function homeOrigins(builds) {
  * One file: { bytes, store }, reporting progress. `limit(size)` sees the announced size (0 when
  * unknown) before anything is allocated, throws when it is too much, and returns the most bytes
  * the body may have. With a `cache`, the file (e.g. from Hugging Face) is read from the Cache API
- * when it is there, and `store()` keeps it there, so a page that was opened once works offline.
+ * when a copy is there whose size and checksum match the ones recorded beside it (a copy that
+ * does not is deleted and the file downloaded), and `store()` keeps it there with its check, so a
+ * page that was opened once works offline: null, or why it could not be kept (a copy whose write
+ * failed is deleted, so no later load reads what is left of it).
  */
 async function download(id, file, url, cache, limit) {
-  let res = null;
-  if (cache) res = (await cache.match(url).catch(() => undefined)) ?? null;
-  const cached = res !== null;
-  if (!res) res = await fetchOk(url);
+  const checkUrl = checkOf(url);
+  const report = (loaded, total, cached) => reply(id, 'progress', { file, loaded, total, cached });
+  const fail = (e) => new Error(`could not download ${url}: ${e.tooBig ? e.message : `the transfer failed after it began (${e.message})`}`);
+  const copy = cache ? (await cache.match(url).catch(() => undefined)) ?? null : null;
+  if (copy) {
+    const expect = await cache.match(checkUrl).then((r) => r?.text(), () => null) ?? null;
+    const bytes = await readBody(copy, await limit(Number(copy.headers.get('Content-Length')) || 0), (l, t) => report(l, t, true))
+      .catch(() => null);
+    if (bytes && expect !== null && sumOf(bytes) === expect) return { bytes, store: async () => null };
+    console.warn(`gpt2-web: the copy of ${file} in the browser's cache is damaged or unchecked; downloading it again`);
+    await Promise.all([url, checkUrl].map((u) => cache.delete(u).catch(() => {})));
+  }
+  const res = await fetchOk(url);
   const max = await limit(Number(res.headers.get('Content-Length')) || 0);
   let bytes;
   try {
-    bytes = await readBody(res, max, (loaded, total) => reply(id, 'progress', { file, loaded, total, cached }));
+    bytes = await readBody(res, max, (l, t) => report(l, t, false));
   } catch (e) {
-    throw new Error(`could not download ${url}: ${e.tooBig ? e.message : `the transfer failed after it began (${e.message})`}`);
+    throw fail(e);
   }
   const type = res.headers.get('Content-Type') || 'application/octet-stream';
-  const store = cache && !cached
-    ? () => cache.put(url, new Response(bytes, { headers: { 'Content-Type': type } }))
-      .catch((e) => console.warn(`not cached: ${url}: ${e.message}`))
-    : async () => {};
+  const store = async () => {
+    if (!cache) return null;
+    const why = await cache.put(url, new Response(bytes, { headers: { 'Content-Type': type } }))
+      .then(() => cache.put(checkUrl, new Response(sumOf(bytes))))
+      .then(() => null, (e) => notKept(url, e));
+    if (why) await Promise.all([url, checkUrl].map((u) => cache.delete(u).catch(() => {})));
+    return why;
+  };
   return { bytes, store };
+}
+
+/** The URL under which a cached file's size and checksum are kept. */
+function checkOf(url) {
+  return `${url}${url.includes('?') ? '&' : '?'}gpt2-web-check`;
+}
+
+/** `checksum()` of one buffer. */
+function sumOf(bytes) {
+  const sum = checksum();
+  sum.add(bytes);
+  return sum.value();
 }
 
 /**

@@ -4,7 +4,7 @@
 
 import { FILES, models, reply, setFiles } from './base.js';
 import { adapterName, threadsFor, warmUp, wasm } from './engine.js';
-import { fileWeights, homeOrigins, openCache, otherLayouts, smallFetcher, smallReader, urlWeights, vocabAndMerges } from './files.js';
+import { fileWeights, homeOrigins, notCachedSentence, openCache, otherLayouts, smallFetcher, smallReader, urlWeights, vocabAndMerges } from './files.js';
 
 export async function load({ id, source, backend, dtype, threads, build: only, kernel, raceSoftwareGpu = false, timedKernels = null, platform, builds, files: names }) {
   setFiles(names);
@@ -16,7 +16,7 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
   // against this build (mod.checkMemory) from config.json before a byte of weights is read.
   const ready = wasm(threadsFor(threads), builds, only).then((w) => { mark('engineMs'); return w; });
   const home = source.urls ? homeOrigins(builds) : null;
-  const cache = source.urls ? await openCache() : null;
+  const { cache, why: noCache } = source.urls ? await openCache() : { cache: null, why: null };
   let weights = source.urls ? urlWeights(source.urls.weights, home, cache) : fileWeights(source.files.weights);
   let config, tokenizer, plan, head, mod, running, build, first;
   if (!(source.urls ?? source.files).config) {
@@ -81,7 +81,11 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
     engine = await streamModel(id, mod, files, weights, 'cpu', dtype, entry, undefined, false);
   }
   // Kept for offline use only now that they made a model (a captive portal's page never is).
-  await Promise.all([...(weights.stores ?? []).map((store) => store()), weights.stored()]);
+  const kept = await Promise.all([...(weights.stores ?? []).map((store) => store()), weights.stored()]);
+  // What could not be kept is said once, for a model from elsewhere (the page's own origin and
+  // gpt2-web's are never cached): it will be downloaded again next time.
+  const remote = source.urls && !home.has(new URL(source.urls.weights).origin);
+  const notCached = remote ? notCachedSentence([noCache, ...kept]) : null;
   mark('weightsMs');
   await warmUp(engine);
   // Where the engine cannot pick its 8-bit kernel by asking, an earlier load's timing on this
@@ -105,7 +109,7 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
   return {
     backend: m.backend, dtype: engine.dtype, threads: running, build, kernel: mod.kernel(), kernelTimes, timedKernels: timedNow, config: engine.config, adapter: await adapterName(engine),
     gpuUnavailable: engine.gpuUnavailable ?? gpuUnavailable, plan, timings, mtpHeads: engine.mtpHeads ?? null,
-    backendTimes: engine.backendTimes ?? null,
+    backendTimes: engine.backendTimes ?? null, notCached,
   };
 }
 

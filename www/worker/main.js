@@ -66,7 +66,7 @@ export async function respond(id, fn) {
 function model(id) {
   const m = models.get(id);
   if (!m || m.disposed) throw new Error('this model has been disposed');
-  if (m.crashed) throw new Error(`the model stopped working after an earlier failure (${m.crashed}); load it again`);
+  if (m.crashed) throw Object.assign(new Error(`the model stopped working after an earlier failure (${m.crashed}); load it again`), { code: 'crash' });
   return m;
 }
 
@@ -186,7 +186,7 @@ async function pump(m) {
   if (m.disposed) finishDispose(m);
   for (const job of m.crashed ? m.queue.splice(0) : []) {
     forget(job);
-    answer(job, 'error', { message: `the model stopped working (${m.crashed}); load it again` });
+    answer(job, 'error', { message: `the model stopped working (${m.crashed}); load it again`, code: 'crash' });
   }
 }
 
