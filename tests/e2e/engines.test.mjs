@@ -307,11 +307,11 @@ for (const name of ENGINES) {
           const NAME = 'gpt2-web-models-v1';
           const keys = async () => (await (await caches.open(NAME)).keys())
             .map((r) => r.url).filter((u) => u.startsWith(folder)).map((u) => u.slice(folder.length)).sort();
-          const load = async (how) => {
+          const load = async (how, dtype = 'q8') => {
             fail = how;
             workers.at(-1)?.postMessage({ op: 'storage', fail }); // a worker still running (or stopped: nothing)
             let weightsCached = null; // the last word: a damaged copy read first would end false
-            const model = await Gpt2.load({ model: folder, onProgress: (p) => { if (p.file === 'model.safetensors') weightsCached = p.cached; } });
+            const model = await Gpt2.load({ model: folder, dtype, onProgress: (p) => { if (p.file === 'model.safetensors') weightsCached = p.cached; } });
             const { text } = await model.generate(prompt, { maxTokens: 8, temperature: 0 });
             const out = { notCached: model.notCached, text, weightsCached, keys: await keys() };
             model.dispose();
@@ -328,7 +328,9 @@ for (const name of ENGINES) {
           await caches.delete(NAME); // evicted between two visits
           r.evicted = await load(null);
           await caches.delete(NAME);
-          r.together = await Promise.all([load(null), load(null)]);
+          // Two models of one folder at once (two dtypes, so not shared): each downloads and writes
+          // the same entries, as two tabs do (the drivers here give each page its own storage).
+          r.together = await Promise.all([load(null, 'q8'), load(null, 'f32')]);
           r.after = await load(null);
           return r;
         }, { folder: `${sites.course.origin}${dir}`, prompt: PROMPT });
@@ -344,7 +346,9 @@ for (const name of ENGINES) {
       assert.deepEqual([got.again.text, got.again.weightsCached, got.again.notCached], [want.text, true, null], 'read back from the cache');
       assert.deepEqual([got.damaged.text, got.damaged.weightsCached, got.damaged.keys], [want.text, true, kept], 'a damaged tokenizer.json in the cache');
       assert.deepEqual([got.evicted.text, got.evicted.weightsCached], [want.text, false], 'after the cache was evicted');
-      for (const r of got.together) assert.deepEqual([r.text, r.notCached], [want.text, null], 'two loads at once');
+      const [q8, f32] = got.together;
+      assert.deepEqual([q8.text, q8.notCached, q8.weightsCached], [want.text, null, false], 'two loads at once: q8');
+      assert.deepEqual([f32.text, f32.notCached, f32.weightsCached], [native(8, 'f32').text, null, false], 'two loads at once: f32');
       assert.deepEqual([got.after.text, got.after.weightsCached, got.after.keys], [want.text, true, kept], 'after two loads at once');
     });
 
