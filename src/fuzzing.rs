@@ -149,10 +149,17 @@ fn stream_weights(file: &str, config: &Config, weights: &[u8], size: usize) {
     }
 }
 
+/// A chunk size between 1 and 1021 bytes that varies with the input: each boundary case (a
+/// header, a zip record, a pickle cut anywhere) is met across inputs, without the quadratic cost
+/// of re-reading a growing header in 7-byte steps on every input.
+fn chunk_size(data: &[u8]) -> usize {
+    1 + data.len().wrapping_mul(7919) % 1021
+}
+
 /// Input: as `load_model` (config, then a `model.safetensors` or a `pytorch_model.bin`: the zip
-/// records, the pickle, the storages). The weights' reader alone: the file streamed in one piece
-/// and in 7-byte chunks (which re-parses a pickle of unknown length as it grows), and a torch
-/// archive's pickle read whole.
+/// records, the pickle, the storages; the reader is chosen by the bytes). The weights' reader
+/// alone: the file streamed in one piece and in chunks (`chunk_size`; a pickle of unknown length
+/// is parsed again as it grows), and a torch archive's pickle read whole.
 pub fn weights_stream(data: &[u8]) {
     let Some((config, weights)) = two_files(data) else {
         return;
@@ -165,16 +172,14 @@ pub fn weights_stream(data: &[u8]) {
     {
         return;
     }
-    for file in ["model.safetensors", "pytorch_model.bin"] {
-        stream_weights(file, &config, weights, weights.len());
-        stream_weights(file, &config, weights, 7);
-    }
+    stream_weights("model.safetensors", &config, weights, weights.len());
+    stream_weights("model.safetensors", &config, weights, chunk_size(data));
     let _ = crate::weights::torch::pickle::state_dict("pytorch_model.bin", weights);
 }
 
 /// Input: a GGUF file. The header and tensor table read (and every prefix's scan: how many bytes
 /// a header still needs), the config made from it, the tensors GPT-2 needs looked up, the
-/// tokenizer built from its lists and run over a text; the file streamed in 7-byte chunks.
+/// tokenizer built from its lists and run over a text; the file streamed in chunks (`chunk_size`).
 pub fn gguf_header(data: &[u8]) {
     use crate::weights::gguf::{Gguf, Parsed};
     for end in [data.len() / 3, data.len() / 2, data.len()] {
@@ -196,7 +201,7 @@ pub fn gguf_header(data: &[u8]) {
         && Footprint::cpu(&config, CpuDtype::F32, data.len() as u64)
             .is_ok_and(|f| f.peak() <= MAX_PEAK)
     {
-        stream_weights("model.gguf", &config, data, 7);
+        stream_weights("model.gguf", &config, data, chunk_size(data));
     }
 }
 

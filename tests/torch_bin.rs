@@ -268,3 +268,33 @@ fn the_fuzzers_bin_seed_is_a_model() {
     assert!(logits(&mut model, &[0, 1]).iter().all(|x| x.is_finite()));
     gpt2_web::fuzzing::load_model(&seed);
 }
+
+#[test]
+fn a_storage_entry_of_another_size_is_refused_before_memory_is_taken() {
+    // Found by the weights_stream fuzzer: a zip64 size of 4 GB on a storage the pickle gives 96
+    // bytes made the reader reserve 4 GB for it as it arrived. The entry's size must be its
+    // storage's, in both directions.
+    let input = std::fs::read(fixtures().join("fuzz/weights_stream/storage-size-4gb")).unwrap();
+    let n = u16::from_le_bytes([input[0], input[1]]) as usize;
+    let config = Config::from_json(&input[2..2 + n]).unwrap();
+    let mut stream = gpt2_web::weights::stream::Stream::new("pytorch_model.bin", &config);
+    let err = stream
+        .push(&input[2 + n..], &mut |_, _| Ok(()))
+        .and_then(|()| stream.finish())
+        .expect_err("a storage of 4 GB in a 10 kB file")
+        .to_string();
+    assert!(
+        err.starts_with("pytorch_model.bin: ") && err.contains("bytes, more than its storage's"),
+        "{err}"
+    );
+    // And a storage's local header saying fewer bytes than the pickle gives it (torch writes
+    // 0 there, the size following in a descriptor).
+    let mut short = bin("tiny-random-f32.bin");
+    let at = find(&short, b"tiny-random-f32/data/0") - 30 + 18; // the compressed size
+    short[at..at + 4].copy_from_slice(&92u32.to_le_bytes());
+    let err = load_error(&short);
+    assert!(
+        err.contains("holds 92 bytes, less than its storage's 1152"),
+        "{err}"
+    );
+}

@@ -159,9 +159,12 @@ impl TorchReader {
             let size = size.or(known).ok_or_else(|| {
                 self.bad(format!("entry \"{name}\" is of no storage data.pkl names"))
             })?;
-            if let Some(k) = known.filter(|&k| k > size) {
+            // torch.save writes a storage's bytes and nothing more; a size that differs (a zip64
+            // size of gigabytes on a storage of 96 bytes) is refused before any memory is taken.
+            if let Some(k) = known.filter(|&k| k != size) {
+                let than = if k > size { "less" } else { "more" };
                 let why =
-                    format!("entry \"{name}\" holds {size} bytes, less than its storage's {k}");
+                    format!("entry \"{name}\" holds {size} bytes, {than} than its storage's {k}");
                 return Err(self.bad(why));
             }
             self.current = layout.first_in(key).map(str::to_string);

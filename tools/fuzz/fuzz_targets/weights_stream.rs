@@ -1,5 +1,5 @@
 //! config.json + model.safetensors or pytorch_model.bin (zip + pickle) → the weights' reader alone,
-//! streamed whole and in 7-byte chunks; no model built. Seeds: load_model's.
+//! streamed whole and in chunks of a size that varies with the input; no model built. Seeds: load_model's.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
