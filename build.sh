@@ -14,8 +14,10 @@
 #                             immutable), with the headers in its _headers file (tools/site.mjs)
 #   ./build.sh package        build, then write dist/gpt2-web-VERSION.tgz: the npm package (API,
 #                             widget, worker, wasm builds; no model)
-#   ./build.sh soak [N]       build, then N generations in a row in Chromium (default 1000): memory
-#                             must stay flat, no token event lost (./build.sh test runs 200)
+#   ./build.sh soak [N [M]]   build, then N generations in a row in Chromium (default 1000): memory
+#                             must stay flat, no token event lost (./build.sh test runs 200); then
+#                             M requests (default 5000) from five widgets at once in every engine
+#                             (tests/e2e/load.test.mjs; ./build.sh test runs 500)
 #   ./build.sh fuzz [SECONDS | --runs N] [TARGET...]  the loaders' fuzz targets (tools/fuzz,
 #                             cargo-fuzz on nightly): each format's reader alone (weights_stream:
 #                             safetensors and torch zip + pickle; gguf_header; shard_index;
@@ -415,12 +417,13 @@ case "$cmd" in
   package) build; node tools/package.mjs "$@" ;;
   fuzz) fuzz "$@" ;;
   soak)
-    apt_install chromium
+    apt_install chromium firefox-esr webkit2gtk-driver xvfb
     need_node_modules
     build
-    (cd tests/e2e && GPT2_SOAK=${1:-1000} node --test soak.test.mjs) ;;
+    (cd tests/e2e && GPT2_SOAK=${1:-1000} node --test soak.test.mjs &&
+      GPT2_LOAD=${2:-5000} node --test --test-concurrency=1 load.test.mjs) ;;
   bench) bench "$@" ;;
   gpu-check) [ "${1:-}" = --prebuilt ] || build; gpu_check "$@" ;;
   gpu-pack) gpu_pack "$@" ;;
-  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | site | package | soak [N] | fuzz [SECONDS | --runs N] [TARGET...] | bench [--peer | --cold | --sizes] | gpu-check [--quick | --prebuilt DIR] | gpu-pack [DIR]]" >&2; exit 2 ;;
+  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | site | package | soak [N [M]] | fuzz [SECONDS | --runs N] [TARGET...] | bench [--peer | --cold | --sizes] | gpu-check [--quick | --prebuilt DIR] | gpu-pack [DIR]]" >&2; exit 2 ;;
 esac

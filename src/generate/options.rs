@@ -422,8 +422,8 @@ pub fn lists() -> Vec<List> {
         List {
             js: "ERROR_CODES",
             ts: "Gpt2ErrorCode",
-            doc: "The kind of failure a rejected promise's Error carries as `code` (decide by it, not by the sentence): the engine's (Error::code: 'param' an option out of range, 'gpu' a WebGPU failure, after which 'auto' runs on the CPU, 'memory' an allocation refused, 'budget' the memory budget refusing a model, 'state' the engine used out of turn, …) and the worker's 'crash' (a trap inside WebAssembly: load the model again).",
-            items: crate::error::CODES.into_iter().chain(["crash"]).collect(),
+            doc: "The kind of failure a rejected promise's Error carries as `code` (decide by it, not by the sentence): the engine's (Error::code: 'param' an option out of range, 'gpu' a WebGPU failure, after which 'auto' runs on the CPU, 'memory' an allocation refused, 'budget' the memory budget refusing a model, 'state' the engine used out of turn, …) and the worker's: 'crash' (a trap inside WebAssembly: load the model again), 'busy' (the model's queue is full: at most 256 requests wait; try again later).",
+            items: crate::error::CODES.into_iter().chain(["crash", "busy"]).collect(),
         },
         List {
             js: "STOP_REASONS",

@@ -21,10 +21,11 @@ export const KERNELS = Object.freeze(['auto', 'dot-add', 'dot-i16', 'widen']);
  * The kind of failure a rejected promise's Error carries as `code` (decide by it, not by the
  * sentence): the engine's (Error::code: 'param' an option out of range, 'gpu' a WebGPU
  * failure, after which 'auto' runs on the CPU, 'memory' an allocation refused, 'budget' the
- * memory budget refusing a model, 'state' the engine used out of turn, …) and the worker's
- * 'crash' (a trap inside WebAssembly: load the model again).
+ * memory budget refusing a model, 'state' the engine used out of turn, …) and the worker's:
+ * 'crash' (a trap inside WebAssembly: load the model again), 'busy' (the model's queue is
+ * full: at most 256 requests wait; try again later).
  */
-export const ERROR_CODES = Object.freeze(['io', 'config', 'weights', 'tokenizer', 'param', 'prompt_too_long', 'memory', 'budget', 'state', 'backend', 'gpu', 'cpu', 'crash']);
+export const ERROR_CODES = Object.freeze(['io', 'config', 'weights', 'tokenizer', 'param', 'prompt_too_long', 'memory', 'budget', 'state', 'backend', 'gpu', 'cpu', 'crash', 'busy']);
 
 /** Why generation ended. */
 export const STOP_REASONS = Object.freeze(['eos', 'stop', 'max_tokens', 'context', 'abort']);
