@@ -332,6 +332,18 @@ for (const name of ENGINES) {
           // the same entries, as two tabs do (the drivers here give each page its own storage).
           r.together = await Promise.all([load(null, 'q8'), load(null, 'f32')]);
           r.after = await load(null);
+          // A widget of a model that cannot be kept says so beside "Ready".
+          fail = 'quota';
+          workers.at(-1)?.postMessage({ op: 'storage', fail });
+          await caches.delete(NAME);
+          await import('/widget.js');
+          const el = document.createElement('gpt2-generator');
+          el.setAttribute('model', folder);
+          document.body.append(el);
+          await el.model;
+          await new Promise((resolve) => setTimeout(resolve, 0));
+          r.widget = el.shadowRoot.querySelector('[data-status]').textContent;
+          el.remove();
           return r;
         }, { folder: `${sites.course.origin}${dir}`, prompt: PROMPT });
       });
@@ -350,6 +362,7 @@ for (const name of ENGINES) {
       assert.deepEqual([q8.text, q8.notCached, q8.weightsCached], [want.text, null, false], 'two loads at once: q8');
       assert.deepEqual([f32.text, f32.notCached, f32.weightsCached], [native(8, 'f32').text, null, false], 'two loads at once: f32');
       assert.deepEqual([got.after.text, got.after.weightsCached, got.after.keys], [want.text, true, kept], 'after two loads at once');
+      assert.match(got.widget, /^Ready: [\d.]+ M parameters on cpu\. The model could not be kept in this browser's storage \(the storage quota is full: .*\), so it will be downloaded again next time\.$/);
     });
 
     test('page: Generate streams the CLI\'s greedy text, fills the readout and announces the end', T, async () => {

@@ -324,7 +324,9 @@ export class Gpt2Generator extends HTMLElement {
       this.#ready = true;
       ui.progress.hidden = true;
       const c = model.config;
-      ui.status.textContent = `Ready: ${(c.nParams / 1e6).toFixed(1)} M parameters on ${model.backend}.`;
+      // A model from elsewhere that could not be kept says so: it will be downloaded again.
+      ui.status.textContent = `Ready: ${(c.nParams / 1e6).toFixed(1)} M parameters on ${model.backend}.` +
+        `${model.notCached ? ` ${model.notCached}` : ''}`;
       this.#busy(Boolean(this.#controller)); // a Generate that started the load runs next
       if (this.hasAttribute('autorun') && !this.#autoran) {
         this.#autoran = true;
