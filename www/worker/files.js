@@ -324,8 +324,9 @@ async function download(id, file, url, cache, limit) {
   const copy = cache ? (await cache.match(url).catch(() => undefined)) ?? null : null;
   if (copy) {
     const expect = await cache.match(checkUrl).then((r) => r?.text(), () => null) ?? null;
-    const bytes = await readBody(copy, await limit(Number(copy.headers.get('Content-Length')) || 0), (l, t) => report(l, t, true))
-      .catch(() => null);
+    // A copy too big, cut or unreadable is as damaged as one that fails its check.
+    const bytes = await Promise.resolve(Number(copy.headers.get('Content-Length')) || 0).then(limit)
+      .then((max) => readBody(copy, max, (l, t) => report(l, t, true))).catch(() => null);
     if (bytes && expect !== null && sumOf(bytes) === expect) return { bytes, store: async () => null };
     console.warn(`gpt2-web: the copy of ${file} in the browser's cache is damaged or unchecked; downloading it again`);
     await Promise.all([url, checkUrl].map((u) => cache.delete(u).catch(() => {})));
