@@ -271,7 +271,7 @@ fn the_fuzzers_bin_seed_is_a_model() {
 
 #[test]
 fn a_storage_entry_of_another_size_is_refused_before_memory_is_taken() {
-    // Found by the weights_stream fuzzer: a zip64 size of 4 GB on a storage the pickle gives 96
+    // Found by the weights_stream fuzzer: a size field of 4 GB on a storage the pickle gives 512
     // bytes made the reader reserve 4 GB for it as it arrived. The entry's size must be its
     // storage's, in both directions.
     let input = std::fs::read(fixtures().join("fuzz/weights_stream/storage-size-4gb")).unwrap();
@@ -283,6 +283,7 @@ fn a_storage_entry_of_another_size_is_refused_before_memory_is_taken() {
         .and_then(|()| stream.finish())
         .expect_err("a storage of 4 GB in a 10 kB file")
         .to_string();
+    eprintln!("{err}");
     assert!(
         err.starts_with("pytorch_model.bin: ") && err.contains("bytes, more than its storage's"),
         "{err}"

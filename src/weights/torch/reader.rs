@@ -159,8 +159,8 @@ impl TorchReader {
             let size = size.or(known).ok_or_else(|| {
                 self.bad(format!("entry \"{name}\" is of no storage data.pkl names"))
             })?;
-            // torch.save writes a storage's bytes and nothing more; a size that differs (a zip64
-            // size of gigabytes on a storage of 96 bytes) is refused before any memory is taken.
+            // torch.save writes a storage's bytes and nothing more; a size that differs (a stated
+            // size of gigabytes on a storage of 512 bytes) is refused before any memory is taken.
             if let Some(k) = known.filter(|&k| k != size) {
                 let than = if k > size { "less" } else { "more" };
                 let why =
