@@ -18,11 +18,7 @@ pub const TOKENIZER_JSON: &[u8] = include_bytes!("../tools/fuzz/seeds/load_token
 /// 7-byte chunks with every tensor widened to f32, then builds the model on the CPU with both
 /// weight formats and runs one forward pass.
 pub fn load_model(data: &[u8]) {
-    let Some((head, rest)) = data.split_first_chunk::<2>() else {
-        return;
-    };
-    let n = u16::from_le_bytes(*head) as usize;
-    let (Some(config), Some(weights)) = (rest.get(..n), rest.get(n..)) else {
+    let Some((config, weights)) = two_files(data) else {
         return;
     };
     let Ok(parsed) = Config::from_json(config) else {
@@ -130,7 +126,7 @@ fn exercise(tok: &Tokenizer) {
 
 /// `[u16 length][first][second]`, the two files of an input (a config and its weights, a
 /// vocabulary and its merges).
-fn two_files(data: &[u8]) -> Option<(&[u8], &[u8])> {
+pub fn two_files(data: &[u8]) -> Option<(&[u8], &[u8])> {
     let (head, rest) = data.split_first_chunk::<2>()?;
     let n = u16::from_le_bytes(*head) as usize;
     Some((rest.get(..n)?, rest.get(n..)?))

@@ -31,8 +31,7 @@ fn the_seeds_are_valid_inputs() {
     let model = inputs(&seeds.join("load_model"));
     assert!(!model.is_empty());
     for (name, data) in model {
-        let n = u16::from_le_bytes([data[0], data[1]]) as usize;
-        let (config, weights) = data[2..].split_at(n);
+        let (config, weights) = fuzzing::two_files(&data).unwrap();
         let built = Model::from_bytes(
             config,
             "model.safetensors",
@@ -72,16 +71,16 @@ fn the_new_format_seeds_are_valid_inputs() {
     let index = inputs(&seeds.join("shard_index"));
     assert!(!index.is_empty());
     for (name, data) in index {
-        let n = u16::from_le_bytes([data[0], data[1]]) as usize;
-        let config = gpt2_web::Config::from_json(&data[2..2 + n]).unwrap();
-        let parsed = gpt2_web::weights::shards::Index::parse(&data[2 + n..], &config);
+        let (config, index) = fuzzing::two_files(&data).unwrap();
+        let config = gpt2_web::Config::from_json(config).unwrap();
+        let parsed = gpt2_web::weights::shards::Index::parse(index, &config);
         assert!(parsed.is_ok(), "{name}: {}", parsed.err().unwrap());
     }
     let pairs = inputs(&seeds.join("vocab_merges"));
     assert!(!pairs.is_empty());
     for (name, data) in pairs {
-        let n = u16::from_le_bytes([data[0], data[1]]) as usize;
-        let json = gpt2_web::tokenizer::json_from_vocab_merges(&data[2..2 + n], &data[2 + n..])
+        let (vocab, merges) = fuzzing::two_files(&data).unwrap();
+        let json = gpt2_web::tokenizer::json_from_vocab_merges(vocab, merges)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let tok = Tokenizer::from_bytes(&json).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!tok.encode("the the!").unwrap().is_empty(), "{name}");

@@ -275,11 +275,11 @@ fn a_storage_entry_of_another_size_is_refused_before_memory_is_taken() {
     // bytes made the reader reserve 4 GB for it as it arrived. The entry's size must be its
     // storage's, in both directions.
     let input = std::fs::read(fixtures().join("fuzz/weights_stream/storage-size-4gb")).unwrap();
-    let n = u16::from_le_bytes([input[0], input[1]]) as usize;
-    let config = Config::from_json(&input[2..2 + n]).unwrap();
+    let (config, weights) = gpt2_web::fuzzing::two_files(&input).unwrap();
+    let config = Config::from_json(config).unwrap();
     let mut stream = gpt2_web::weights::stream::Stream::new("pytorch_model.bin", &config);
     let err = stream
-        .push(&input[2 + n..], &mut |_, _| Ok(()))
+        .push(weights, &mut |_, _| Ok(()))
         .and_then(|()| stream.finish())
         .expect_err("a storage of 4 GB in a 10 kB file")
         .to_string();

@@ -118,11 +118,7 @@ export function urlWeights(url, home, cache, file = FILES.weights) {
      * taken out with its check, so no later load trusts what is left of it.
      */
     async stored() {
-      if (!storing) return null;
-      let why = await storing;
-      if (!why && sum) why = await keep.put(checkUrl, new Response(sum.value())).then(() => null, (e) => notKept(checkUrl, e));
-      if (why) await Promise.all([url, checkUrl].map((u) => keep.delete(u).catch(() => {})));
-      return why;
+      return storing ? sealCopy(keep, url, await storing, sum.value()) : null;
     },
     async failed() {
       if (!storing) return;
@@ -133,7 +129,7 @@ export function urlWeights(url, home, cache, file = FILES.weights) {
     /** Takes a damaged cached copy out, so that the next `open()` downloads the file. */
     async drop() {
       storing = null;
-      await Promise.all([url, checkUrl].map((u) => keep?.delete(u).catch(() => {})));
+      if (keep) await dropCopy(keep, url);
     },
   };
 }
@@ -329,7 +325,7 @@ async function download(id, file, url, cache, limit) {
       .then((max) => readBody(copy, max, (l, t) => report(l, t, true))).catch(() => null);
     if (bytes && expect !== null && sumOf(bytes) === expect) return { bytes, store: async () => null };
     console.warn(`gpt2-web: the copy of ${file} in the browser's cache is damaged or unchecked; downloading it again`);
-    await Promise.all([url, checkUrl].map((u) => cache.delete(u).catch(() => {})));
+    await dropCopy(cache, url);
   }
   const res = await fetchOk(url);
   const max = await limit(Number(res.headers.get('Content-Length')) || 0);
@@ -340,15 +336,28 @@ async function download(id, file, url, cache, limit) {
     throw fail(e);
   }
   const type = res.headers.get('Content-Type') || 'application/octet-stream';
-  const store = async () => {
-    if (!cache) return null;
-    const why = await cache.put(url, new Response(bytes, { headers: { 'Content-Type': type } }))
-      .then(() => cache.put(checkUrl, new Response(sumOf(bytes))))
-      .then(() => null, (e) => notKept(url, e));
-    if (why) await Promise.all([url, checkUrl].map((u) => cache.delete(u).catch(() => {})));
-    return why;
-  };
+  const store = async () => (cache
+    ? sealCopy(cache, url, await cache.put(url, new Response(bytes, { headers: { 'Content-Type': type } }))
+      .then(() => null, (e) => notKept(url, e)), sumOf(bytes))
+    : null);
   return { bytes, store };
+}
+
+/**
+ * Ends the keeping of `url` in `cache`, whose write gave `why` (null: written): its check `sum` is
+ * written beside it; a copy whose write or check failed is deleted with its check, so no later load
+ * reads what is left of it. Returns null, or why it could not be kept.
+ */
+async function sealCopy(cache, url, why, sum) {
+  const check = checkOf(url);
+  why ??= await cache.put(check, new Response(sum)).then(() => null, (e) => notKept(check, e));
+  if (why) await dropCopy(cache, url);
+  return why;
+}
+
+/** Takes a copy and its check out of `cache`. */
+function dropCopy(cache, url) {
+  return Promise.all([url, checkOf(url)].map((u) => cache.delete(u).catch(() => {})));
 }
 
 /** The URL under which a cached file's size and checksum are kept. */
