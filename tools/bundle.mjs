@@ -150,6 +150,8 @@ function main() {
   const css = read(path.join(WWW, 'style.css'), 'utf8');
   html = replaceOnce(html, 'index.html', '<link rel="stylesheet" href="style.css">', () => `<style>\n${css}</style>`);
   html = replaceOnce(html, 'index.html', '<script type="module" src="page/app.js"></script>\n', '');
+  // early.js only starts the demo's load ahead of app.js's modules; here app.js imports it inline.
+  html = replaceOnce(html, 'index.html', '  <script type="module" src="page/early.js" async></script>\n', '');
   html = html.replace('served with this page)', `inside this file: ${modelName})`); // cosmetic, optional
   const data = (id, bytes) => {
     const text = b64(bytes);

@@ -98,14 +98,19 @@ export function writeSite({ www = path.join(ROOT, 'www'), out = path.join(ROOT, 
 
   // The entry pages: each src/href naming a file of the folder points into it, and each module
   // script's whole static import graph is preloaded (<link rel="modulepreload">), so a first
-  // visit asks for every module at once instead of a level of imports per round trip.
+  // visit asks for every module at once instead of a level of imports per round trip. Each
+  // script's preloads come just before it, in the page's order, so that a browser reading its
+  // cache one file at a time (Firefox) has the first script's graph (index.html's early.js: the
+  // model's load) before the modules only a later script needs.
   for (const page of ENTRIES) {
     let html = fs.readFileSync(path.join(www, page), 'utf8');
-    const entries = [...html.matchAll(/<script type="module" src="([^"]+)"><\/script>/g)].map((m) => m[1]);
-    const preload = [...new Set(entries.flatMap((e) => importGraph(contents, e)))]
-      .filter((m) => !entries.includes(m))
-      .map((m) => `  <link rel="modulepreload" href="${m}">\n`).join('');
-    html = html.replace(/<script type="module" src="/, (tag) => `${preload.trimStart()}  ${tag}`.replace(/^ {2}/, ''));
+    const entries = [...html.matchAll(/<script type="module" src="([^"]+)"( async)?><\/script>/g)].map((m) => m[1]);
+    const preloaded = new Set(entries);
+    html = html.replace(/<script type="module" src="([^"]+)"( async)?><\/script>/g, (tag, entry) => {
+      const graph = importGraph(contents, entry).filter((m) => !preloaded.has(m));
+      for (const m of graph) preloaded.add(m);
+      return graph.map((m) => `<link rel="modulepreload" href="${m}">\n  `).join('') + tag;
+    });
     html = html.replace(/\b(src|href)="([^"]+)"/g, (all, attr, url) => (contents.has(url) ? `${attr}="${v}/${url}"` : all));
     write(page, html);
   }

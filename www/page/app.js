@@ -29,6 +29,7 @@ import { PRESETS } from '../api/presets.js';
 import { fmtMs, sentence, afterPaint, Announcer } from '../widget/text.js';
 import { drawLatency as drawLatencyOn, drawLab as drawLabOn } from './charts.js';
 import { record } from './record.js';
+import { takeEarlyLoad } from './early.js';
 
 /** When this module began to run (its imports fetched and evaluated), from the page's navigation. */
 const startedAtMs = performance.now();
@@ -90,10 +91,10 @@ async function loadModel(source, backend, dtype) {
   const text = $('progress-text');
   bar.value = 0;
   text.textContent = 'Starting…';
-  const t0 = performance.now();
+  let t0 = performance.now();
   try {
-    const loaded = await Gpt2.load({
-      model: source, backend, dtype,
+    let loaded = null;
+    const handlers = {
       onBackendChange: ({ backend: now, reason }) => {
         if (model !== loaded) return; // a model that is being replaced
         record.backendChanges.push({ backend: now, reason, afterTokens: record.tokenEvents });
@@ -118,7 +119,11 @@ async function loadModel(source, backend, dtype) {
         text.textContent = `${file}: ${fmtMB(got)}${total ? ` of ${fmtMB(total)}` : ''}${cached ? ' (from the browser cache)' : ''}` +
           (tensor ? `, converting ${tensor}` : '');
       },
-    });
+    };
+    // The page's first load may have begun before this module ran (early.js): take it over.
+    const early = takeEarlyLoad(source, backend, dtype, handlers);
+    if (early) t0 = early.startedAtMs;
+    loaded = await (early?.promise ?? Gpt2.load({ model: source, backend, dtype, ...handlers }));
     model?.dispose(); // the previous model stays usable until the new one has loaded
     model = loaded;
     record.gpt2Model = model;
