@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import vm from 'node:vm';
 import { ROOT } from './harness.mjs';
@@ -33,6 +34,28 @@ function runWorker(source = null) {
     'testing: typeof TEST_REQUESTS === "undefined" ? {} : TEST_REQUESTS })', context);
   return { self, posted, ...tables };
 }
+
+test('the join refuses two parts that declare one name, a function twice included (a script would keep the later one)', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpt2-join-'));
+  try {
+    const write = (main, other) => {
+      fs.writeFileSync(path.join(dir, 'main.js'), `import { helper } from './other.js';\n${main}\nhelper();\n`);
+      fs.writeFileSync(path.join(dir, 'other.js'), other);
+    };
+    write('function forget() {}', 'export function helper() {}\n');
+    assert.equal(joinWorker({ testing: false, dir }).parts.join(' '), 'other.js main.js');
+    for (const [main, other] of [
+      ['function forget() {}', 'export function helper() {}\nfunction forget() {}\n'],
+      ['async function forget() {}', 'export function helper() {}\nconst forget = 1;\n'],
+      ['class forget {}', 'export function helper() {}\nfunction forget() {}\n'],
+    ]) {
+      write(main, other);
+      assert.throws(() => joinWorker({ testing: false, dir }), /www\/worker\/other\.js and www\/worker\/main\.js both declare forget/, `${main} / ${other}`);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
 
 test('every request of the protocol has a handler and every handler a request; the worker says ready once', () => {
   const { handlers, requests, replies, posted } = runWorker();
