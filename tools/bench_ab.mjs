@@ -6,13 +6,14 @@
 // compare; for the kernels of one build: --kernels.
 //
 //   node tools/bench_ab.mjs [--model DIR] [--threads 1] [--dtype q8] [--rounds 5] [--no-vnni]
-//                           [--prompt-copies 1] [--kernels dot-add,dot-i16] [--build pkg]
+//                           [--prompt-copies 1] [--kernels dot-add,dot-i16] [--build pkg[,pkg-relaxed]]
 //                           [--engine chromium|firefox|webkit] WWW_A [WWW_B …]
 //
 // Each round runs, in each contestant: three 1-token generations (their times are TTFTs) and one
 // of 48 tokens (its time per token). --model defaults to the GPT-2-124M-shaped bench checkpoint
 // that ./build.sh bench makes. --kernels: each www/ once per kernel named (Gpt2.load's `kernel`);
-// --build: that wasm build instead of the page's choice (`pkg`: the portable one WebKit runs).
+// --build: that wasm build instead of the page's choice (`pkg`: the portable one WebKit runs); a
+// list (`--build pkg-relaxed,pkg`): each www/ once per build, and per kernel named.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -49,8 +50,9 @@ if (flags.has('--no-vnni') && ENGINE !== 'chromium') {
   process.exit(2);
 }
 const KERNELS = flags.has('--kernels') ? flags.get('--kernels').split(',') : [undefined];
-if (roots.length * KERNELS.length < 2 || roots.some((r) => !fs.existsSync(path.join(r, 'gpt2.js')))) {
-  console.error('bench_ab: give two or more www/ folders (each with gpt2.js and built pkg*/), or one and --kernels A,B');
+const BUILDS = flags.has('--build') ? flags.get('--build').split(',') : [undefined];
+if (roots.length * KERNELS.length * BUILDS.length < 2 || roots.some((r) => !fs.existsSync(path.join(r, 'gpt2.js')))) {
+  console.error('bench_ab: give two or more www/ folders (each with gpt2.js and built pkg*/), or one and --kernels A,B or --build A,B');
   process.exit(2);
 }
 if (!fs.existsSync(path.join(MODEL, 'model.safetensors'))) {
@@ -75,14 +77,14 @@ try {
   const pages = [];
   const names = [];
   for (const [i, s] of servers.entries()) {
-    for (const kernel of KERNELS) {
+    for (const [build, kernel] of BUILDS.flatMap((b) => KERNELS.map((k) => [b, k]))) {
       const page = await browser.newPage();
       await page.goto(`${s.origin}/ab.html`);
       const running = await page.evaluate(async ({ threads, dtype, kernel, build }) => {
         const { Gpt2 } = await import('/gpt2.js');
         window.model = await Gpt2.load({ model: 'models/bench/', backend: 'cpu', dtype, threads, kernel, build });
         return `${window.model.build}, kernel ${window.model.kernel}${window.model.kernelTimes ? `, timed ${window.model.kernelTimes}` : ''}`;
-      }, { threads: THREADS, dtype: DTYPE, kernel, build: flags.get('--build') });
+      }, { threads: THREADS, dtype: DTYPE, kernel, build });
       pages.push(page);
       names.push(`${roots[i]} (${running})`);
     }

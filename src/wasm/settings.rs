@@ -21,6 +21,17 @@ pub fn calibrate_kernels() -> Option<String> {
     crate::backend::cpu::q8::calibrate()
 }
 
+/// The 8-bit kernels `calibrateKernels` times here, by name (empty where there is nothing to
+/// decide): the worker times a decode step of its model under each (`setKernel`) and gives its
+/// choice to `useTimedKernels`.
+#[wasm_bindgen(js_name = undecidedKernels)]
+pub fn undecided_kernels() -> Vec<String> {
+    crate::backend::cpu::q8::undecided()
+        .into_iter()
+        .map(String::from)
+        .collect()
+}
+
 /// The 8-bit kernels timing chose, `[decode, prompt]` by name (for the page to remember per
 /// device), or undefined before `calibrateKernels` or where there was nothing to decide.
 #[wasm_bindgen(js_name = timedKernels)]

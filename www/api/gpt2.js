@@ -100,7 +100,7 @@ function rememberRace(key, times) {
  * prompt, times } }`, or null. Kept with the browser's user agent and core count, so that a new
  * browser version (another JIT) or another machine with a copied profile times them again.
  */
-const KERNELS_AT = 'gpt2-web:kernels';
+const KERNELS_AT = 'gpt2-web:kernels-2'; // -2: decode's choice timed over the model's decode steps
 function deviceNow() {
   return `${globalThis.navigator?.userAgent ?? ''} / ${globalThis.navigator?.hardwareConcurrency ?? 0} cores`;
 }

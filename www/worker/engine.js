@@ -139,6 +139,47 @@ export async function warmUp(engine) {
 }
 
 /**
+ * The 8-bit decode kernel, chosen over decode steps of this model: `calibrateKernels` times the
+ * candidates over a matrix that stays in the L2 cache, right for a prompt's tiles, not for a
+ * decode step, which reads every weight from memory once per token. There the choice can differ:
+ * on a 2-core AMD EPYC Zen 4 in Chromium it timed dot-i16, whose decode took 15.9 ms per token
+ * on the GPT-2-124M shape against widen's 10.2 (tools/bench_ab.mjs --kernels dot-i16,widen).
+ * Each candidate runs three decode steps in turn (three rounds for a model under 200 M
+ * parameters, one above), the fastest step of each kept; the prompt's choice stays calibrate's.
+ * Returns the report with the steps' times added, after making the faster kernel the decode choice.
+ */
+export async function timeDecode(engine, report) {
+  const kernels = engineModule.undecidedKernels();
+  const [, prompt] = engineModule.timedKernels() ?? [];
+  if (kernels.length < 2 || !prompt) return report;
+  const best = new Map(kernels.map((k) => [k, Infinity]));
+  const params = engineModule.parseOptions({ maxTokens: 4, temperature: 0, ignoreEos: true, prefixCache: false });
+  try {
+    for (let round = 0; round < (engine.config.nParams < 200e6 ? 3 : 1); round++) {
+      for (const kernel of kernels) {
+        engineModule.setKernel(kernel);
+        engine.start(WARM_UP, params);
+        await engine.step(); // the prompt and the first token: not a decode step
+        for (;;) {
+          const t0 = performance.now();
+          if ((await engine.step()) === undefined) break;
+          best.set(kernel, Math.min(best.get(kernel), performance.now() - t0));
+        }
+      }
+    }
+  } catch (e) {
+    console.warn(`gpt2-web: timing the decode kernels failed: ${describe(e)}`);
+    return report;
+  } finally {
+    params.free();
+    engineModule.setKernel('auto');
+  }
+  const [decode] = [...best].sort((a, b) => a[1] - b[1])[0];
+  engineModule.useTimedKernels(decode, prompt);
+  return `${report}; a decode step of this model: ${[...best].map(([k, ms]) => `${k} ${ms.toFixed(2)} ms`).join(', ')}`;
+}
+
+/**
  * The GPU adapter in words, or undefined on the CPU. Browsers often leave the adapter's description
  * empty (the engine then says "unnamed adapter"); the vendor and architecture fill in for it.
  */

@@ -3,7 +3,7 @@
 // the CPU when the GPU fails, the phases timed. (Part of the worker: see www/worker/main.js.)
 
 import { FILES, models, reply, setFiles } from './base.js';
-import { adapterName, threadsFor, warmUp, wasm } from './engine.js';
+import { adapterName, threadsFor, timeDecode, warmUp, wasm } from './engine.js';
 import { fileWeights, homeOrigins, notCachedSentence, openCache, otherLayouts, smallFetcher, smallReader, urlWeights, vocabAndMerges } from './files.js';
 
 export async function load({ id, source, backend, dtype, threads, build: only, kernel, raceSoftwareGpu = false, timedKernels = null, platform, builds, files: names }) {
@@ -99,6 +99,7 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
       kernelTimes = `${past.times} (timed on an earlier load in this browser)`;
     } else {
       kernelTimes = mod.calibrateKernels() ?? null;
+      if (kernelTimes !== null) kernelTimes = await timeDecode(engine, kernelTimes);
       timedNow = kernelTimes === null ? null : mod.timedKernels() ?? null;
     }
   }

@@ -125,6 +125,13 @@ pub fn kernel() -> String {
     }
 }
 
+/// The kernels `calibrate` times on this CPU, by name; empty where there is nothing to decide
+/// (a four-way dot, or a kernel named by `set_kernel`). A caller may time them in its own regime
+/// and give the choice to `use_timed` (the browser's worker: decode steps of the model it loaded).
+pub fn undecided() -> Vec<&'static str> {
+    Simd::undecided().into_iter().map(Simd::name).collect()
+}
+
 /// The kernels this build can run on this CPU, by name.
 pub fn kernels() -> Vec<&'static str> {
     Simd::available().into_iter().map(Simd::name).collect()

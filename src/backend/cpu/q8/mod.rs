@@ -499,7 +499,7 @@ pub const WASM_KERNELS: [&str; 3] = ["dot-add", "dot-i16", "widen"];
 mod kv;
 mod portable;
 
-pub use choice::{calibrate, kernel, kernels, set_kernel, timed, use_timed};
+pub use choice::{calibrate, kernel, kernels, set_kernel, timed, undecided, use_timed};
 pub use kv::{Keys, Values};
 mod simd;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
