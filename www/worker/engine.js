@@ -107,13 +107,14 @@ function hostHint(url) {
  * not the load's: the first generation reports it.
  */
 const WARM_UP = 'The first token of a prompt is slow, and the rest are fast. '; // 14 GPT-2 tokens
-export async function warmUp(engine) {
+export async function warmUp(engine, { once = false } = {}) {
   // A small model (the demo's 16 M parameters, GPT-2 small's 124 M): about 70 tokens where the
   // context allows, past a pass of the prompt attention (32 rows) and a typical prompt's working
   // buffers, twice, since the optimizing tiers compile in the background while the first pass
   // runs (measured on the demo model, docs/performance.md "Each engine's speed": the first generation's TTFT
   // 9.8–12× the later ones' in WebKit and 2.6–3.7× in Chromium without it, 0.8–1.6× with it). A
   // big model runs its kernels' loops longer anyway and pays seconds per pass: one short pass.
+  // `once`: the first pass only (after the 8-bit kernels were timed: the chosen ones, once more).
   const { nPositions, nParams } = engine.config;
   const small = nParams < 200e6;
   const copies = small ? Math.max(1, Math.min(5, Math.floor((nPositions - 8) / 16))) : 1;
@@ -123,7 +124,7 @@ export async function warmUp(engine) {
   const passes = [
     { maxTokens: 4, temperature: 0, ignoreEos: true },
     { maxTokens: 4, temperature: 0.8, topK: 40, topP: 0.95, repetitionPenalty: 1.1, topLogprobs: 5, seed: 1, ignoreEos: true },
-  ].slice(0, small ? 2 : 1);
+  ].slice(0, small && !once ? 2 : 1);
   for (const options of passes) {
     const params = engineModule.parseOptions(options);
     try {

@@ -87,21 +87,23 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
   const remote = source.urls && !home.has(new URL(source.urls.weights).origin);
   const notCached = remote ? notCachedSentence([noCache, ...kept]) : null;
   mark('weightsMs');
-  await warmUp(engine);
   // Where the engine cannot pick its 8-bit kernel by asking, an earlier load's timing on this
-  // device (gpt2.js remembers it per build), else it times the candidates now, once per worker,
-  // after the warm-up has compiled the one in use (nothing when a kernel was named).
+  // device (gpt2.js remembers it per build), taken before the warm-up so that it compiles the
+  // kernels that will run; else the candidates are timed now, after the warm-up has compiled the
+  // one in use (nothing when a kernel was named), and the chosen ones run a last short pass.
   let kernelTimes = null;
   let timedNow = null; // [decode, prompt] when timed by this load, for gpt2.js to remember
-  if (engine.backend === 'cpu' && engine.dtype === 'q8') {
-    const past = timedKernels?.[build];
-    if (past && mod.useTimedKernels(past.decode, past.prompt)) {
-      kernelTimes = `${past.times} (timed on an earlier load in this browser)`;
-    } else {
-      kernelTimes = mod.calibrateKernels() ?? null;
-      if (kernelTimes !== null) kernelTimes = await timeDecode(engine, kernelTimes);
-      timedNow = kernelTimes === null ? null : mod.timedKernels() ?? null;
-    }
+  const q8 = engine.backend === 'cpu' && engine.dtype === 'q8';
+  const past = q8 ? timedKernels?.[build] : null;
+  if (past && mod.useTimedKernels(past.decode, past.prompt)) {
+    kernelTimes = `${past.times} (timed on an earlier load in this browser)`;
+  }
+  await warmUp(engine);
+  if (q8 && kernelTimes === null) {
+    kernelTimes = mod.calibrateKernels() ?? null;
+    if (kernelTimes !== null) kernelTimes = await timeDecode(engine, kernelTimes);
+    timedNow = kernelTimes === null ? null : mod.timedKernels() ?? null;
+    if (timedNow !== null) await warmUp(engine, { once: true });
   }
   mark('warmUpMs');
   const m = { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null, backend: engine.backend };
