@@ -301,10 +301,17 @@ bench() {
     if [ ! -f "$onnx/onnx/model_quantized.onnx" ]; then
       "$venv/bin/python" tools/peer/export_onnx.py --model www/models/gpt2-shakespeare --out "$onnx"
     fi
-    if [ ${#rest[@]} -gt 0 ]; then node tools/bench_cold.mjs --onnx "$onnx" "${rest[@]}"; return; fi
+    # wllama the page's Q8_0 blocks without the MTP heads, which it cannot load (bench_cold.mjs).
+    local wgguf=$HOME/.cache/gpt2-web/bench/gpt2-shakespeare-wllama/gpt2-shakespeare-q8_0.gguf
+    if [ ! -f "$wgguf" ]; then
+      python3 -c 'import gguf' 2>/dev/null || python3 -m pip install --quiet gguf
+      mkdir -p "$(dirname "$wgguf")"
+      python3 tools/make_gguf.py --model www/models/gpt2-shakespeare --type Q8_0 --q7 --no-output --out "$wgguf"
+    fi
+    if [ ${#rest[@]} -gt 0 ]; then node tools/bench_cold.mjs --onnx "$onnx" --wllama-gguf "$wgguf" "${rest[@]}"; return; fi
     # Everything in Chromium over the site's layout; the page in Firefox and WebKit; the page
     # served from www/ as it is (what a course author who copies the folder gets).
-    node tools/bench_cold.mjs --onnx "$onnx"
+    node tools/bench_cold.mjs --onnx "$onnx" --wllama-gguf "$wgguf"
     node tools/bench_cold.mjs --engines firefox,webkit --targets page --networks loopback,25:20 --repeat 3
     node tools/bench_cold.mjs --tree www --engines chromium,firefox --targets page --networks loopback,25:20 --repeat 3
     return

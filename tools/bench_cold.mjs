@@ -17,7 +17,8 @@
 // serves www/ as it is instead, every file `no-cache` (a 304 per file on a return visit).
 //
 //   node tools/bench_cold.mjs [--engines chromium] [--targets page,widget,tjs,wllama]
-//       [--networks loopback,25:20,5:100] [--tree site|www] [--onnx DIR] [--compress-weights] [--json FILE]
+//       [--networks loopback,25:20,5:100] [--tree site|www] [--onnx DIR] [--wllama-gguf FILE]
+//       [--compress-weights] [--json FILE]
 //       [--repeat N]
 //
 // Printed per target, network and visit: bytes over the wire (and the largest files), open → ready
@@ -73,6 +74,12 @@ const SITE_DIR = path.join(process.env.HOME, '.cache/gpt2-web/bench/site');
 const SITE = TREE === 'site' ? writeSite({ out: SITE_DIR }) : null;
 const SITE_RULES = SITE ? readHeaders(fs.readFileSync(path.join(SITE_DIR, '_headers'), 'utf8')) : [];
 const DEMO_GGUF = SITE ? `/${SITE.model}` : '/models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf';
+// --wllama-gguf FILE: the demo model's weights as wllama loads them. The page's GGUF carries the
+// multi-token prediction heads (gpt2web.mtp.*, mtp.* tensors), which wllama 3.8.1 fails to load
+// ("Invalid typed array length"); ./build.sh bench --cold gives it the same Q8_0 blocks without
+// them (tools/make_gguf.py without --mtp: 18.9 MB where the page's file is 20.4 MB).
+const WLLAMA_GGUF = opt('--wllama-gguf', null);
+if (WLLAMA_GGUF !== null && !fs.existsSync(WLLAMA_GGUF)) fail(`--wllama-gguf: there is no ${WLLAMA_GGUF}`);
 
 function fail(message) {
   console.error(`bench --cold: ${message}`);
@@ -100,6 +107,7 @@ const WEIGHTS = new Set(['.gguf', '.onnx', '.safetensors', '.bin']);
 /** URL prefix → folder, longest first. */
 const MOUNTS = [
   ['/peer-models/demo/', ONNX],
+  ...(WLLAMA_GGUF ? [['/peer-models/wllama/', path.dirname(path.resolve(WLLAMA_GGUF))]] : []),
   ['/peer/', path.join(ROOT, 'tools/peer')],
   ['/', SITE ? SITE_DIR : path.join(ROOT, 'www')],
 ];
@@ -126,7 +134,7 @@ window.coldGo = async () => (await window.cold.peer.once()).run.ttftMs;
 <script type="module">
 import { wllamaLoad } from '/peer/wllama.js';
 window.cold = {};
-wllamaLoad({ url: ${JSON.stringify(DEMO_GGUF)}, threads: 1, prompt: ${JSON.stringify(PROMPT)}, maxNewTokens: 8, vary: false })
+wllamaLoad({ url: ${JSON.stringify(WLLAMA_GGUF ? `/peer-models/wllama/${path.basename(WLLAMA_GGUF)}` : DEMO_GGUF)}, threads: 1, prompt: ${JSON.stringify(PROMPT)}, maxNewTokens: 8, vary: false })
   .then((p) => { window.cold.readyMs = performance.now(); window.cold.peer = p; }, (e) => { window.cold.error = String(e); });
 window.coldGo = async () => (await window.cold.peer.once()).run.ttftMs;
 </script>`,
