@@ -104,9 +104,9 @@ export function writeSite({ www = path.join(ROOT, 'www'), out = path.join(ROOT, 
   // model's load) before the modules only a later script needs.
   for (const page of ENTRIES) {
     let html = fs.readFileSync(path.join(www, page), 'utf8');
-    const entries = [...html.matchAll(/<script type="module" src="([^"]+)"( async)?><\/script>/g)].map((m) => m[1]);
-    const preloaded = new Set(entries);
-    html = html.replace(/<script type="module" src="([^"]+)"( async)?><\/script>/g, (tag, entry) => {
+    const script = /<script type="module" src="([^"]+)"( async)?><\/script>/g;
+    const preloaded = new Set([...html.matchAll(script)].map((m) => m[1])); // the entries load themselves
+    html = html.replace(script, (tag, entry) => {
       const graph = importGraph(contents, entry).filter((m) => !preloaded.has(m));
       for (const m of graph) preloaded.add(m);
       return graph.map((m) => `<link rel="modulepreload" href="${m}">\n  `).join('') + tag;

@@ -453,8 +453,9 @@ export declare class Gpt2 {
   /**
    * What was timed to choose the 8-bit kernel ("decode: dot-i16 21.0 µs, widen 25.3 µs; prompt: …;
    * a decode step of this model: dot-i16 14.60 ms, widen 9.10 ms": a matrix in the L2 cache for
-   * the prompt's kernel, the model's own decode steps for a step's), or null where nothing was. Timed once per browser and build (remembered in localStorage with
-   * the user agent and core count; then the sentence ends "(timed on an earlier load in this browser)").
+   * the prompt's kernel, the model's own decode steps for a step's), or null where nothing was.
+   * Timed once per browser and build (remembered in localStorage with the user agent and core
+   * count; then the sentence ends "(timed on an earlier load in this browser)").
    */
   readonly kernelTimes: string | null;
   /** The GPU adapter in words while on WebGPU (e.g. "google swiftshader (WebGPU, a software fallback adapter)"), else undefined. */

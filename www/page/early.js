@@ -13,7 +13,7 @@ import { DEMO_MODEL } from '../api/assets.js';
 
 const params = new URLSearchParams(location.search);
 
-/** { backend, dtype, startedAtMs, promise, events, handlers } of the load begun here, or null. */
+/** The load begun here, until app.js takes it: { backend, dtype, startedAtMs, promise, take(handlers) }, or null. */
 let early = null;
 if (!params.has('model')) {
   const backend = params.get('backend') ?? 'auto';
