@@ -43,6 +43,12 @@ pub enum Error {
     /// fall-back with nothing to rebuild from, a backend built from tensors that are not GPT-2's.
     #[error("{0}")]
     State(String),
+    /// A model stopped working inside a step (a trap in WebAssembly); load it again.
+    #[error("{0}")]
+    Crash(String),
+    /// Too many requests: the queue of a model is full (`scheduler::MAX_QUEUE`); try again later.
+    #[error("{0}")]
+    Busy(String),
     /// A backend failed for a reason of its own (not memory, the budget or the caller's turn).
     #[error("{0}")]
     Backend(String),
@@ -58,7 +64,7 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Every `Error::code`, for the JS API's list of them (gpt2.d.ts `Gpt2ErrorCode`, generated).
-pub const CODES: [&str; 12] = [
+pub const CODES: [&str; 14] = [
     "io",
     "config",
     "weights",
@@ -68,6 +74,8 @@ pub const CODES: [&str; 12] = [
     "memory",
     "budget",
     "state",
+    "busy",
+    "crash",
     "backend",
     "gpu",
     "cpu",
@@ -89,9 +97,47 @@ impl Error {
             Error::Memory(_) => "memory",
             Error::Budget(_) => "budget",
             Error::State(_) => "state",
+            Error::Busy(_) => "busy",
+            Error::Crash(_) => "crash",
             Error::Backend(_) => "backend",
             Error::Gpu(_) => "gpu",
             Error::Candle(_) => "cpu",
+        }
+    }
+
+    /// The same error again, for each of the requests one failure ends (a batch's forward
+    /// pass): the same kind and sentence (an I/O error keeps its kind and message).
+    pub fn again(&self) -> Self {
+        match self {
+            Error::Io { path, source } => Error::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Config(m) => Error::Config(m.clone()),
+            Error::Weights { file, msg } => Error::Weights {
+                file: file.clone(),
+                msg: msg.clone(),
+            },
+            Error::Tokenizer { file, msg } => Error::Tokenizer {
+                file: file.clone(),
+                msg: msg.clone(),
+            },
+            Error::Param { name, msg } => Error::Param {
+                name,
+                msg: msg.clone(),
+            },
+            Error::PromptTooLong { tokens, n_ctx } => Error::PromptTooLong {
+                tokens: *tokens,
+                n_ctx: *n_ctx,
+            },
+            Error::Memory(m) => Error::Memory(m.clone()),
+            Error::Budget(m) => Error::Budget(m.clone()),
+            Error::State(m) => Error::State(m.clone()),
+            Error::Busy(m) => Error::Busy(m.clone()),
+            Error::Crash(m) => Error::Crash(m.clone()),
+            Error::Backend(m) => Error::Backend(m.clone()),
+            Error::Gpu(m) => Error::Gpu(m.clone()),
+            Error::Candle(e) => Error::Candle(candle_core::Error::Msg(e.to_string())),
         }
     }
 

@@ -21,6 +21,7 @@ pub mod model;
 pub mod mtp;
 pub mod platform;
 pub mod sampling;
+pub mod scheduler;
 pub mod speculate;
 pub mod tokenizer;
 pub mod weights;

@@ -33,9 +33,8 @@ fn params(i: usize, sampled: bool) -> GenerateParams {
 
 /// The ids a generation of `prompt` gives alone.
 fn alone(model: &mut Model, prompt: &str, p: GenerateParams) -> (Vec<u32>, StopReason) {
-    let mut g = Generation::new(model, prompt, p).unwrap();
-    let r = g.run(model, None, &mut |_| {}, &|| false).unwrap();
-    (r.tokens.clone(), r.stop_reason)
+    let r = generate(model, prompt, p, &mut |_| {}, &|| false).unwrap();
+    (r.tokens, r.stop_reason)
 }
 
 #[test]
@@ -180,6 +179,13 @@ fn only_the_plain_loop_joins_a_batch_and_a_batch_has_a_limit() {
     let g = Generation::new(&model, "a", beams).unwrap();
     let e = block_on(Batch::new().add(&mut model, g)).err().unwrap();
     assert_eq!(e.code(), "param");
+    // A profile, or the KV cache off, runs the plain loop too: alone (the scheduler's call).
+    let off = GenerateParams {
+        kv_cache: false,
+        ..Default::default()
+    };
+    let g = Generation::new(&model, "a", off).unwrap();
+    block_on(Batch::new().add(&mut model, g)).unwrap();
     assert!(e.to_string().contains("plain loop"), "{e}");
     let mut batch = Batch::new();
     for _ in 0..MAX_BATCH {
@@ -196,58 +202,4 @@ fn only_the_plain_loop_joins_a_batch_and_a_batch_has_a_limit() {
     batch.remove(5).unwrap();
     let g = Generation::new(&model, "a", GenerateParams::default()).unwrap();
     assert_eq!(block_on(batch.add(&mut model, g)).unwrap(), 5);
-}
-
-#[test]
-fn choice_i_of_n_is_the_generation_with_seed_plus_i() {
-    let mut model = load_as(DEMO, CpuDtype::Q8);
-    let params = GenerateParams {
-        n: 3,
-        seed: 4,
-        temperature: 0.9,
-        max_tokens: 10,
-        ..Default::default()
-    };
-    let mut seen = Vec::new();
-    let rs = gpt2_web::generate::choices(
-        &mut model,
-        PROMPTS[0],
-        &params,
-        &mut |i, _| seen.push(i),
-        &|| false,
-    )
-    .unwrap();
-    assert_eq!(rs.len(), 3);
-    for (i, r) in rs.iter().enumerate() {
-        let one = GenerateParams {
-            n: 1,
-            seed: 4 + i as u64,
-            ..params.clone()
-        };
-        assert_eq!(alone(&mut model, PROMPTS[0], one).0, r.tokens, "choice {i}");
-        assert_eq!(seen.iter().filter(|&&c| c == i).count(), r.tokens.len());
-        assert!(r.metrics.batch_size >= 2);
-    }
-    // The plain loop only, and at most MAX_CHOICES.
-    for (bad, what) in [
-        (
-            GenerateParams {
-                n: 2,
-                num_beams: 2,
-                ..Default::default()
-            },
-            "plain loop",
-        ),
-        (
-            GenerateParams {
-                n: 17,
-                ..Default::default()
-            },
-            "17 is not in 1..=16",
-        ),
-    ] {
-        let e = bad.validate().unwrap_err();
-        assert!(e.to_string().contains(what), "{e}");
-        assert_eq!(e.code(), "param");
-    }
 }

@@ -6,8 +6,7 @@ mod common;
 mod gpu_common;
 
 use common::{beam_fixture, beam_run, fixture, root, DEMO};
-use gpt2_web::{Backend, BackendChoice, CpuDtype, Generation, Model};
-use pollster::block_on;
+use gpt2_web::{Backend, BackendChoice, CpuDtype, Model};
 
 fn gpu_model(dir: &str) -> Option<Model> {
     gpu_common::gpu()?;
@@ -60,16 +59,13 @@ fn a_beam_search_survives_losing_the_device() {
     };
     model.config.eos_token_id = run.eos_token_id.unwrap_or(u32::MAX);
     let ids = fx.cases[run.case].ids.clone();
-    let mut g = Generation::from_ids(&model, ids, common::beam_params(run)).unwrap();
-    for _ in 0..5 {
-        block_on(g.next(&mut model, None)).unwrap();
-    }
-    match &model.backend {
+    let lose = |m: &Model| match &m.backend {
         Backend::WebGpu(b) => b.lose_device(),
         Backend::Cpu(_) => panic!("expected the GPU backend"),
-    }
-    let r = g.run(&mut model, None, &mut |_| {}, &|| false).unwrap();
+    };
+    let (r, moved) = common::generate_midway(&mut model, &ids, common::beam_params(run), 5, &lose);
     assert_eq!(model.backend.name(), "cpu");
+    assert_eq!(moved, 1, "one Backend event");
     let got: Vec<&Vec<u32>> = r.beams.iter().map(|b| &b.tokens).collect();
     let want: Vec<&Vec<u32>> = run.beams.iter().map(|b| &b.ids).collect();
     assert_eq!(got, want);

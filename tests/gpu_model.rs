@@ -265,13 +265,10 @@ fn a_generation_survives_losing_the_device() {
         ignore_eos: true,
         ..Default::default()
     };
-    let mut g = gpt2_web::Generation::from_ids(&model, case.ids.clone(), params).unwrap();
-    for _ in 0..10 {
-        block_on(g.next(&mut model, None)).unwrap();
-    }
-    gpu(&model).lose_device();
-    let r = g.run(&mut model, None, &mut |_| {}, &|| false).unwrap();
+    let lose = |m: &Model| gpu(m).lose_device();
+    let (r, moved) = common::generate_midway(&mut model, &case.ids, params, 10, &lose);
     assert_eq!(model.backend.name(), "cpu");
+    assert_eq!(moved, 1, "one Backend event");
     assert_eq!(r.tokens, case.greedy_ids);
 }
 
@@ -372,8 +369,7 @@ fn a_gguf_file_on_the_gpu_matches_the_cpu() {
 
 #[test]
 fn a_batch_on_the_gpu_gives_each_sequence_the_tokens_it_gets_alone() {
-    use gpt2_web::generate::Batch;
-    use gpt2_web::{Generation, Progress};
+    use gpt2_web::scheduler::{Event, Job, Prompt, Scheduler};
     let Some(mut model) = gpu_model(TINY) else {
         return;
     };
@@ -388,25 +384,28 @@ fn a_batch_on_the_gpu_gives_each_sequence_the_tokens_it_gets_alone() {
     };
     let alone: Vec<Vec<u32>> = (prompts.iter().enumerate())
         .map(|(i, p)| {
-            let mut g = Generation::from_ids(&model, p.clone(), params(i)).unwrap();
-            g.run(&mut model, None, &mut |_| {}, &|| false)
-                .unwrap()
-                .tokens
+            let r = common::generate_ids(&mut model, None, p, params(i), &mut |_| {});
+            r.unwrap().tokens
         })
         .collect();
-    let mut batch = Batch::new();
-    let mut slots = Vec::new();
+    let mut s: Scheduler<&mut Model> = Scheduler::new();
+    let m = s.add_model(&mut model);
     for (i, p) in prompts.iter().enumerate() {
-        let g = Generation::from_ids(&model, p.clone(), params(i)).unwrap();
-        slots.push(block_on(batch.add(&mut model, g)).unwrap());
+        let (prompt, params) = (Prompt::Ids(p.clone()), params(i));
+        let job = Job::Generate {
+            prompt,
+            params,
+            draft: None,
+        };
+        s.submit(i as u64, m, job).unwrap();
     }
     let mut got = vec![Vec::new(); prompts.len()];
-    while !batch.is_empty() {
-        for (slot, p) in block_on(batch.step(&mut model)).unwrap() {
-            let i = slots.iter().position(|&s| s == slot).unwrap();
-            match p {
-                Progress::Token(ev) => got[i].push(ev.id),
-                _ => drop(batch.remove(slot)),
+    while s.has_work() {
+        for ev in block_on(s.step()) {
+            match ev {
+                Event::Token { id, event, .. } => got[id as usize].push(event.id),
+                Event::Failed { error, .. } => panic!("{error}"),
+                _ => {}
             }
         }
     }

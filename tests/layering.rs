@@ -24,6 +24,8 @@ const LAYERS: &[&[&str]] = &[
     &["model"],
     &["speculate"],
     &["generate"],
+    // The one driver every front end pumps: requests over models, one model step at a time.
+    &["scheduler"],
     &["bench"],
     &["wasm", "fuzzing", "lib"],
 ];

@@ -5,7 +5,8 @@
 
 mod common;
 use common::*;
-use gpt2_web::generate::{choices, Batch};
+use gpt2_web::generate::Batch;
+use gpt2_web::scheduler::{self, Prompt};
 use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Generation, Model, Progress};
 use pollster::block_on;
 
@@ -50,8 +51,9 @@ fn a_prompt_run_in_pieces_gives_the_logits_of_the_whole_in_q8() {
     // GEMV's: there nothing is reused.
     let mut f32_model = load_as(CpuDtype::F32);
     block_on(f32_model.predict(&s, 0)).unwrap();
-    assert_eq!(f32_model.reusable(&s), 0);
-    assert_eq!(model.reusable(&s), s.len() - 1);
+    let held = |m: &Model| m.reusable_in(&s, std::iter::once(0)).map_or(0, |b| b.1);
+    assert_eq!(held(&f32_model), 0);
+    assert_eq!(held(&model), s.len() - 1);
 }
 
 #[test]
@@ -91,8 +93,12 @@ fn a_batch_shares_a_prompt_between_its_sequences_and_keeps_finished_ones() {
         n: 4,
         ..params(5, true)
     };
-    let rs = choices(&mut model, PREAMBLE, &p, &mut |_, _| {}, &|| false).unwrap();
-    let cached: Vec<usize> = rs.iter().map(|r| r.metrics.cached_prompt_tokens).collect();
+    let prompt = Prompt::Text(PREAMBLE.into());
+    let c = scheduler::run(&mut model, None, prompt, p, &mut |_, _| {}, &|| false).unwrap();
+    let rs = &c.choices;
+    let cached: Vec<usize> = (rs.iter())
+        .map(|r| r.metrics.as_ref().unwrap().cached_prompt_tokens)
+        .collect();
     assert_eq!(cached, [0, n_pre - 1, n_pre - 1, n_pre - 1]);
     for (i, r) in rs.iter().enumerate() {
         let want = gen(&mut fresh, PREAMBLE, params(5 + i as u64, false)).0;

@@ -245,15 +245,11 @@ fn a_lost_gpu_reads_the_shards_again() {
         ignore_eos: true,
         ..Default::default()
     };
-    let mut g = gpt2_web::Generation::from_ids(&gpu, case.ids.clone(), params).unwrap();
-    for _ in 0..3 {
-        pollster::block_on(g.next(&mut gpu, None)).unwrap();
-    }
-    match &gpu.backend {
+    let lose = |m: &Model| match &m.backend {
         gpt2_web::Backend::WebGpu(b) => b.lose_device(),
         gpt2_web::Backend::Cpu(_) => unreachable!(),
-    }
-    let r = g.run(&mut gpu, None, &mut |_| {}, &|| false).unwrap();
+    };
+    let (r, _) = generate_midway(&mut gpu, &case.ids, params, 3, &lose);
     assert_eq!(
         gpu.backend.name(),
         "cpu",

@@ -361,16 +361,10 @@ fn greedy_with_a_draft_model_is_plain_greedy_token_for_token() {
     for prompt in PROMPTS {
         let ids = target.tokenizer.encode(prompt).unwrap();
         let (plain, _) = run_ids(&mut target, &ids, params(40, Draft::None));
-        let mut g = gpt2_web::Generation::from_ids(&target, ids, params(40, Draft::Model)).unwrap();
         let mut events = Vec::new();
-        let spec = g
-            .run(
-                &mut target,
-                Some(&mut draft),
-                &mut |e| events.push(e.clone()),
-                &|| false,
-            )
-            .unwrap();
+        let on_token = &mut |e: &gpt2_web::TokenEvent| events.push(e.clone());
+        let p = params(40, Draft::Model);
+        let spec = generate_ids(&mut target, Some(&mut draft), &ids, p, on_token).unwrap();
         assert_eq!(spec.tokens, plain.tokens, "{prompt:?}");
         assert_eq!(events.len(), spec.tokens.len());
         let m = &spec.metrics;
@@ -384,18 +378,18 @@ fn greedy_with_a_draft_model_is_plain_greedy_token_for_token() {
         );
     }
     // Without the draft model, or with one of another vocabulary: a sentence.
-    let mut g =
-        gpt2_web::Generation::from_ids(&target, vec![1, 2], params(4, Draft::Model)).unwrap();
-    let e = block_on(g.next(&mut target, None))
-        .and_then(|_| block_on(g.next(&mut target, None)))
-        .unwrap_err();
+    let e = generate_ids(
+        &mut target,
+        None,
+        &[1, 2],
+        params(4, Draft::Model),
+        &mut |_| {},
+    );
+    let e = e.unwrap_err();
     assert!(e.to_string().contains("draft model"), "{e}");
     let mut tiny = load(TINY);
-    let mut g =
-        gpt2_web::Generation::from_ids(&target, vec![1, 2], params(4, Draft::Model)).unwrap();
-    let e = g
-        .run(&mut target, Some(&mut tiny), &mut |_| {}, &|| false)
-        .unwrap_err();
+    let p = params(4, Draft::Model);
+    let e = generate_ids(&mut target, Some(&mut tiny), &[1, 2], p, &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains("vocabulary"), "{e}");
 }
 
@@ -417,10 +411,7 @@ fn sampled_sequences_with_a_draft_model_follow_the_target() {
             draft_tokens: 3,
             ..top3(seed)
         };
-        let mut g = gpt2_web::Generation::from_ids(&target, prompt.clone(), params).unwrap();
-        let r = g
-            .run(&mut target, Some(&mut draft), &mut |_| {}, &|| false)
-            .unwrap();
+        let r = generate_ids(&mut target, Some(&mut draft), &prompt, params, &mut |_| {}).unwrap();
         drafted += r.metrics.drafted_tokens;
         rejected += r.metrics.drafted_tokens - r.metrics.accepted_draft_tokens;
         let at = exact.iter().position(|(s, _)| *s == r.tokens[..3]);

@@ -182,15 +182,11 @@ fn streamed_onto_the_gpu_and_back_to_the_cpu_from_a_source() {
         ignore_eos: true,
         ..Default::default()
     };
-    let mut g = gpt2_web::Generation::from_ids(&gpu, case.ids.clone(), params).unwrap();
-    for _ in 0..8 {
-        block_on(g.next(&mut gpu, None)).unwrap();
-    }
-    match &gpu.backend {
+    let lose = |m: &Model| match &m.backend {
         Backend::WebGpu(b) => b.lose_device(),
         Backend::Cpu(_) => unreachable!(),
-    }
-    let r = g.run(&mut gpu, None, &mut |_| {}, &|| false).unwrap();
+    };
+    let (r, _) = common::generate_midway(&mut gpu, &case.ids, params, 8, &lose);
     assert_eq!(gpu.backend.name(), "cpu");
     assert_eq!(opened.get(), 1, "the weights were read again once");
     assert_eq!(r.tokens, case.greedy_ids);

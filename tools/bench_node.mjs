@@ -1,4 +1,4 @@
-// A/B of two (or more) wasm builds in one Node process, phase by phase: each build's Engine runs
+// A/B of two (or more) wasm builds in one Node process, phase by phase: each build's scheduler runs
 // the same prompt with `profile: true`, the builds taking turns round after round, and the
 // minimum of each phase is printed (prompt forward ms), with TTFT and TPOT. On a noisy machine
 // this is much steadier than the browser (no worker, no page, one process); Node's V8 is older
@@ -55,19 +55,25 @@ const engines = [];
 for (const pkg of pkgs) {
   const mod = await import(pathToFileURL(path.join(pkg, 'gpt2_web.js')).href);
   mod.initSync({ module: fs.readFileSync(path.join(pkg, 'gpt2_web_bg.wasm')) });
-  const engine = await mod.Engine.load(file('config.json'), file('model.safetensors'), file('tokenizer.json'), 'cpu', DTYPE);
-  engine.options = (maxTokens) => mod.parseOptions({ maxTokens, temperature: 0, ignoreEos: true, profile: true, prefixCache: false });
-  engines.push(engine);
+  const scheduler = new mod.Scheduler();
+  const loaded = await mod.Engine.load(file('config.json'), file('model.safetensors'), file('tokenizer.json'), 'cpu', DTYPE);
+  engines.push({ scheduler, model: scheduler.add(loaded), tokenize: (text) => scheduler.tokenize(0, text) });
 }
 
-async function generate(engine, maxTokens) {
+/** One generation through the build's scheduler, pumped as the worker pumps it. */
+async function generate({ scheduler, model }, maxTokens) {
   const start = performance.now();
   let first = null;
-  const params = engine.options(maxTokens);
-  engine.start(PROMPT, params);
-  params.free();
-  while ((await engine.step()) !== undefined) first ??= performance.now() - start;
-  return { ms: performance.now() - start, first, profile: engine.result().profile };
+  let value = null;
+  scheduler.submit(1, model, PROMPT, { maxTokens, temperature: 0, ignoreEos: true, profile: true, prefixCache: false });
+  while (scheduler.hasWork) {
+    for (const ev of await scheduler.step()) {
+      if (ev.type === 'token') first ??= performance.now() - start;
+      else if (ev.type === 'done') value = ev.value;
+      else if (ev.type === 'error') throw new Error(ev.message);
+    }
+  }
+  return { ms: performance.now() - start, first, profile: value.profile };
 }
 
 const best = pkgs.map(() => ({ phases: {}, ttft: Infinity, tpot: Infinity }));

@@ -3,7 +3,7 @@
 
 use super::{median, prompt_ids, run_once};
 use crate::error::Result;
-use crate::generate::{GenerateParams, Generation};
+use crate::generate::GenerateParams;
 use crate::model::Model;
 use serde::Serialize;
 
@@ -49,8 +49,8 @@ pub fn batch(
     tokens: usize,
     reps: usize,
 ) -> Result<BatchReport> {
-    use crate::generate::{Batch, Progress};
     use crate::platform::now_ms;
+    use crate::scheduler::{Event, Job, Prompt, Scheduler};
     let n_ctx = model.config.n_positions;
     let prompt_tokens = prompt_tokens.clamp(1, n_ctx.saturating_sub(2).max(1));
     let tokens = tokens.clamp(2, n_ctx - prompt_tokens);
@@ -60,20 +60,28 @@ pub fn batch(
         ignore_eos: true,
         ..Default::default()
     };
-    // (decode ms after the first step, every sequence's tokens)
+    // (decode ms after the first step, every sequence's tokens): b requests through the
+    // scheduler, which batches them.
     let once = |model: &mut Model, b: usize| -> Result<(f64, Vec<Vec<u32>>)> {
-        let mut batch = Batch::new();
-        for _ in 0..b {
-            let g = Generation::from_ids(model, prompt.clone(), params.clone())?;
-            pollster::block_on(batch.add(model, g))?;
+        let mut s: Scheduler<&mut Model> = Scheduler::new();
+        let m = s.add_model(model);
+        for id in 0..b {
+            let (prompt, params) = (Prompt::Ids(prompt.clone()), params.clone());
+            let job = Job::Generate {
+                prompt,
+                params,
+                draft: None,
+            };
+            s.submit(id as u64, m, job)?;
         }
         let mut got = vec![Vec::new(); b];
         let mut started = None;
-        while !batch.is_empty() {
-            for (slot, p) in pollster::block_on(batch.step(model))? {
-                match p {
-                    Progress::Token(ev) => got[slot].push(ev.id),
-                    _ => drop(batch.remove(slot)),
+        while s.has_work() {
+            for ev in pollster::block_on(s.step()) {
+                match ev {
+                    Event::Token { id, event, .. } => got[id as usize].push(event.id),
+                    Event::Failed { error, .. } => return Err(error),
+                    Event::Done { .. } | Event::Backend { .. } => {}
                 }
             }
             started.get_or_insert_with(now_ms); // after the prompts and the first tokens

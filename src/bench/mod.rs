@@ -4,7 +4,7 @@
 
 use crate::backend::cpu::Profile;
 use crate::error::{Error, Result};
-use crate::generate::{GenerateParams, Generation, GenerationResult};
+use crate::generate::{GenerateParams, GenerationResult};
 use crate::model::Model;
 use serde::Serialize;
 
@@ -122,7 +122,27 @@ fn run_once(model: &mut Model, prompt: &[u32], max_tokens: usize) -> Result<Gene
         prefix_cache: false, // every run times the whole prompt
         ..Default::default()
     };
-    Generation::from_ids(model, prompt.to_vec(), params)?.run(model, None, &mut |_| {}, &|| false)
+    alone(model, None, prompt.to_vec(), params, &mut |_| {})
+}
+
+/// One generation of `ids` through the scheduler, natively: its result.
+fn alone(
+    model: &mut Model,
+    draft: Option<&mut Model>,
+    ids: Vec<u32>,
+    params: GenerateParams,
+    on_token: &mut dyn FnMut(&crate::generate::TokenEvent),
+) -> Result<GenerationResult> {
+    let prompt = crate::scheduler::Prompt::Ids(ids);
+    let c = crate::scheduler::run(
+        model,
+        draft,
+        prompt,
+        params,
+        &mut |_, e| on_token(e),
+        &|| false,
+    )?;
+    Ok(c.result)
 }
 
 /// Runs the lab: each of `lengths` `reps` times (greedy, forced length) after a warm-up.
@@ -162,10 +182,16 @@ pub fn run(
     // The last forward was a decode step.
     let dispatches = model.backend.gpu_dispatches();
     // One more run of the longest length with the CPU's phase timers on (outside the timings).
-    model.backend.set_profiling(true);
-    run_once(model, &prompt, lengths.iter().copied().max().unwrap_or(1))?;
-    let profile = model.backend.profile();
-    model.backend.set_profiling(false);
+    let params = GenerateParams {
+        max_tokens: lengths.iter().copied().max().unwrap_or(1),
+        ignore_eos: true,
+        prefix_cache: false,
+        profile: true,
+        ..Default::default()
+    };
+    let whole = crate::scheduler::Prompt::Ids(prompt.clone());
+    let profiled = crate::scheduler::run(model, None, whole, params, &mut |_, _| {}, &|| false)?;
+    let profile = profiled.profile;
     let xs: Vec<f64> = runs.iter().map(|r| r.n as f64).collect();
     let ys: Vec<f64> = runs.iter().map(|r| r.total_ms).collect();
     let (a, b, r2) = fit_line(&xs, &ys);
@@ -343,12 +369,7 @@ pub fn speculative(
         let ids = model.tokenizer.encode(&p.prompt)?;
         let mut run = |model: &mut Model, d| {
             let dm = draft_model.as_deref_mut();
-            Generation::from_ids(model, ids.clone(), params(d))?.run(
-                model,
-                dm,
-                &mut |_| {},
-                &|| false,
-            )
+            alone(model, dm, ids.clone(), params(d), &mut |_| {})
         };
         run(model, draft)?; // warm-up
         let (mut plain, mut spec) = (Vec::new(), Vec::new());
@@ -481,8 +502,8 @@ pub fn naive(model: &mut Model, prompt_tokens: usize, tokens: usize) -> Result<N
             ..Default::default()
         };
         let mut times = Vec::new();
-        let mut g = Generation::from_ids(model, prompt.clone(), params)?;
-        let r = g.run(model, None, &mut |e| times.push(e.elapsed_ms), &|| false)?;
+        let on_token = &mut |e: &crate::generate::TokenEvent| times.push(e.elapsed_ms);
+        let r = alone(model, None, prompt.clone(), params, on_token)?;
         let steps = times.windows(2).map(|w| w[1] - w[0]).collect();
         Ok((r, steps))
     };

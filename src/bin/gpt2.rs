@@ -249,23 +249,39 @@ impl GenerateCmd {
         };
         params.validate().map_err(|e| usage(e.to_string()))?;
         let mut model = self.model.load()?;
+        let prompt = gpt2_web::scheduler::Prompt::Text(prompt);
         let mut out = std::io::stdout().lock();
-        let mut on_token = |ev: &gpt2_web::TokenEvent| {
-            let _ = if self.json {
-                serde_json::to_string(ev).map(|l| writeln!(out, "{l}"))
-            } else {
-                Ok(write!(out, "{}", ev.text))
+        let (json, n) = (self.json, params.n);
+        // With --n, only --json streams (each line with its "choice"); else each choice's text
+        // comes at the end.
+        let mut on_token = |choice: usize, ev: &gpt2_web::TokenEvent| {
+            let _ = match (json, n > 1) {
+                (true, false) => serde_json::to_string(ev).map(|l| writeln!(out, "{l}")),
+                (true, true) => serde_json::to_value(ev).map(|v| {
+                    let mut v = v;
+                    v["choice"] = choice.into();
+                    writeln!(out, "{v}")
+                }),
+                (false, false) => Ok(write!(out, "{}", ev.text)),
+                (false, true) => Ok(Ok(())),
             };
             let _ = out.flush();
         };
-        if params.n > 1 {
-            return self.choices(&mut model, &prompt, &params);
+        let c = gpt2_web::scheduler::run(
+            &mut model,
+            draft_model.as_mut(),
+            prompt,
+            params.clone(),
+            &mut on_token,
+            &|| false,
+        )?;
+        if n > 1 {
+            return self.choices(&model, &params, &c);
         }
-        let mut g = gpt2_web::Generation::new(&model, &prompt, params)?;
-        let r = g.run(&mut model, draft_model.as_mut(), &mut on_token, &|| false)?;
         if self.json {
-            return emit(to_json(&r)?);
+            return emit(to_json(&c.result)?);
         }
+        let r = &c.result;
         emit("")?;
         let m = &r.metrics;
         eprintln!(
@@ -292,34 +308,36 @@ impl GenerateCmd {
 
 impl GenerateCmd {
     /// `--n N`: N choices as one batch, choice i with seed + i. With --json, one line per token
-    /// (with its "choice") and then `{"choices": [results]}`; else each choice's text.
-    fn choices(&self, model: &mut Model, prompt: &str, params: &GenerateParams) -> CliResult<()> {
-        let mut out = std::io::stdout().lock();
-        let mut on_token = |choice: usize, ev: &gpt2_web::TokenEvent| {
-            if self.json {
-                if let Ok(serde_json::Value::Object(mut o)) = serde_json::to_value(ev) {
-                    o.insert("choice".into(), choice.into());
-                    let _ = writeln!(out, "{}", serde_json::Value::Object(o));
-                }
-            }
-        };
-        let rs = gpt2_web::generate::choices(model, prompt, params, &mut on_token, &|| false)?;
+    /// (with its "choice", streamed) and then `{"choices": [results]}`; else each choice's text.
+    fn choices(
+        &self,
+        model: &Model,
+        params: &GenerateParams,
+        c: &gpt2_web::scheduler::Completion,
+    ) -> CliResult<()> {
         if self.json {
-            return emit(json!({ "choices": rs }).to_string());
+            return emit(json!({ "choices": c.choices }).to_string());
         }
-        for (i, r) in rs.iter().enumerate() {
+        for ch in &c.choices {
             println!(
-                "--- choice {i} (seed {}) ---\n{}",
-                params.seed + i as u64,
-                r.text
+                "--- choice {} (seed {}) ---\n{}",
+                ch.index,
+                params.seed + ch.index as u64,
+                ch.text
             );
         }
-        let m = rs.iter().map(|r| r.metrics.total_ms).fold(0.0, f64::max);
+        let total = (c.choices.iter())
+            .filter_map(|ch| ch.metrics.as_ref())
+            .map(|m| m.total_ms)
+            .fold(0.0, f64::max);
         eprintln!(
-            "[{} | {} choices in one batch | {} output tokens | total {m:.1} ms]",
+            "[{} | {} choices in one batch | {} output tokens | total {total:.1} ms]",
             model.backend.name(),
-            rs.len(),
-            rs.iter().map(|r| r.metrics.output_tokens).sum::<usize>(),
+            c.choices.len(),
+            (c.choices.iter())
+                .filter_map(|ch| ch.metrics.as_ref())
+                .map(|m| m.output_tokens)
+                .sum::<usize>(),
         );
         Ok(())
     }

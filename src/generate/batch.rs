@@ -9,14 +9,17 @@
 //! `Backend::batch_rows` sequences, within which every row is computed as alone.
 
 use super::{GenerateParams, Generation, Progress};
-#[cfg(not(target_arch = "wasm32"))]
-use super::{GenerationResult, TokenEvent};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::platform::now_ms;
 
-/// The most generations one batch holds (each holds a KV cache slot of the whole context).
-pub const MAX_BATCH: usize = 64;
+/// The most generations one batch holds (each holds a KV cache slot of the whole context): the
+/// scheduler's limit for every front end (the JS API gets it as `MAX_BATCH`, generated).
+pub const MAX_BATCH: usize = 16;
+
+/// The most members (each choice of an `n` request counts) that may wait for one model in the
+/// scheduler's queue; more are refused with `Error::Busy`.
+pub const MAX_QUEUE: usize = 256;
 
 /// The most choices (`n`) of one generate call.
 pub const MAX_CHOICES: usize = 16;
@@ -37,13 +40,14 @@ impl Batch {
         Self::default()
     }
 
-    /// Adds `gen` (the plain loop with the KV cache: beams and drafts run alone) in a free KV
-    /// cache slot, made when none is free; returns the slot, its name in `step`'s answers.
+    /// Adds `gen` (the plain loop: beams and drafts step by themselves) in a free KV cache
+    /// slot, made when none is free; returns the slot, its name in `step`'s answers. Whether it
+    /// may share passes with others (`GenerateParams::batchable`) is the caller's to decide.
     pub async fn add(&mut self, model: &mut Model, gen: Generation) -> Result<usize> {
-        if !gen.batchable() {
+        if !gen.plain() {
             return Err(Error::param(
                 "batch",
-                "only the plain loop joins a batch (no beams, no draft, kvCache on, no profile)",
+                "only the plain loop joins a batch (no beams, no draft)",
             ));
         }
         if self.members.is_empty() {
@@ -219,44 +223,4 @@ pub fn choice_params(params: &GenerateParams, i: usize) -> GenerateParams {
         n: 1,
         ..params.clone()
     }
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-/// `params.n` generations of `prompt` as one batch (`choice_params`: choice i is the single
-/// generation with seed + i), natively: `on_token(choice, event)` for each token, `cancelled`
-/// asked before every step. The results in choice order.
-pub fn choices(
-    model: &mut Model,
-    prompt: &str,
-    params: &GenerateParams,
-    on_token: &mut dyn FnMut(usize, &TokenEvent),
-    cancelled: &dyn Fn() -> bool,
-) -> Result<Vec<GenerationResult>> {
-    params.validate()?;
-    let mut batch = Batch::new();
-    let mut slots = Vec::with_capacity(params.n);
-    for i in 0..params.n.max(1) {
-        let g = Generation::new(model, prompt, choice_params(params, i))?;
-        slots.push(pollster::block_on(batch.add(model, g))?);
-    }
-    let mut results: Vec<Option<GenerationResult>> = vec![None; slots.len()];
-    while !batch.is_empty() {
-        if cancelled() {
-            for &s in &slots {
-                if let Some(g) = batch.get_mut(s) {
-                    g.cancel();
-                }
-            }
-        }
-        for (slot, p) in pollster::block_on(batch.step(model))? {
-            let i = slots.iter().position(|&s| s == slot).unwrap_or(0);
-            match p {
-                Progress::Token(ev) => on_token(i, &ev),
-                Progress::Working => {}
-                Progress::Done => results[i] = batch.remove(slot).map(|g| g.result()),
-            }
-        }
-    }
-    pollster::block_on(batch.shrink(model))?;
-    Ok(results.into_iter().flatten().collect())
 }

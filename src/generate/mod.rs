@@ -6,8 +6,9 @@
 //! `Strategy`, each with its own state: `plain` (predict → sample, one token per pass: the
 //! lesson's loop), `speculative` (a draft checked by one pass) and `beam` (beam search); all of
 //! them end in `transcript`'s `append` (the ids, their streamed text, the stop checks and the
-//! timings). `next` is the one way to drive it: the browser calls it step by step, so it can
-//! stream tokens and notice a Stop between them; `run` loops it to the end natively.
+//! timings). The plain loop's forward passes are `batch`'s (continuous batching: a sequence alone
+//! is a batch of one); the scheduler (`crate::scheduler`) drives batches and the strategies that
+//! run alone step by step, for every front end.
 //! Stops: end-of-text, a user stop sequence (matched across token boundaries, never emitted),
 //! `max_tokens`, the context limit, or cancellation. The text of the events always concatenates
 //! to the result's text, and every delta is valid UTF-8.
@@ -31,9 +32,7 @@ mod transcript;
 
 use transcript::Transcript;
 
-#[cfg(not(target_arch = "wasm32"))]
-pub use batch::choices;
-pub use batch::{choice_params, Batch, MAX_BATCH, MAX_CHOICES};
+pub use batch::{choice_params, Batch, MAX_BATCH, MAX_CHOICES, MAX_QUEUE};
 pub use beam::{Beam, EarlyStopping, MAX_BEAMS};
 pub use next::NextLogits;
 pub use options::{GenerateParams, Kind, Limits, OptionSpec, OptionValue, Scope, OPTIONS};
@@ -44,11 +43,17 @@ pub const MAX_STOPS: usize = 16;
 pub const MAX_STOP_BYTES: usize = 1000;
 
 impl GenerateParams {
-    /// Whether a generation with these parameters can share forward passes with others
-    /// (`generate::Batch`): the plain loop with the KV cache — no beams, no draft — and no
-    /// profile (a profile times the passes of one generation alone).
+    /// Whether a generation with these parameters runs the plain loop (no beams, no draft): a
+    /// member of a `generate::Batch`, alone or with others.
+    pub fn plain(&self) -> bool {
+        self.num_beams <= 1 && self.draft == Draft::None
+    }
+
+    /// Whether a generation with these parameters can share forward passes with others: the
+    /// plain loop with the KV cache, and no profile (a profile times the passes of one
+    /// generation alone).
     pub fn batchable(&self) -> bool {
-        self.num_beams <= 1 && self.draft == Draft::None && self.kv_cache && !self.profile
+        self.plain() && self.kv_cache && !self.profile
     }
 
     /// Checks every setting before anything runs: each option within its limits (`OPTIONS`),
@@ -318,11 +323,11 @@ impl Generation {
         self.t.done.is_some()
     }
 
-    /// The one way to drive the loop: the next token (of the last model step's, or of a new
-    /// model step: forward, sample — several tokens after a kept draft), or one model step that
-    /// settled none (beam search), or the end. `draft_model` drafts for `Draft::Model`. The
-    /// browser calls it step by step, so an abort lands within a model step; `run` loops it
-    /// natively.
+    /// The next token (of the last model step's, or of a new model step: forward, sample —
+    /// several tokens after a kept draft), or one model step that settled none (beam search), or
+    /// the end. `draft_model` drafts for `Draft::Model`. The plain loop's model step is its
+    /// batch's (`Batch::step`), which calls this to hand its token out; the scheduler
+    /// (`crate::scheduler`) calls it for the strategies that run alone.
     pub async fn next(
         &mut self,
         model: &mut Model,
@@ -335,11 +340,10 @@ impl Generation {
             let before = now_ms();
             let (sampler, t, n_top) = (&mut self.sampler, &self.t, self.params.top_logprobs);
             let ran = match &mut self.strategy {
-                Strategy::Plain(p) => {
-                    let token = p.step(model, sampler, &t.ids, n_top).await?;
-                    self.pending.push_back(token);
-                    Ok(1)
-                }
+                // Its predict is the batch's (`batch_output` leaves the token pending).
+                Strategy::Plain(_) => Err(Error::State(
+                    "the plain loop steps in a batch (generate::Batch), not by itself".into(),
+                )),
                 Strategy::Speculative(s) => {
                     let (max, pending) = (self.params.max_tokens, &mut self.pending);
                     let ran = s.step(model, draft_model, sampler, t, max, n_top, pending);
@@ -415,9 +419,9 @@ impl Generation {
         }
     }
 
-    /// Whether this generation can run in a batch (`GenerateParams::batchable`).
-    pub fn batchable(&self) -> bool {
-        self.params.batchable()
+    /// Whether this generation runs the plain loop, in a batch (`GenerateParams::plain`).
+    pub fn plain(&self) -> bool {
+        self.params.plain()
     }
 
     /// Whether beam search has ended and handed out all of its best beam.
@@ -429,31 +433,5 @@ impl Generation {
             self.t.finish(StopReason::MaxTokens);
         }
         done
-    }
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-impl Generation {
-    /// Drives the remaining steps natively (blocking on the backend), calling `on_token` once
-    /// per token and asking `cancelled` before every forward pass; `draft_model` drafts for
-    /// `Draft::Model`.
-    pub fn run(
-        &mut self,
-        model: &mut Model,
-        mut draft_model: Option<&mut Model>,
-        on_token: &mut dyn FnMut(&TokenEvent),
-        cancelled: &dyn Fn() -> bool,
-    ) -> Result<GenerationResult> {
-        loop {
-            if cancelled() {
-                self.cancel();
-            }
-            let draft = draft_model.as_deref_mut();
-            match pollster::block_on(self.next(model, draft))? {
-                Progress::Token(ev) => on_token(&ev),
-                Progress::Working => {}
-                Progress::Done => return Ok(self.result()),
-            }
-        }
     }
 }

@@ -422,8 +422,8 @@ pub fn lists() -> Vec<List> {
         List {
             js: "ERROR_CODES",
             ts: "Gpt2ErrorCode",
-            doc: "The kind of failure a rejected promise's Error carries as `code` (decide by it, not by the sentence): the engine's (Error::code: 'param' an option out of range, 'gpu' a WebGPU failure, after which 'auto' runs on the CPU, 'memory' an allocation refused, 'budget' the memory budget refusing a model, 'state' the engine used out of turn, …) and the worker's: 'crash' (a trap inside WebAssembly: load the model again), 'busy' (the model's queue is full: at most 256 requests wait; try again later).",
-            items: crate::error::CODES.into_iter().chain(["crash", "busy"]).collect(),
+            doc: "The kind of failure a rejected promise's Error carries as `code` (decide by it, not by the sentence; Error::code in src/error.rs): 'param' an option out of range, 'gpu' a WebGPU failure, after which 'auto' runs on the CPU, 'memory' an allocation refused, 'budget' the memory budget refusing a model, 'state' the engine used out of turn, 'busy' the model's queue is full (LIMITS.maxQueue requests wait; try again later), 'crash' a trap inside WebAssembly (load the model again), …",
+            items: crate::error::CODES.to_vec(),
         },
         List {
             js: "STOP_REASONS",
@@ -442,7 +442,17 @@ fn quoted(items: &[&str], sep: &str) -> String {
         .join(sep)
 }
 
-/// www/api/options.js: the lists the JS API checks `Gpt2.load`'s arguments against.
+/// The scheduler's limits, as the JS API names them: (name, value, doc).
+pub fn limits() -> [(&'static str, usize, &'static str); 3] {
+    [
+        ("maxBatch", super::MAX_BATCH, "the most generations of one model that share a step"),
+        ("maxQueue", super::MAX_QUEUE, "the most requests (each choice of n counts) that wait for one model; more are refused with code 'busy'"),
+        ("maxChoices", super::MAX_CHOICES, "the most choices (n) of one call"),
+    ]
+}
+
+/// www/api/options.js: the lists the JS API checks `Gpt2.load`'s arguments against, and the
+/// scheduler's limits.
 pub fn render_js() -> String {
     let mut s = format!("// {GENERATED}\n");
     for l in lists() {
@@ -450,7 +460,25 @@ pub fn render_js() -> String {
         let doc = wrap_doc(l.doc, "");
         s += &format!("\n{doc}export const {} = Object.freeze([{items}]);\n", l.js);
     }
+    let items: Vec<String> = limits()
+        .iter()
+        .map(|(k, v, _)| format!("{k}: {v}"))
+        .collect();
+    s += &format!(
+        "\n{}export const LIMITS = Object.freeze({{ {} }});\n",
+        limits_doc(),
+        items.join(", ")
+    );
     s
+}
+
+fn limits_doc() -> String {
+    let docs: Vec<String> = limits()
+        .iter()
+        .map(|(k, _, d)| format!("{k}: {d}."))
+        .collect();
+    let text = format!("The engine's limits (src/scheduler): {}", docs.join(" "));
+    wrap_doc(&text, "")
 }
 
 /// The generated block of gpt2.d.ts: the lists' types and `EngineOptions` (the generate
@@ -462,6 +490,15 @@ pub fn render_dts() -> String {
         let ty = quoted(&l.items, " | ");
         s += &format!("\n{}export type {} = {ty};\n", wrap_doc(l.doc, ""), l.ts);
     }
+    let keys: Vec<String> = limits()
+        .iter()
+        .map(|(k, _, _)| format!("{k}: number"))
+        .collect();
+    s += &format!(
+        "\n{}export declare const LIMITS: Readonly<{{ {} }}>;\n",
+        limits_doc(),
+        keys.join("; ")
+    );
     s += "\n/** The generate options the engine reads (GenerateOptions adds signal and onToken). */\n";
     s += "export interface EngineOptions {\n";
     for o in OPTIONS {

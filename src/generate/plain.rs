@@ -1,11 +1,10 @@
 //! The lesson's loop, one turn per token: predict (a forward pass over the ids the KV cache does
 //! not hold yet: the whole prompt first, then the last token), sample the next token from the
-//! last position's logits; the transcript's `append` is the third part. The first predict
-//! starts after the prompt's first ids when the KV cache holds them already (prefix caching).
+//! last position's logits; the transcript's `append` is the third part. The predict is
+//! `generate::Batch`'s (a sequence alone is a batch of one), which also decides whether the
+//! first one starts after the prompt's first ids (prefix caching, `reuse`).
 
 use super::Pending;
-use crate::error::Result;
-use crate::model::Model;
 use crate::sampling::Sampler;
 
 /// One sequence, one token per forward pass.
@@ -15,7 +14,7 @@ pub(super) struct Plain {
     /// Keep the cache between steps; without it every step recomputes the whole sequence.
     kv_cache: bool,
     /// Start from the keys and values of the prompt's start that the KV cache holds already
-    /// (prefix caching, `Model::reusable`).
+    /// (prefix caching, `generate::Batch`).
     prefix_cache: bool,
     /// Whether the first step ran.
     started: bool,
@@ -63,23 +62,8 @@ impl Plain {
         self.fed = 0;
     }
 
-    /// Predict and sample: the next token after `ids`, with the sampler's `n_top` candidates.
-    pub async fn step(
-        &mut self,
-        model: &mut Model,
-        sampler: &mut Sampler,
-        ids: &[u32],
-        n_top: usize,
-    ) -> Result<Pending> {
-        if self.wants_prefix() {
-            self.reuse(model.reusable(ids));
-        }
-        let logits = model.predict(ids, self.fed()).await?; // predict
-        Ok(self.sample(logits, sampler, ids, n_top))
-    }
-
-    /// Sample: the next token from the logits of the last of `ids` (this step's predict, alone
-    /// or in a batch), with the sampler's `n_top` candidates.
+    /// Sample: the next token from the logits of the last of `ids` (this step's predict, in the
+    /// batch), with the sampler's `n_top` candidates.
     pub fn sample(
         &mut self,
         logits: &[f32],

@@ -280,19 +280,10 @@ impl Model {
         self.recover(ran).await.map(drop)
     }
 
-    /// Prefix caching: how many of `ids`' first positions the KV cache in use holds already (a
-    /// generation before this one computed them), leaving the last id to run; 0 where the backend
-    /// would not give the same logits from them (`Backend::rows_alike`).
-    pub fn reusable(&self, ids: &[u32]) -> usize {
-        match self.backend.rows_alike() {
-            true => self.kv.reusable(self.backend.active_slot(), ids),
-            false => 0,
-        }
-    }
-
-    /// `reusable` for a batch: of `slots`, the one holding the most of `ids`, and how many (0
-    /// where the backend would not give the same logits); among those holding none, the one
-    /// used least recently.
+    /// Prefix caching: of `slots`, the one whose KV cache holds the most of `ids`' first
+    /// positions (a generation before this one computed them), leaving the last id to run, and
+    /// how many (0 where the backend would not give the same logits from them:
+    /// `Backend::rows_alike`); among those holding none, the one used least recently.
     pub fn reusable_in(
         &self,
         ids: &[u32],

@@ -1,6 +1,6 @@
 //! The generate options as the JS API passes them: a plain object read into the engine's
 //! `GenerateParams` once, by the table that defines every option (src/generate/options.rs), when
-//! the worker queues the request; the checked `Params` then wait in the queue for their turn.
+//! the worker submits the request (`Scheduler.submit`).
 
 use super::js_err;
 use crate::generate::GenerateParams;
@@ -8,42 +8,12 @@ use serde_json::{Map, Value};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-/// Checked generate options, ready for `Engine.start`.
-#[wasm_bindgen]
-pub struct Params {
-    pub(super) params: GenerateParams,
-}
-
-#[wasm_bindgen]
-impl Params {
-    /// Whether a generation with these options can share forward passes with others (the plain
-    /// loop with the KV cache: no beams, no draft, no profile); the worker batches those.
-    pub fn batchable(&self) -> bool {
-        self.params.batchable()
-    }
-
-    /// How many choices (`n`) the call asks for.
-    #[wasm_bindgen(getter)]
-    pub fn n(&self) -> u32 {
-        self.params.n as u32
-    }
-
-    /// The options of choice `i`: seed + i, one sequence (`generate::choice_params`).
-    pub fn choice(&self, i: u32) -> Params {
-        Params {
-            params: crate::generate::choice_params(&self.params, i as usize),
-        }
-    }
-}
-
 /// Reads and checks generate options (the JS API's names; undefined or null: the defaults), so
-/// a queued `generate` is refused when it is called, not when its turn comes. The error names
-/// the option as JS spells it.
-#[wasm_bindgen(js_name = parseOptions)]
-pub fn parse_options(options: JsValue) -> Result<Params, JsValue> {
-    let json = to_json("options", &options).map_err(|m| super::param_error(&m))?;
-    let params = GenerateParams::from_json(&json).map_err(js_err)?;
-    Ok(Params { params })
+/// that a request is refused when it is submitted, not when its turn comes. The error names the
+/// option as JS spells it.
+pub(super) fn params_of(options: &JsValue) -> Result<GenerateParams, JsValue> {
+    let json = to_json("options", options).map_err(|m| super::param_error(&m))?;
+    GenerateParams::from_json(&json).map_err(js_err)
 }
 
 /// A JS value as JSON, refusing what JSON cannot say (NaN, Infinity, functions) with a sentence

@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests: paths, fixtures, model loading.
 #![allow(dead_code)]
 
+use gpt2_web::scheduler::{self, Prompt};
 use gpt2_web::{
     BackendChoice, CpuDtype, EarlyStopping, GenerateParams, GenerationResult, Model, TokenEvent,
 };
@@ -78,7 +79,7 @@ pub fn assert_close(got: &[f32], want: &[f32], atol: f32, rtol: f32, what: &str)
     );
 }
 
-/// A whole generation with `Generation`'s one driver (`run`, over `next`).
+/// A whole generation through the scheduler, the one way a token is made (`scheduler::run`).
 pub fn generate(
     model: &mut Model,
     prompt: &str,
@@ -86,7 +87,62 @@ pub fn generate(
     on_token: &mut dyn FnMut(&TokenEvent),
     cancelled: &dyn Fn() -> bool,
 ) -> gpt2_web::Result<GenerationResult> {
-    gpt2_web::Generation::new(model, prompt, params)?.run(model, None, on_token, cancelled)
+    let prompt = Prompt::Text(prompt.into());
+    let on_token = &mut |_, e: &TokenEvent| on_token(e);
+    scheduler::run(model, None, prompt, params, on_token, cancelled).map(|c| c.result)
+}
+
+/// `generate` with the prompt as ids, and a draft model for `Draft::Model`.
+pub fn generate_ids(
+    model: &mut Model,
+    draft: Option<&mut Model>,
+    ids: &[u32],
+    params: GenerateParams,
+    on_token: &mut dyn FnMut(&TokenEvent),
+) -> gpt2_web::Result<GenerationResult> {
+    let prompt = Prompt::Ids(ids.to_vec());
+    let on_token = &mut |_, e: &TokenEvent| on_token(e);
+    scheduler::run(model, draft, prompt, params, on_token, &|| false).map(|c| c.result)
+}
+
+/// A generation of `ids` through the scheduler with `midway(model)` called after `k` steps (a
+/// test that loses the GPU there): its result, and how many `Backend` events said the model
+/// moved to the CPU.
+pub fn generate_midway(
+    model: &mut Model,
+    ids: &[u32],
+    params: GenerateParams,
+    k: usize,
+    midway: &dyn Fn(&Model),
+) -> (GenerationResult, usize) {
+    use scheduler::{Event, Job, Output, Scheduler};
+    let mut s: Scheduler<&mut Model> = Scheduler::new();
+    let m = s.add_model(model);
+    let prompt = Prompt::Ids(ids.to_vec());
+    let job = Job::Generate {
+        prompt,
+        params,
+        draft: None,
+    };
+    s.submit(1, m, job).expect("submit");
+    let mut moved = 0;
+    for step in 1.. {
+        for ev in pollster::block_on(s.step()) {
+            match ev {
+                Event::Done {
+                    output: Output::Completion(c),
+                    ..
+                } => return (c.result, moved),
+                Event::Failed { error, .. } => panic!("{error}"),
+                Event::Backend { backend, .. } => moved += usize::from(backend == "cpu"),
+                _ => {}
+            }
+        }
+        if step == k {
+            midway(s.model(m).expect("between steps"));
+        }
+    }
+    unreachable!()
 }
 
 /// Runs a generation, collecting the events.
@@ -114,11 +170,8 @@ pub fn run_ids(
     ids: &[u32],
     params: GenerateParams,
 ) -> (GenerationResult, Vec<TokenEvent>) {
-    let mut g = gpt2_web::Generation::from_ids(model, ids.to_vec(), params).expect("start");
     let mut events = Vec::new();
-    let r = g
-        .run(model, None, &mut |e| events.push(e.clone()), &|| false)
-        .expect("step");
+    let r = generate_ids(model, None, ids, params, &mut |e| events.push(e.clone())).expect("run");
     (r, events)
 }
 

@@ -84,6 +84,9 @@ test('the worker replies only with types of the protocol, and the page handles e
   const parts = fs.readdirSync(path.join(WWW, 'worker')).map((f) => read(`worker/${f}`)).join('\n');
   const used = new Set([...parts.matchAll(/\breply\([^,]+, '(\w+)'/g)].map((m) => m[1]));
   for (const m of parts.matchAll(/postMessage\(\{ type: '(\w+)'/g)) used.add(m[1]);
+  // The scheduler's events are posted as the engine makes them (pump.js): their types are Rust's.
+  const events = fs.readFileSync(path.join(WWW, '../src/wasm/scheduler.rs'), 'utf8');
+  for (const m of events.matchAll(/r#type: "(\w+)"|set\("type", &"(\w+)"/g)) used.add(m[1] ?? m[2]);
   assert.ok(used.size >= 5, `found only ${[...used]}`);
   assert.deepEqual([...used].sort(), Object.keys(replies).sort(), 'the types the worker posts and protocol.js REPLIES differ');
   const connection = read('api/connection.js');

@@ -22,16 +22,23 @@ export type Kernel = 'auto' | 'dot-add' | 'dot-i16' | 'widen';
 
 /**
  * The kind of failure a rejected promise's Error carries as `code` (decide by it, not by the
- * sentence): the engine's (Error::code: 'param' an option out of range, 'gpu' a WebGPU
+ * sentence; Error::code in src/error.rs): 'param' an option out of range, 'gpu' a WebGPU
  * failure, after which 'auto' runs on the CPU, 'memory' an allocation refused, 'budget' the
- * memory budget refusing a model, 'state' the engine used out of turn, …) and the worker's:
- * 'crash' (a trap inside WebAssembly: load the model again), 'busy' (the model's queue is
- * full: at most 256 requests wait; try again later).
+ * memory budget refusing a model, 'state' the engine used out of turn, 'busy' the model's
+ * queue is full (LIMITS.maxQueue requests wait; try again later), 'crash' a trap inside
+ * WebAssembly (load the model again), …
  */
-export type Gpt2ErrorCode = 'io' | 'config' | 'weights' | 'tokenizer' | 'param' | 'prompt_too_long' | 'memory' | 'budget' | 'state' | 'backend' | 'gpu' | 'cpu' | 'crash' | 'busy';
+export type Gpt2ErrorCode = 'io' | 'config' | 'weights' | 'tokenizer' | 'param' | 'prompt_too_long' | 'memory' | 'budget' | 'state' | 'busy' | 'crash' | 'backend' | 'gpu' | 'cpu';
 
 /** Why generation ended. */
 export type StopReason = 'eos' | 'stop' | 'max_tokens' | 'context' | 'abort';
+
+/**
+ * The engine's limits (src/scheduler): maxBatch: the most generations of one model that share
+ * a step. maxQueue: the most requests (each choice of n counts) that wait for one model; more
+ * are refused with code 'busy'. maxChoices: the most choices (n) of one call.
+ */
+export declare const LIMITS: Readonly<{ maxBatch: number; maxQueue: number; maxChoices: number }>;
 
 /** The generate options the engine reads (GenerateOptions adds signal and onToken). */
 export interface EngineOptions {

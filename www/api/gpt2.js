@@ -18,7 +18,7 @@
 
 import { BUILDS, DEMO_MODEL } from './assets.js';
 import { completionsOf } from './completions.js';
-import { BACKENDS, DTYPES, KERNELS } from './options.js';
+import { BACKENDS, DTYPES, KERNELS, LIMITS } from './options.js';
 import { EMBED_HELP, connection, idle, request, withCode } from './connection.js';
 import { PRESETS } from './presets.js';
 import { argmax, softmax, topK, topP, minP, penalize, distribution, entropy, sample, rng } from './sampling.js';
@@ -40,8 +40,10 @@ function checkOptions(options) {
   return { signal, onToken, options: rest };
 }
 
-/** The result of a generation aborted before it started (here, or while queued in the worker). */
-/** The result of a generation aborted before it ran (with its `n` choices, each as empty). */
+/**
+ * The result of a generation aborted before it was sent (with its `n` choices, each as empty), as
+ * the engine answers one aborted while queued.
+ */
 function emptyResult(n = 1) {
   const r = {
     text: '', tokens: [], stopReason: 'abort',
@@ -394,9 +396,7 @@ export class Gpt2 {
         settle = { reject };
         promise.then(resolve, reject);
       });
-      if (result === null) return emptyResult(opts.n); // aborted while queued (n checked by the engine)
-      delete result.backend; // model.backend has it (a 'backend' message came if it changed)
-      return result;
+      return result; // aborted while queued: the engine's result of a generation that never ran
     } finally {
       signal?.removeEventListener('abort', onAbort);
     }
@@ -509,3 +509,5 @@ export { MODEL_FILES, HUB_HOST, isHubId, hubUrl };
 export { argmax, softmax, topK, topP, minP, penalize, distribution, entropy, sample, rng };
 /** The lesson's settings by use: autocomplete, creative, extraction (`{ label, why, options }`). */
 export { PRESETS };
+/** The engine's limits: maxBatch, maxQueue, maxChoices (options.js, generated from src/scheduler). */
+export { LIMITS };

@@ -1,11 +1,9 @@
-// The worker's shared pieces: the replies to the page, the models and jobs it holds, the model
-// files' names of the load in progress, what a Content-Security-Policy blocked, and the sentence
-// for an error. Imports nothing. (Part of the worker: see www/worker/main.js.)
+// The worker's shared pieces: the replies to the page, the models it holds, the model files' names
+// of the load in progress, what a Content-Security-Policy blocked, and the sentence for an error.
+// Imports nothing. (Part of the worker: see www/worker/main.js.)
 
-/** model id → { engine, queue: Job[], running: Job | { members: Map<slot, Job> } (a batch) | null, stepping: Promise | null, disposed, crashed } */
+/** model id (its load request's) → { index (the scheduler's name for it), disposed, crashed (the sentence of a trap in it) } */
 export const models = new Map();
-/** request id → Job while queued or running: a generate ({ id, model, prompt, options, draftModel, aborted }) or a logits call ({ id, model, logits: { ids, cache }, aborted }) */
-export const jobs = new Map();
 
 /** The model files' names by key: gpt2.js's MODEL_FILES, sent with each load (the worker has no imports). */
 export let FILES = null;

@@ -3,6 +3,7 @@
 // GPU adapter's name. (Part of the worker: see www/worker/main.js.)
 
 import { blocked, describe } from './base.js';
+import { generateOwn } from './pump.js';
 
 /** @type {Promise<{ mod: object, threads: number, build: string }> | null} */
 let wasmReady = null;
@@ -107,7 +108,7 @@ function hostHint(url) {
  * not the load's: the first generation reports it.
  */
 const WARM_UP = 'The first token of a prompt is slow, and the rest are fast. '; // 14 GPT-2 tokens
-export async function warmUp(engine, { once = false } = {}) {
+export async function warmUp(index, { nPositions, nParams }, { once = false } = {}) {
   // A small model (the demo's 16 M parameters, GPT-2 small's 124 M): about 70 tokens where the
   // context allows, past a pass of the prompt attention (32 rows) and a typical prompt's working
   // buffers, twice, since the optimizing tiers compile in the background while the first pass
@@ -115,7 +116,6 @@ export async function warmUp(engine, { once = false } = {}) {
   // 9.8–12× the later ones' in WebKit and 2.6–3.7× in Chromium without it, 0.8–1.6× with it). A
   // big model runs its kernels' loops longer anyway and pays seconds per pass: one short pass.
   // `once`: the first pass only (after the 8-bit kernels were timed: the chosen ones, once more).
-  const { nPositions, nParams } = engine.config;
   const small = nParams < 200e6;
   const copies = small ? Math.max(1, Math.min(5, Math.floor((nPositions - 8) / 16))) : 1;
   // The first pass greedy, the second sampled as the page's defaults sample (temperature, top-k,
@@ -126,15 +126,11 @@ export async function warmUp(engine, { once = false } = {}) {
     { maxTokens: 4, temperature: 0.8, topK: 40, topP: 0.95, repetitionPenalty: 1.1, topLogprobs: 5, seed: 1, ignoreEos: true },
   ].slice(0, small && !once ? 2 : 1);
   for (const options of passes) {
-    const params = engineModule.parseOptions(options);
     try {
-      engine.start(WARM_UP.repeat(copies), params);
-      while ((await engine.step()) !== undefined) { /* tokens thrown away */ }
+      await generateOwn(index, WARM_UP.repeat(copies), options); // tokens thrown away
     } catch (e) {
       console.warn(`gpt2-web: the warm-up generation failed: ${describe(e)}`);
       break;
-    } finally {
-      params.free();
     }
   }
 }
@@ -146,33 +142,32 @@ export async function warmUp(engine, { once = false } = {}) {
  * on a 2-core AMD EPYC Zen 4 in Chromium it timed dot-i16, whose decode took 15.9 ms per token
  * on the GPT-2-124M shape against widen's 10.2 (tools/bench_ab.mjs --kernels dot-i16,widen).
  * Each candidate runs three decode steps in turn (three rounds for a model under 200 M
- * parameters, one above), the fastest step of each kept; the prompt's choice stays calibrate's.
- * Returns the report with the steps' times added, after making the faster kernel the decode choice.
+ * parameters, one above), the fastest step of each kept (the time between two tokens); the
+ * prompt's choice stays calibrate's. Returns the report with the steps' times added, after
+ * making the faster kernel the decode choice.
  */
-export async function timeDecode(engine, report) {
+export async function timeDecode(index, { nParams }, report) {
   const kernels = engineModule.undecidedKernels();
   const [, prompt] = engineModule.timedKernels() ?? [];
   if (kernels.length < 2 || !prompt) return report;
   const best = new Map(kernels.map((k) => [k, Infinity]));
-  const params = engineModule.parseOptions({ maxTokens: 4, temperature: 0, ignoreEos: true, prefixCache: false });
+  const options = { maxTokens: 4, temperature: 0, ignoreEos: true, prefixCache: false };
   try {
-    for (let round = 0; round < (engine.config.nParams < 200e6 ? 3 : 1); round++) {
+    for (let round = 0; round < (nParams < 200e6 ? 3 : 1); round++) {
       for (const kernel of kernels) {
         engineModule.setKernel(kernel);
-        engine.start(WARM_UP, params);
-        await engine.step(); // the prompt and the first token: not a decode step
-        for (;;) {
-          const t0 = performance.now();
-          if ((await engine.step()) === undefined) break;
-          best.set(kernel, Math.min(best.get(kernel), performance.now() - t0));
-        }
+        let last = null; // the first token comes with the prompt: not a decode step
+        await generateOwn(index, WARM_UP, options, () => {
+          const now = performance.now();
+          if (last !== null) best.set(kernel, Math.min(best.get(kernel), now - last));
+          last = now;
+        });
       }
     }
   } catch (e) {
     console.warn(`gpt2-web: timing the decode kernels failed: ${describe(e)}`);
     return report;
   } finally {
-    params.free();
     engineModule.setKernel('auto');
   }
   const [decode] = [...best].sort((a, b) => a[1] - b[1])[0];
@@ -181,11 +176,11 @@ export async function timeDecode(engine, report) {
 }
 
 /**
- * The GPU adapter in words, or undefined on the CPU. Browsers often leave the adapter's description
- * empty (the engine then says "unnamed adapter"); the vendor and architecture fill in for it.
+ * The GPU adapter in words, or undefined on the CPU, from the engine's `name` for it. Browsers often
+ * leave the adapter's description empty (the engine then says "unnamed adapter"); the vendor and
+ * architecture fill in for it.
  */
-export async function adapterName(engine) {
-  const name = engine.adapter;
+export async function adapterName(name) {
   if (!name || !name.startsWith('unnamed adapter')) return name;
   try {
     const info = (await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' }))?.info;

@@ -5,6 +5,7 @@
 import { FILES, models, reply, setFiles } from './base.js';
 import { adapterName, threadsFor, timeDecode, warmUp, wasm } from './engine.js';
 import { fileWeights, homeOrigins, notCachedSentence, openCache, otherLayouts, smallFetcher, smallReader, urlWeights, vocabAndMerges } from './files.js';
+import { scheduler, startScheduler } from './pump.js';
 
 export async function load({ id, source, backend, dtype, threads, build: only, kernel, raceSoftwareGpu = false, timedKernels = null, platform, builds, files: names }) {
   setFiles(names);
@@ -87,32 +88,36 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
   const remote = source.urls && !home.has(new URL(source.urls.weights).origin);
   const notCached = remote ? notCachedSentence([noCache, ...kept]) : null;
   mark('weightsMs');
+  // From now on the model is the scheduler's: the warm-up and the kernels' timing go through it.
+  const index = startScheduler(mod).add(engine);
+  const m = { index, disposed: false, crashed: null };
+  entry.m = m;
+  let info = scheduler.info(index);
   // Where the engine cannot pick its 8-bit kernel by asking, an earlier load's timing on this
   // device (gpt2.js remembers it per build), taken before the warm-up so that it compiles the
   // kernels that will run; else the candidates are timed now, after the warm-up has compiled the
   // one in use (nothing when a kernel was named), and the chosen ones run a last short pass.
   let kernelTimes = null;
   let timedNow = null; // [decode, prompt] when timed by this load, for gpt2.js to remember
-  const q8 = engine.backend === 'cpu' && engine.dtype === 'q8';
+  const q8 = info.backend === 'cpu' && info.dtype === 'q8';
   const past = q8 ? timedKernels?.[build] : null;
   if (past && mod.useTimedKernels(past.decode, past.prompt)) {
     kernelTimes = `${past.times} (timed on an earlier load in this browser)`;
   }
-  await warmUp(engine);
+  await warmUp(index, info.config);
   if (q8 && kernelTimes === null) {
     kernelTimes = mod.calibrateKernels() ?? null;
-    if (kernelTimes !== null) kernelTimes = await timeDecode(engine, kernelTimes);
+    if (kernelTimes !== null) kernelTimes = await timeDecode(index, info.config, kernelTimes);
     timedNow = kernelTimes === null ? null : mod.timedKernels() ?? null;
-    if (timedNow !== null) await warmUp(engine, { once: true });
+    if (timedNow !== null) await warmUp(index, info.config, { once: true });
   }
   mark('warmUpMs');
-  const m = { engine, queue: [], running: null, stepping: null, disposed: false, crashed: null, backend: engine.backend };
-  entry.m = m;
   models.set(id, m);
+  info = scheduler.info(index); // the warm-up may have moved it to the CPU
   return {
-    backend: m.backend, dtype: engine.dtype, threads: running, build, kernel: mod.kernel(), kernelTimes, timedKernels: timedNow, config: engine.config, adapter: await adapterName(engine),
-    gpuUnavailable: engine.gpuUnavailable ?? gpuUnavailable, plan, timings, mtpHeads: engine.mtpHeads ?? null,
-    backendTimes: engine.backendTimes ?? null, notCached,
+    backend: info.backend, dtype: info.dtype, threads: running, build, kernel: mod.kernel(), kernelTimes, timedKernels: timedNow, config: info.config, adapter: await adapterName(info.adapter),
+    gpuUnavailable: info.gpuUnavailable ?? gpuUnavailable, plan, timings, mtpHeads: info.mtpHeads ?? null,
+    backendTimes: info.backendTimes ?? null, notCached,
   };
 }
 
@@ -235,15 +240,14 @@ async function ggufHead(id, mod, weights, opened) {
   throw new Error(`${weights.file} ended after ${have} bytes, inside its GGUF header: not a whole GGUF file (truncated?)`);
 }
 
-/** `reader`, reporting each chunk to the model's running job (or batch): a fall-back reading the weights again. */
+/** `reader`, reporting each chunk to the model's requests: a fall-back reading the weights again. */
 function readingAgain(reader, file, entry) {
   let loaded = 0;
   return {
     read: async () => {
       const step = await reader.read();
       if (!step.done) loaded += step.value.length;
-      const running = entry.m?.running; // a job, or a batch's { members }
-      const ids = running?.members ? new Set([...running.members.values()].map((j) => j.id)) : running ? [running.id] : [];
+      const ids = entry.m ? scheduler.requestsOn(entry.m.index) : [];
       for (const id of ids) reply(id, 'progress', { file, loaded, total: null, tensor: null, cached: false, fallBack: true });
       return step;
     },

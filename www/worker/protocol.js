@@ -17,14 +17,15 @@ export const REQUESTS = {
     'kernel, kernelTimes, timedKernels: [decode, prompt] | null (timed by this load), config, adapter, gpuUnavailable, plan, timings, mtpHeads: { heads, draftVocab } | null, ' +
     'backendTimes: { webgpuMs, cpuMs, logitDiff, chosen, why } | null }',
   generate: '{ id, op, model, prompt, options, draftModel? (a loaded model\'s id, for options.draft === \'model\') } → ' +
-    'token… (backend, progress while a lost GPU\'s model is read again), done { …result, backend }; with options.n > 1 ' +
+    'token… (backend, progress while a lost GPU\'s model is read again), done { …result }; with options.n > 1 ' +
     'each token has its `choice` and done is choice 0\'s result with `choices`',
-  abort: '{ op, id (the generate request\'s) } → nothing of its own: the generation ends with done (null when it was still queued)',
+  abort: '{ op, id (the generate request\'s) } → nothing of its own: the generation ends with done (stopReason ' +
+    '\'abort\'; a logits call still queued: null)',
   logits: '{ id, op, model, ids (token ids), cache (false: the whole sequence again) } → backend?, done { logits ' +
     '(Float32Array, vocabSize), reused (ids the KV cache held), ms (the engine\'s time) }; queued behind generations',
   tokenize: '{ id, op, model, text } → done [ids]',
   decode: '{ id, op, model, ids } → done text',
-  dispose: '{ id, op, model } → done; queued generations of the model get error',
+  dispose: '{ id, op, model } → done; the model\'s requests, queued or running, get error',
   memory: '{ id, op, model } → done { wasmBytes, …the model\'s weights and KV cache on the CPU }',
 };
 

@@ -7,6 +7,7 @@
 import { models } from './base.js';
 import { HANDLERS, respond } from './main.js';
 import { REQUESTS } from './protocol.js';
+import { scheduler, stepping } from './pump.js';
 
 /** page → worker, tests only: op → what the request holds, and what answers it. */
 export const TEST_REQUESTS = {
@@ -27,10 +28,7 @@ Object.assign(HANDLERS, {
   storage: (msg) => failStorage(msg.fail),
   trap: () => {
     for (const m of models.values()) {
-      if (!m.running || !m.engine) continue;
-      for (const step of ['step', 'stepWith', 'stepBatch']) {
-        m.engine[step] = () => { throw new WebAssembly.RuntimeError('unreachable executed (a test)'); };
-      }
+      if (!m.crashed && scheduler.running(m.index) > 0) scheduler.trapNextStep(m.index);
     }
   },
 });
@@ -70,10 +68,9 @@ function failStorage(fail) {
 async function loseDevices() {
   let onGpu = false;
   for (const m of models.values()) {
-    while (m.stepping) await m.stepping.catch(() => {}); // the engine is taken while a step runs
-    if (m.disposed || m.crashed || m.engine?.backend !== 'webgpu') continue;
-    m.engine.loseDevice();
-    onGpu = true;
+    while (stepping) await stepping.catch(() => {}); // the model may be in the step under way
+    if (m.disposed || m.crashed) continue;
+    onGpu = scheduler.loseDevice(m.index) || onGpu;
   }
   return onGpu;
 }

@@ -1,0 +1,747 @@
+//! The scheduler: the one way a token is made, for every front end (the CLI, the tests, the
+//! browser's worker). Requests are submitted to a model; `step` advances one model by one model
+//! step and returns what happened as events; the front end only pumps (`step` until its request
+//! is done) and routes the events. The shape is vLLM's `LLMEngine.step()` and llama-server's
+//! slot loop:
+//!
+//! - `submit(id, model, job)` checks the options (`GenerateParams::validate`) and the queue limit
+//!   (`MAX_QUEUE`: more is refused with `Error::Busy`), fans a request of `n` choices out into
+//!   `n` members (choice i with seed + i: `choice_params`) and queues them in the model's lane;
+//! - `step()` gives the next model with work its turn (models take turns, round robin): its lane
+//!   admits members and runs one model step (`lane.rs`: plain-loop members share a
+//!   `generate::Batch`, others run alone), and the scheduler folds what each member did into its
+//!   request: `Event::Token` per token (with its choice), `Event::Done` when every choice has
+//!   ended (the choices assembled), `Event::Failed` when one fails (the first failure of a choice
+//!   ends its siblings; other requests go on), `Event::Backend` when the model moved to the CPU;
+//! - `abort(id)` ends a request queued (answered at once, nothing ran) or running (before its
+//!   next forward pass); `dispose(model)` ends every request of a model and gives the model back.
+//!
+//! A member with a draft model (`Draft::Model`) borrows that model's lane for its steps: it starts
+//! when that lane is idle (which admits nothing new while the member waits) and the lane rests
+//! while the member runs.
+//!
+//! Between two steps every lane is at home; `begin` / `finish` split a step around its one
+//! asynchronous part (`Turn::run`), so that the browser's binding can leave the scheduler
+//! usable while a GPU step awaits its readback, and a trap inside one model's step loses that
+//! model only (`fail_model`).
+
+mod lane;
+
+use crate::error::{Error, Result};
+use crate::generate::TokenEvent;
+use crate::generate::{choice_params, GenerateParams, GenerationResult, Metrics, StopReason};
+use crate::model::Model;
+use crate::speculate::Draft;
+use lane::{Lane, Member, Outcome};
+use serde::Serialize;
+use std::borrow::BorrowMut;
+use std::collections::HashMap;
+
+pub use crate::generate::MAX_QUEUE;
+
+/// The caller's name for a request (unique among the requests in flight).
+pub type RequestId = u64;
+
+/// A model's index in the scheduler (`add_model`).
+pub type ModelId = usize;
+
+/// A prompt as text (tokenized when its turn comes) or as token ids.
+#[derive(Clone, Debug)]
+pub enum Prompt {
+    Text(String),
+    Ids(Vec<u32>),
+}
+
+/// What a request asks of its model.
+#[derive(Clone, Debug)]
+pub enum Job {
+    /// A generation (`n` choices, beams, a draft: its params say); `draft` the model that
+    /// drafts for `Draft::Model`.
+    Generate {
+        prompt: Prompt,
+        params: GenerateParams,
+        draft: Option<ModelId>,
+    },
+    /// The next-token logits after `ids` (a loop written by hand: the JS API's `model.logits`),
+    /// the KV cache reused from the last such call with `cache`.
+    Logits { ids: Vec<u32>, cache: bool },
+}
+
+/// One choice of a request of `n` choices. `metrics` is `None` for a choice that never ran
+/// (aborted while queued).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Choice {
+    pub index: usize,
+    pub text: String,
+    pub tokens: Vec<u32>,
+    pub stop_reason: StopReason,
+    pub metrics: Option<Metrics>,
+}
+
+/// A generation's answer: the first choice's result, every choice (when `n` > 1) and, with
+/// `profile` on the CPU, where the forward passes spent their time.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Completion {
+    #[serde(flatten)]
+    pub result: GenerationResult,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<Choice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<crate::backend::cpu::Profile>,
+}
+
+/// A `logits` request's answer: the logits after its ids, how many of them came from the KV
+/// cache, and the milliseconds the pass took. `None` when it was aborted while queued.
+#[derive(Clone, Debug)]
+pub struct Logits {
+    pub logits: Vec<f32>,
+    pub reused: usize,
+    pub ms: f64,
+}
+
+#[derive(Debug)]
+pub enum Output {
+    Completion(Box<Completion>),
+    Logits(Option<Logits>),
+}
+
+/// What a step did, request by request.
+#[derive(Debug)]
+pub enum Event {
+    /// A token of choice `choice` (`None` for a request without choices, `n` = 1).
+    Token {
+        id: RequestId,
+        choice: Option<usize>,
+        event: TokenEvent,
+    },
+    /// The request ended; its answer.
+    Done { id: RequestId, output: Output },
+    /// The request failed (its other choices end with it); nothing more comes for it.
+    Failed { id: RequestId, error: Error },
+    /// The model the request runs on moved to the CPU during this step (the GPU was lost):
+    /// `backend` is what runs now, `reason` why.
+    Backend {
+        id: RequestId,
+        backend: &'static str,
+        reason: Option<String>,
+    },
+}
+
+/// A request in flight: its model and its choices' results as they end.
+struct Request {
+    model: ModelId,
+    logits: bool,
+    results: Vec<Option<GenerationResult>>,
+    /// Choices not ended yet.
+    left: usize,
+    profile: Option<crate::backend::cpu::Profile>,
+}
+
+enum Place<M> {
+    Home(Box<Lane<M>>),
+    /// Taken out for a step (`begin`); a trap inside it leaves it so (`fail_model`). What is
+    /// asked of it meanwhile waits here for `finish`.
+    Out(Later),
+    Gone,
+}
+
+/// The calls made while a lane is out for a step, carried out when it is back (`finish`).
+#[derive(Default)]
+struct Later {
+    /// Members queued when it left.
+    queued: usize,
+    members: Vec<Member>,
+    aborts: Vec<RequestId>,
+    dispose: bool,
+}
+
+/// A model's step between `begin` and `finish`: its lane and the draft model's, taken out.
+pub struct Turn<M> {
+    model: ModelId,
+    lane: Box<Lane<M>>,
+    draft: Option<(ModelId, Box<Lane<M>>)>,
+    hold: bool,
+    epoch: usize,
+    out: Vec<Outcome>,
+}
+
+impl<M: BorrowMut<Model>> Turn<M> {
+    /// The model this turn steps.
+    pub fn model(&self) -> ModelId {
+        self.model
+    }
+
+    /// The step's one asynchronous part: the lane's model step.
+    pub async fn run(mut self) -> Self {
+        let draft = self.draft.as_mut().map(|(_, d)| d.lend());
+        self.lane.step(draft, self.hold, &mut self.out).await;
+        self
+    }
+}
+
+/// Requests over models, stepped one model step at a time (see the module's header).
+pub struct Scheduler<M> {
+    lanes: Vec<Place<M>>,
+    requests: HashMap<RequestId, Request>,
+    /// The lane whose turn is next (round robin).
+    turn: usize,
+    /// Events of calls between steps (an abort answered at once), handed out by the next `step`.
+    events: Vec<Event>,
+}
+
+impl<M: BorrowMut<Model>> Default for Scheduler<M> {
+    fn default() -> Self {
+        Scheduler {
+            lanes: Vec::new(),
+            requests: HashMap::new(),
+            turn: 0,
+            events: Vec::new(),
+        }
+    }
+}
+
+impl<M: BorrowMut<Model>> Scheduler<M> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a model; its id names it in `submit` and the other calls.
+    pub fn add_model(&mut self, model: M) -> ModelId {
+        self.lanes.push(Place::Home(Box::new(Lane::new(model))));
+        self.lanes.len() - 1
+    }
+
+    /// The model `id`, between steps.
+    pub fn model(&self, id: ModelId) -> Result<&Model> {
+        self.lane(id).map(|l| l.model.borrow())
+    }
+
+    /// The model `id`, between steps, to read or change what no request is using.
+    pub fn model_mut(&mut self, id: ModelId) -> Result<&mut Model> {
+        self.lane_mut(id).map(|l| l.model.borrow_mut())
+    }
+
+    fn lane(&self, id: ModelId) -> Result<&Lane<M>> {
+        match self.lanes.get(id) {
+            Some(Place::Home(l)) => Ok(l),
+            Some(Place::Out(_)) => Err(busy_model()),
+            _ => Err(gone()),
+        }
+    }
+
+    fn lane_mut(&mut self, id: ModelId) -> Result<&mut Lane<M>> {
+        match self.lanes.get_mut(id) {
+            Some(Place::Home(l)) => Ok(l),
+            Some(Place::Out(_)) => Err(busy_model()),
+            _ => Err(gone()),
+        }
+    }
+
+    /// Queues request `id` on `model`, or refuses it: options out of range or not going together
+    /// (`Error::Param`), an unknown or disposed model or draft model, an id in flight already
+    /// (`Error::State`), a full queue (`Error::Busy`). Its events come from `step`.
+    pub fn submit(&mut self, id: RequestId, model: ModelId, job: Job) -> Result<()> {
+        if self.requests.contains_key(&id) {
+            return Err(Error::State(format!("request {id} is in flight already")));
+        }
+        let (n, logits) =
+            match &job {
+                Job::Generate { params, draft, .. } => {
+                    params.validate()?;
+                    match (params.draft == Draft::Model, draft) {
+                        (true, None) => {
+                            return Err(Error::param(
+                                "draft",
+                                "a draft model was asked for but not given",
+                            ))
+                        }
+                        (false, Some(_)) => return Err(Error::param(
+                            "draft",
+                            "a draft model was given for a generation that does not draft with one",
+                        )),
+                        _ => {}
+                    }
+                    if let Some(d) = *draft {
+                        if d == model {
+                            return Err(Error::param(
+                                "draft",
+                                "the draft model is the model itself; load a smaller one",
+                            ));
+                        }
+                        if !matches!(self.lanes.get(d), Some(Place::Home(_) | Place::Out(_))) {
+                            return Err(Error::param(
+                                "draft",
+                                "the draft model is not loaded (disposed?)",
+                            ));
+                        }
+                    }
+                    (params.n.max(1), false)
+                }
+                Job::Logits { .. } => (1, true),
+            };
+        let queued = match self.lanes.get(model) {
+            Some(Place::Home(l)) => l.queued(),
+            Some(Place::Out(later)) => later.queued + later.members.len(),
+            _ => return Err(gone()),
+        };
+        if queued + n > MAX_QUEUE {
+            return Err(Error::Busy(format!(
+                "{queued} requests are waiting for this model already and at most {MAX_QUEUE} \
+                 may wait; try again when some have finished"
+            )));
+        }
+        for choice in 0..n {
+            let job = match &job {
+                Job::Generate {
+                    prompt,
+                    params,
+                    draft,
+                } if n > 1 => Job::Generate {
+                    prompt: prompt.clone(),
+                    params: choice_params(params, choice),
+                    draft: *draft,
+                },
+                _ => job.clone(),
+            };
+            let member = Member { id, choice, job };
+            match &mut self.lanes[model] {
+                Place::Home(lane) => lane.push(member),
+                Place::Out(later) => later.members.push(member),
+                Place::Gone => {} // matched above
+            }
+        }
+        self.requests.insert(
+            id,
+            Request {
+                model,
+                logits,
+                results: vec![None; n],
+                left: n,
+                profile: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Ends request `id`: its queued choices leave at once (a request none of whose choices ran
+    /// is answered now, by the next `step`), its running ones end before their next forward pass
+    /// with `stopReason: abort`. An unknown id (ended already) is no error.
+    pub fn abort(&mut self, id: RequestId) {
+        let Some(model) = self.requests.get(&id).map(|r| r.model) else {
+            return;
+        };
+        let lane = match self.lanes.get_mut(model) {
+            Some(Place::Home(lane)) => lane,
+            Some(Place::Out(later)) => return later.aborts.push(id),
+            _ => return,
+        };
+        let gone = lane.abort(id);
+        let still = lane.holds(id);
+        if let Some(r) = self.requests.get_mut(&id) {
+            r.left -= gone.len().min(r.left);
+        }
+        if !still {
+            self.answer(id);
+        }
+    }
+
+    /// Whether a `step` would do anything: events to hand out, or a model with work.
+    pub fn has_work(&self) -> bool {
+        !self.events.is_empty()
+            || self
+                .lanes
+                .iter()
+                .any(|p| matches!(p, Place::Home(l) if l.has_work()))
+    }
+
+    /// The requests in flight on model `id` (queued or running), in id order: whom a fall-back's
+    /// progress concerns.
+    pub fn requests_on(&self, id: ModelId) -> Vec<RequestId> {
+        let mut ids: Vec<RequestId> = (self.requests.iter())
+            .filter(|(_, r)| r.model == id)
+            .map(|(&rid, _)| rid)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// How many members of model `id`'s requests run now.
+    pub fn running(&self, id: ModelId) -> Result<usize> {
+        self.lane(id).map(|l| l.running())
+    }
+
+    /// The events of the calls since the last step (`begin`/`finish` leave theirs here too).
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// How many members wait, and how many run, over every model (for a server's metrics).
+    pub fn load(&self) -> (usize, usize) {
+        self.lanes.iter().fold((0, 0), |(q, r), p| match p {
+            Place::Home(l) => (q + l.queued(), r + l.running()),
+            _ => (q, r),
+        })
+    }
+
+    /// Removes model `id`, ending its requests (queued ones "disposed before this generation
+    /// ran", running ones "disposed during generation"; their events come from the next
+    /// `step`), and gives it back; `None` while it is out for a step: then this happens when the
+    /// step ends, and the model is dropped.
+    pub fn dispose(&mut self, id: ModelId) -> Result<Option<M>> {
+        match self.lanes.get_mut(id) {
+            Some(Place::Home(_)) => {}
+            Some(Place::Out(later)) => {
+                later.dispose = true;
+                return Ok(None);
+            }
+            _ => return Err(gone()),
+        }
+        let Place::Home(mut lane) = std::mem::replace(&mut self.lanes[id], Place::Gone) else {
+            return Err(gone()); // matched above
+        };
+        for (rid, ran) in lane.drain() {
+            let msg = if ran {
+                "the model was disposed during generation"
+            } else {
+                "the model was disposed before this generation ran"
+            };
+            self.fail(rid, Error::State(msg.into()));
+        }
+        self.fail_drafting_with(id, "the draft model was disposed during generation");
+        Ok(Some(lane.model))
+    }
+
+    /// Model `id` stopped working inside a step (a wasm trap left its lane out): every request
+    /// on it fails with `error`'s sentence (the events of it not handed out yet dropped), and
+    /// the model is gone.
+    pub fn fail_model(&mut self, id: ModelId, error: &Error) {
+        if let Some(p) = self.lanes.get_mut(id) {
+            *p = Place::Gone;
+        }
+        let ids = self.requests_on(id);
+        self.events.retain(|e| match e {
+            Event::Token { id, .. } | Event::Backend { id, .. } => !ids.contains(id),
+            _ => true,
+        });
+        for rid in ids {
+            self.fail(rid, error.again());
+        }
+        self.fail_drafting_with(id, "the draft model stopped working during generation");
+    }
+
+    /// Fails every request that drafts with model `id` (which is gone).
+    fn fail_drafting_with(&mut self, id: ModelId, msg: &str) {
+        let mut hit = Vec::new();
+        for place in &mut self.lanes {
+            if let Place::Home(l) = place {
+                hit.extend(l.drop_drafting_with(id));
+            }
+        }
+        for rid in hit {
+            self.fail(rid, Error::State(msg.into()));
+        }
+    }
+
+    /// One model step of the next model with work (models take turns), and the events of it and
+    /// of the calls since the last step.
+    pub async fn step(&mut self) -> Vec<Event> {
+        if let Some(turn) = self.begin() {
+            let turn = turn.run().await;
+            self.finish(turn);
+        }
+        self.take_events()
+    }
+
+    /// The first half of `step`: the next model with work, its lane (and the draft model's)
+    /// taken out; `None` when no model has work. Run the turn, then give it to `finish`.
+    pub fn begin(&mut self) -> Option<Turn<M>> {
+        let n = self.lanes.len();
+        for k in 0..n {
+            let at = (self.turn + k) % n;
+            let Place::Home(lane) = &self.lanes[at] else {
+                continue;
+            };
+            if !lane.has_work() || self.lent(at) {
+                continue;
+            }
+            let hold = self.held(at);
+            let want = lane.draft_wanted();
+            if let Some(d) = want {
+                // Its member goes on with the draft model lent to it, or starts with it free.
+                let going = lane.running() > 0;
+                match self.lanes.get(d) {
+                    Some(Place::Home(dl)) if going || (dl.is_idle() && !self.lent(d)) => {}
+                    Some(Place::Home(_) | Place::Out(_)) => continue, // held: it empties first
+                    _ => {
+                        self.fail_drafting_with(d, "the draft model is not loaded (disposed?)");
+                        continue;
+                    }
+                }
+            }
+            self.turn = at + 1;
+            let lane = self.take_out(at)?;
+            let draft = want.and_then(|d| Some((d, self.take_out(d)?)));
+            let epoch = lane.model.borrow().epoch;
+            return Some(Turn {
+                model: at,
+                lane,
+                draft,
+                hold,
+                epoch,
+                out: Vec::new(),
+            });
+        }
+        None
+    }
+
+    /// Lane `at`, home, taken out for a step.
+    fn take_out(&mut self, at: ModelId) -> Option<Box<Lane<M>>> {
+        let queued = match &self.lanes[at] {
+            Place::Home(l) => l.queued(),
+            _ => return None,
+        };
+        let later = Later {
+            queued,
+            ..Later::default()
+        };
+        match std::mem::replace(&mut self.lanes[at], Place::Out(later)) {
+            Place::Home(l) => Some(l),
+            other => {
+                self.lanes[at] = other;
+                None
+            }
+        }
+    }
+
+    /// The second half of `step`: the lanes back home, what each member did folded into its
+    /// request's events.
+    pub fn finish(&mut self, turn: Turn<M>) {
+        let Turn {
+            model,
+            lane,
+            draft,
+            epoch,
+            out,
+            ..
+        } = turn;
+        let moved = (lane.model.borrow().epoch != epoch).then(|| {
+            let m: &Model = lane.model.borrow();
+            (m.backend.name(), m.gpu_unavailable.clone())
+        });
+        // A model failed meanwhile (`fail_model`) stays gone, its lane dropped; what was asked of
+        // the others while they were out is done now.
+        let mut later = Vec::new();
+        for (at, l) in draft.into_iter().chain([(model, lane)]) {
+            if let Place::Out(_) = &self.lanes[at] {
+                if let Place::Out(l8) = std::mem::replace(&mut self.lanes[at], Place::Home(l)) {
+                    later.push((at, l8));
+                }
+            }
+        }
+        if let Some((backend, reason)) = moved {
+            for id in self.requests_on(model) {
+                let reason = reason.clone();
+                self.events.push(Event::Backend {
+                    id,
+                    backend,
+                    reason,
+                });
+            }
+        }
+        for o in out {
+            self.fold(o);
+        }
+        for (at, l8) in later {
+            if let Some(Place::Home(lane)) = self.lanes.get_mut(at) {
+                l8.members.into_iter().for_each(|m| lane.push(m));
+            }
+            l8.aborts.into_iter().for_each(|id| self.abort(id));
+            if l8.dispose {
+                let _ = self.dispose(at);
+            }
+        }
+    }
+
+    /// Whether lane `at`'s model drafts for a member running in another lane now.
+    fn lent(&self, at: ModelId) -> bool {
+        self.lanes.iter().any(|p| match p {
+            Place::Home(l) => l.running() > 0 && l.draft_wanted() == Some(at),
+            _ => false,
+        })
+    }
+
+    /// Whether a member at the head of another (idle) lane waits for lane `at`'s model as its
+    /// draft: then `at` admits nothing new, so that it empties.
+    fn held(&self, at: ModelId) -> bool {
+        self.lanes.iter().any(|p| match p {
+            Place::Home(l) => l.is_idle() && l.draft_wanted() == Some(at),
+            _ => false,
+        })
+    }
+
+    /// One member's outcome into its request's events.
+    fn fold(&mut self, o: Outcome) {
+        match o {
+            Outcome::Token { id, choice, event } => {
+                if let Some(r) = self.requests.get(&id) {
+                    let choice = (r.results.len() > 1).then_some(choice);
+                    self.events.push(Event::Token { id, choice, event });
+                }
+            }
+            Outcome::Ended {
+                id,
+                choice,
+                result,
+                profile,
+            } => {
+                let Some(r) = self.requests.get_mut(&id) else {
+                    return;
+                };
+                if let Some(slot) = r.results.get_mut(choice) {
+                    *slot = Some(*result);
+                }
+                r.profile = r.profile.take().or(profile);
+                r.left = r.left.saturating_sub(1);
+                if r.left == 0 {
+                    self.answer(id);
+                }
+            }
+            Outcome::Logits {
+                id,
+                logits,
+                reused,
+                ms,
+            } => {
+                if self.requests.remove(&id).is_some() {
+                    let output = Output::Logits(Some(Logits { logits, reused, ms }));
+                    self.events.push(Event::Done { id, output });
+                }
+            }
+            Outcome::Failed { id, error } => self.fail(id, error),
+        }
+    }
+
+    /// Request `id` fails: its other choices leave (queued) or end (running; their events are
+    /// dropped), and one `Failed` event says why.
+    fn fail(&mut self, id: RequestId, error: Error) {
+        let Some(r) = self.requests.remove(&id) else {
+            return;
+        };
+        if let Some(Place::Home(lane)) = self.lanes.get_mut(r.model) {
+            lane.abort(id);
+        }
+        self.events.push(Event::Failed { id, error });
+    }
+
+    /// Request `id` has no choice left running: its answer, the choices assembled.
+    fn answer(&mut self, id: RequestId) {
+        let Some(r) = self.requests.remove(&id) else {
+            return;
+        };
+        if r.logits {
+            let output = Output::Logits(None);
+            self.events.push(Event::Done { id, output });
+            return;
+        }
+        let n = r.results.len();
+        let first = r.results.iter().flatten().next().cloned();
+        let result = first.unwrap_or_else(never_ran);
+        let choices = if n > 1 {
+            (r.results.into_iter().enumerate())
+                .map(|(index, res)| match res {
+                    Some(g) => Choice {
+                        index,
+                        text: g.text,
+                        tokens: g.tokens,
+                        stop_reason: g.stop_reason,
+                        metrics: Some(g.metrics),
+                    },
+                    None => Choice {
+                        index,
+                        text: String::new(),
+                        tokens: Vec::new(),
+                        stop_reason: StopReason::Abort,
+                        metrics: None,
+                    },
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let output = Output::Completion(Box::new(Completion {
+            result,
+            choices,
+            profile: r.profile,
+        }));
+        self.events.push(Event::Done { id, output });
+    }
+}
+
+/// The result of a generation aborted before it ran.
+fn never_ran() -> GenerationResult {
+    GenerationResult {
+        text: String::new(),
+        tokens: Vec::new(),
+        stop_reason: StopReason::Abort,
+        metrics: Metrics {
+            batch_size: 0,
+            ..Metrics::default()
+        },
+        beams: Vec::new(),
+    }
+}
+
+fn gone() -> Error {
+    Error::State("this model has been disposed".into())
+}
+
+fn busy_model() -> Error {
+    Error::State("the model is busy with a step; wait for it to finish".into())
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+/// One request on `model` alone, natively, pumped to its end: `on_token(choice, event)` for each
+/// token, `cancelled` asked before every step (true: the request is aborted). `draft` drafts for
+/// `Draft::Model`. What the CLI and the tests run.
+pub fn run(
+    model: &mut Model,
+    draft: Option<&mut Model>,
+    prompt: Prompt,
+    params: GenerateParams,
+    on_token: &mut dyn FnMut(usize, &TokenEvent),
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Completion> {
+    let mut s: Scheduler<&mut Model> = Scheduler::new();
+    let target = s.add_model(model);
+    let draft = draft.map(|d| s.add_model(d));
+    const ID: RequestId = 0;
+    s.submit(
+        ID,
+        target,
+        Job::Generate {
+            prompt,
+            params,
+            draft,
+        },
+    )?;
+    let mut aborted = false;
+    loop {
+        if !aborted && cancelled() {
+            s.abort(ID);
+            aborted = true;
+        }
+        for ev in pollster::block_on(s.step()) {
+            match ev {
+                Event::Token { choice, event, .. } => on_token(choice.unwrap_or(0), &event),
+                Event::Done {
+                    output: Output::Completion(c),
+                    ..
+                } => return Ok(*c),
+                Event::Failed { error, .. } => return Err(error),
+                Event::Done { .. } | Event::Backend { .. } => {}
+            }
+        }
+    }
+}
