@@ -488,3 +488,33 @@ fn generate_with_beams_prints_transformers_best_beam_and_every_beam() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("expected true, false or never"));
 }
+
+#[test]
+fn the_docs_synopsis_names_only_flags_the_cli_has() {
+    // docs/api.md's synopsis of each command: every --flag it shows is one `gpt2 CMD --help` lists.
+    let doc = std::fs::read_to_string(common::root().join("docs/api.md")).unwrap();
+    let start = doc
+        .find("```\ngpt2 generate")
+        .expect("docs/api.md has the CLI's synopsis");
+    let block = &doc[start + 4..];
+    let block = &block[..block.find("```").unwrap()];
+    let mut command = "";
+    let mut checked = 0;
+    for line in block.lines() {
+        if let Some(rest) = line.strip_prefix("gpt2 ") {
+            command = rest.split_whitespace().next().unwrap();
+        }
+        let help = gpt2(&[command, "--help"]);
+        let help = String::from_utf8_lossy(&help.stdout).into_owned();
+        for flag in line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+            if flag.starts_with("--") && flag.len() > 2 {
+                assert!(
+                    help.contains(flag),
+                    "gpt2 {command} has no {flag} (docs/api.md)"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 25, "only {checked} flags in the synopsis");
+}

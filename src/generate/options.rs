@@ -74,6 +74,8 @@ pub struct OptionSpec {
     /// Its TypeScript type.
     pub ts: &'static str,
     pub kind: Kind,
+    /// Whole numbers only.
+    pub whole: bool,
     pub doc: &'static str,
     pub limits: Option<Limits>,
     pub scope: Scope,
@@ -84,6 +86,8 @@ pub struct OptionSpec {
 pub trait OptionValue: Sized {
     const TS: &'static str;
     const KIND: Kind = Kind::Value;
+    /// Whole numbers only.
+    const WHOLE: bool = false;
     fn from_json(v: &Value) -> std::result::Result<Self, String>;
     fn to_json(&self) -> Value;
     /// The value as a number, for the limits.
@@ -104,6 +108,7 @@ macro_rules! whole_number {
     ($($t:ty),*) => {$(
         impl OptionValue for $t {
             const TS: &'static str = "number";
+            const WHOLE: bool = true;
             fn from_json(v: &Value) -> std::result::Result<Self, String> {
                 whole(v).map(|n| n as $t)
             }
@@ -234,6 +239,7 @@ macro_rules! generate_options {
                 js: $js,
                 ts: <$ty as OptionValue>::TS,
                 kind: <$ty as OptionValue>::KIND,
+                whole: <$ty as OptionValue>::WHOLE,
                 doc: concat!($($doc),+),
                 limits: $limits,
                 scope: generate_options!(@scope $($scope)?),
@@ -426,6 +432,12 @@ pub fn lists() -> Vec<List> {
             items: crate::error::CODES.to_vec(),
         },
         List {
+            js: "WASM_BUILDS",
+            ts: "WasmBuild",
+            doc: "The wasm builds (./build.sh): 'pkg' (simd128, every engine), 'pkg-relaxed' (relaxed SIMD), 'pkg-threads' (relaxed SIMD and threads, on a cross-origin isolated page).",
+            items: vec!["pkg", "pkg-relaxed", "pkg-threads"],
+        },
+        List {
             js: "STOP_REASONS",
             ts: "StopReason",
             doc: "Why generation ended.",
@@ -469,7 +481,48 @@ pub fn render_js() -> String {
         limits_doc(),
         items.join(", ")
     );
+    s += &render_ranges_js();
+    s += &render_load_js();
     s
+}
+
+/// The generate options' numeric ranges and defaults, for every input, attribute and preset.
+fn render_ranges_js() -> String {
+    let defaults = GenerateParams::default();
+    let mut s = String::from(
+        "\n/**\n * Each numeric generate option's range and default, as the engine checks them: `min..=max`, or\n * `(min, max]` where `minOpen`; `whole` for whole numbers. Every page input, widget attribute and\n * preset follows it (tests/e2e/ranges.test.mjs).\n */\nexport const RANGES = Object.freeze({\n",
+    );
+    for o in OPTIONS.iter().filter(|o| o.limits.is_some()) {
+        let Some(l) = o.limits else { continue };
+        let d = defaults.get(o.name).unwrap_or(Value::Null);
+        s += &format!(
+            "  {}: Object.freeze({{ min: {}, max: {}, minOpen: {}, whole: {}, default: {d} }}),\n",
+            o.js, l.min, l.max, l.min_open, o.whole
+        );
+    }
+    s + "});\n"
+}
+
+/// `Gpt2.load`'s options and how each is checked (src/model/load_options.rs).
+fn render_load_js() -> String {
+    use crate::model::load_options::{Check, LOAD_OPTIONS};
+    let mut s = String::from(
+        "\n/** Gpt2.load's options and how gpt2.js checks each (an unknown one is refused). */\nexport const LOAD_OPTIONS = Object.freeze({\n",
+    );
+    for o in LOAD_OPTIONS {
+        let check = match o.check {
+            Check::Any => "{ check: 'any' }".to_string(),
+            Check::Text => "{ check: 'text' }".to_string(),
+            Check::List(list) => format!("{{ check: 'list', list: {list} }}"),
+            Check::Whole { min, max } => format!("{{ check: 'whole', min: {min}, max: {max} }}"),
+            Check::Number { min } => format!("{{ check: 'number', min: {min} }}"),
+            Check::Bool => "{ check: 'boolean' }".to_string(),
+            Check::Function => "{ check: 'function' }".to_string(),
+            Check::Signal => "{ check: 'signal' }".to_string(),
+        };
+        s += &format!("  {}: Object.freeze({check}),\n", o.js);
+    }
+    s + "});\n"
 }
 
 fn limits_doc() -> String {
@@ -499,6 +552,13 @@ pub fn render_dts() -> String {
         limits_doc(),
         keys.join("; ")
     );
+    s += "\n/** The options of Gpt2.load (src/model/load_options.rs). */\n";
+    s += "export interface LoadOptions {\n";
+    for o in crate::model::load_options::LOAD_OPTIONS {
+        s += &wrap_doc(o.doc, "  ");
+        s += &format!("  {}?: {};\n", o.js, o.ts);
+    }
+    s += "}\n";
     s += "\n/** The generate options the engine reads (GenerateOptions adds signal and onToken). */\n";
     s += "export interface EngineOptions {\n";
     for o in OPTIONS {

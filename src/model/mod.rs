@@ -7,6 +7,7 @@
 //! through `Model::predict`.
 
 mod load;
+pub mod load_options;
 mod prefix;
 pub mod race;
 

@@ -68,6 +68,66 @@ test('a folder URL without its slash loads with progress; load failures reject w
   });
 });
 
+test('load options: each checked by its table, an unknown one refused naming the known ones; a signal aborts the download, the build and the warm-up with an AbortError, and the worker stops the load', T, async () => {
+  await withBlank(async (page) => {
+    const got = await page.evaluate(async ({ folder }) => {
+      // Every worker the page starts, and the worker's replies to the loads.
+      const replies = [];
+      const Native = window.Worker;
+      window.Worker = class extends Native {
+        constructor(url, options) {
+          super(url, options);
+          this.addEventListener('message', ({ data }) => { if (data?.type === 'error' || data?.type === 'done') replies.push(data); });
+        }
+      };
+      const { Gpt2 } = await import('/gpt2.js');
+      const message = (p) => p.then(() => 'loaded', (e) => `${e.name}: ${e.message}${e.code ? ` (${e.code})` : ''}`);
+      const out = {
+        unknown: await message(Gpt2.load({ model: folder, bakend: 'cpu' })),
+        signalType: await message(Gpt2.load({ model: folder, signal: 'stop' })),
+        threads: await message(Gpt2.load({ model: folder, threads: 65 })),
+        build: await message(Gpt2.load({ model: folder, build: 'pkg-simd' })),
+      };
+      // Aborted before the call: nothing is sent.
+      out.before = await message(Gpt2.load({ model: folder, signal: AbortSignal.abort() }));
+      out.repliesBefore = replies.length;
+      // Aborted at once, at the weights' first bytes, and when they are all in (the build and
+      // warm-up): each call rejects with an AbortError and the worker ends its load.
+      const abortAt = async (when) => {
+        const controller = new AbortController();
+        const p = Gpt2.load({
+          model: folder, signal: controller.signal,
+          onProgress: ({ file, loaded, total }) => {
+            if (file !== 'model.safetensors') return;
+            if (when === 'download' || (when === 'warm-up' && loaded === total && total > 0)) controller.abort();
+          },
+        });
+        if (when === 'now') controller.abort();
+        return message(p);
+      };
+      for (const when of ['now', 'download', 'warm-up']) out[when] = await abortAt(when);
+      await new Promise((resolve) => setTimeout(resolve, 500)); // the worker's replies to the aborts
+      out.replies = replies.map((r) => (r.type === 'error' ? r.code : 'done'));
+      // The model loads afterwards and runs.
+      const m = await Gpt2.load({ model: folder });
+      out.after = (await m.generate('ROMEO:', { maxTokens: 3, temperature: 0 })).tokens.length;
+      m.dispose();
+      return out;
+    }, { folder: `/${MODEL_URL}` });
+    assert.match(got.unknown, /^Error: unknown load option "bakend"; the load options are model, revision, file, hubHost, backend, dtype, threads, memoryLimit, build, kernel, raceSoftwareGpu, onProgress, onBackendChange, signal \(param\)$/);
+    assert.equal(got.signalType, 'Error: the signal option must be an AbortSignal (param)');
+    assert.equal(got.threads, 'Error: invalid threads: 65 is not a whole number from 1 to 64 (param)');
+    assert.equal(got.build, 'Error: unknown build "pkg-simd"; choose pkg, pkg-relaxed, pkg-threads (param)');
+    assert.match(got.before, /^AbortError: /);
+    assert.equal(got.repliesBefore, 0, 'an aborted signal sends nothing');
+    for (const when of ['now', 'download', 'warm-up']) assert.match(got[when], /^AbortError: /, when);
+    // Each aborted load ends in the worker: stopped ('abort'), or, when it had finished first, handed out and disposed.
+    assert.ok(got.replies.length >= 3 && got.replies.every((r) => r === 'abort' || r === 'done'), got.replies.join());
+    assert.equal(got.replies[0], 'abort', 'a load aborted at once is stopped in the worker');
+    assert.equal(got.after, 3);
+  });
+});
+
 test('invalid options and prompts reject with a sentence naming the problem; the model keeps working', T, async () => {
   await withBlank(async (page) => {
     const got = await page.evaluate(async ({ prompt, folder, long }) => {

@@ -12,7 +12,11 @@
 // stream_options.include_usage) one with the usage and no choices, as OpenAI sends them.
 // `logprobs: k` gives each choice OpenAI's legacy logprobs object (logprobsOf, below). `draft`
 // ('prompt-lookup' or 'mtp') is gpt2-web's own: speculative decoding, the same text in fewer steps.
-// Imports nothing: gpt2.js passes the model in.
+// The numbers' ranges are the engine's (RANGES, generated from its options table), narrowed where
+// OpenAI's are narrower; gpt2.js passes the model in.
+
+import { RANGES } from './options.js';
+import { inRange, rangeText } from './ranges.js';
 
 /** Parameters OpenAI's API takes that would change the answer and that this facade cannot honour. */
 const UNSUPPORTED = {
@@ -27,6 +31,20 @@ const KNOWN = ['prompt', 'max_tokens', 'temperature', 'top_p', 'stop', 'seed', '
 const DRAFTS = ['none', 'prompt-lookup', 'mtp'];
 
 const fail = (message) => Object.assign(new Error(message), { code: 'param' });
+
+/**
+ * OpenAI's parameter → the engine's option whose range it takes (RANGES), and where OpenAI's own
+ * range is narrower (temperature: 0 to 2), that one, so that code written here runs there too.
+ */
+const RANGE_OF = {
+  max_tokens: RANGES.maxTokens, temperature: { ...RANGES.temperature, max: 2 }, top_p: RANGES.topP,
+  seed: RANGES.seed, n: RANGES.n, logprobs: RANGES.topLogprobs,
+};
+
+/** Refuses `value` of parameter `name` outside its range (RANGE_OF), with a sentence saying the range. */
+function checkRange(name, value) {
+  if (!inRange(RANGE_OF[name], value)) throw fail(`${name} ${JSON.stringify(value)} is not ${rangeText(RANGE_OF[name])}`);
+}
 
 /** finish_reason from the engine's stopReason. */
 function finishReason(stopReason) {
@@ -77,23 +95,20 @@ function options(body) {
   const { prompt, max_tokens: maxTokens = 16, temperature = 1, top_p: topP = 1, stop, seed, n = 1, stream = false, logprobs = null, draft = 'none' } = body;
   const text = Array.isArray(prompt) && prompt.length === 1 ? prompt[0] : prompt;
   if (typeof text !== 'string') throw fail('prompt must be a string (one prompt per call)');
-  if (!(Number.isInteger(maxTokens) && maxTokens >= 1)) throw fail(`max_tokens ${JSON.stringify(maxTokens)} is not a whole number ≥ 1`);
-  if (!(typeof temperature === 'number' && temperature >= 0 && temperature <= 2)) {
-    throw fail(`temperature ${JSON.stringify(temperature)} is not a number from 0 to 2`);
-  }
-  if (!(typeof topP === 'number' && topP > 0 && topP <= 1)) throw fail(`top_p ${JSON.stringify(topP)} is not a number in (0, 1]`);
+  checkRange('max_tokens', maxTokens);
+  checkRange('temperature', temperature);
+  checkRange('top_p', topP);
   const stops = stop === undefined || stop === null ? [] : typeof stop === 'string' ? [stop] : stop;
   if (!Array.isArray(stops) || !stops.every((s) => typeof s === 'string')) throw fail('stop must be a string or a list of strings');
-  if (seed !== undefined && seed !== null && !Number.isInteger(seed)) throw fail(`seed ${JSON.stringify(seed)} is not a whole number`);
+  if (seed !== undefined && seed !== null) checkRange('seed', seed);
+  checkRange('n', n);
   if (typeof stream !== 'boolean') throw fail('stream must be true or false');
-  if (logprobs !== null && !(Number.isInteger(logprobs) && logprobs >= 0 && logprobs <= 100)) {
-    throw fail(`logprobs ${JSON.stringify(logprobs)} is not a whole number from 0 to 100 (OpenAI takes 0 to 5)`);
-  }
+  if (logprobs !== null) checkRange('logprobs', logprobs);
   if (!DRAFTS.includes(draft)) throw fail(`draft ${JSON.stringify(draft)} is not one of ${DRAFTS.join(', ')} (gpt2-web's own parameter)`);
   const usage = body.stream_options?.include_usage === true;
   const opts = { maxTokens, temperature, topP, stop: stops };
   if (seed !== undefined && seed !== null) opts.seed = seed;
-  if (n !== 1) opts.n = n; // the engine checks it (1 to 16; choice i samples with seed + i)
+  if (n !== 1) opts.n = n; // choice i samples with seed + i
   if (logprobs !== null) opts.topLogprobs = Math.max(logprobs, 1); // the events carry `prob` only with candidates
   if (draft !== 'none') opts.draft = draft; // the engine refuses it with n > 1, and 'mtp' without heads
   return { prompt: text, opts, stream, usage, logprobs };

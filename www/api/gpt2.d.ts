@@ -30,6 +30,12 @@ export type Kernel = 'auto' | 'dot-add' | 'dot-i16' | 'widen';
  */
 export type Gpt2ErrorCode = 'io' | 'config' | 'weights' | 'tokenizer' | 'param' | 'prompt_too_long' | 'memory' | 'budget' | 'state' | 'busy' | 'crash' | 'backend' | 'gpu' | 'cpu';
 
+/**
+ * The wasm builds (./build.sh): 'pkg' (simd128, every engine), 'pkg-relaxed' (relaxed SIMD),
+ * 'pkg-threads' (relaxed SIMD and threads, on a cross-origin isolated page).
+ */
+export type WasmBuild = 'pkg' | 'pkg-relaxed' | 'pkg-threads';
+
 /** Why generation ended. */
 export type StopReason = 'eos' | 'stop' | 'max_tokens' | 'context' | 'abort';
 
@@ -39,6 +45,103 @@ export type StopReason = 'eos' | 'stop' | 'max_tokens' | 'context' | 'abort';
  * are refused with code 'busy'. maxChoices: the most choices (n) of one call.
  */
 export declare const LIMITS: Readonly<{ maxBatch: number; maxQueue: number; maxChoices: number }>;
+
+/** The options of Gpt2.load (src/model/load_options.rs). */
+export interface LoadOptions {
+  /**
+   * A model folder URL, resolved against the page (`document.baseURI`); a missing trailing '/'
+   * is added. The folder holds `config.json`, `model.safetensors` and `tokenizer.json`, e.g.
+   * `'models/gpt2-shakespeare/'` or
+   * `'https://huggingface.co/openai-community/gpt2/resolve/main/'`. Files from another origin
+   * are kept in the Cache API, so a second visit works offline. Or a Hugging Face model id,
+   * `'openai-community/gpt2'` (see `revision`, `file`, `hubHost`). Or the URL of a `.gguf` file
+   * (llama.cpp's format; it holds the config and the tokenizer). Or the files themselves, or a
+   * GGUF file as `{ weights }`. Default: the demo model folder beside gpt2.js (`new
+   * URL('./models/gpt2-shakespeare/', import.meta.url)`), so it also resolves when gpt2.js is
+   * imported from another origin; the npm package has no demo model, so pass `model` there.
+   */
+  model?: string | URL | ModelFiles | GgufFile;
+  /**
+   * With a Hugging Face model id as `model` (`'openai-community/gpt2'`: `owner/name`, no scheme,
+   * no trailing '/'; write a relative folder as `'models/x/'`): the branch, tag or commit to
+   * load. Default 'main'. The id resolves to `<hubHost>/<id>/resolve/<revision>/`.
+   */
+  revision?: string;
+  /**
+   * With a model id: the GGUF file of the repository to load (e.g. `'gpt2.Q8_0.gguf'`) instead
+   * of its folder.
+   */
+  file?: string;
+  /** With a model id: the Hub's address, for a mirror. Default 'https://huggingface.co'. */
+  hubHost?: string;
+  /** Which backend runs the model (BackendChoice). Default 'auto'. */
+  backend?: BackendChoice;
+  /**
+   * The weight format on the CPU: 'q8' (default) keeps each weight in 8 bits (blocks of 32 with
+   * a scale each, quantized as the model loads: about 3× faster per token than 'f32' and a
+   * quarter of the memory, at a small accuracy cost; see the README) or 'f32' (exact). WebGPU
+   * runs f32, unless 'f16': then WebGPU keeps its weight matrices in 16 bits (adapters with
+   * shader-f16; the arithmetic stays f32; half the bytes per token, within a documented
+   * tolerance of f32), and the CPU, if it runs instead or after a lost GPU, q8.
+   */
+  dtype?: Dtype;
+  /**
+   * Threads for the CPU engine. Several threads need a cross-origin isolated page (served with
+   * `Cross-Origin-Opener-Policy: same-origin` and `Cross-Origin-Embedder-Policy: require-corp`;
+   * `./build.sh serve --isolated` sends them); elsewhere the engine runs on one thread whatever
+   * is asked. Default: the number of cores, at most 4, where allowed. The first model loaded
+   * decides for every model of the page (they share one worker); `model.threads` says what runs.
+   */
+  threads?: number;
+  /**
+   * The most memory (bytes) the model may need on the CPU: a model whose predicted peak is more
+   * is refused with a sentence after config.json, before its weights download. Default: what the
+   * wasm build can address (4 GiB; 2 GiB threaded), or about 1.5 GB on iOS and iPadOS, whose
+   * WebKit closes a tab there.
+   */
+  memoryLimit?: number;
+  /**
+   * The wasm build to run, by name, instead of the worker's choice (for benchmarks: the same
+   * code in every engine). Only the first load of a page's worker starts a build; `model.build`
+   * says which runs. A build the browser cannot run fails the load with a sentence.
+   */
+  build?: WasmBuild;
+  /**
+   * The CPU's 8-bit kernel, by name, instead of the engine's choice (for benchmarks: every
+   * kernel gives the same numbers). With relaxed SIMD: 'dot-add' (its four-way 8-bit dot: one
+   * instruction where the CPU has one, e.g. AVX-VNNI, five in V8 without), 'dot-i16' (its 16-bit
+   * dot, widened: three instructions everywhere) or 'widen' (bytes widened to 16 bits, no 8-bit
+   * dot); without relaxed SIMD only 'widen'. 'auto' (default): the engine asks V8 how it lowers
+   * the four-way dot, and where that is not one instruction it times 'dot-i16' and 'widen' once
+   * (about 30 ms at load) for a decode step and for a prompt. It applies to the page's worker,
+   * every model in it; `model.kernel` says which runs. One the build lacks fails the load with a
+   * sentence.
+   */
+  kernel?: Kernel;
+  /**
+   * Let `backend: 'auto'` race a software adapter (SwiftShader, lavapipe) as if it were
+   * hardware, for tests and benchmarks on machines without a GPU (the CPU wins such a race).
+   * Default false.
+   */
+  raceSoftwareGpu?: boolean;
+  /**
+   * Called as each file downloads (throttled to about every 50 ms, and once when a file is
+   * complete), and again, with `fallBack: true`, while a lost GPU's model is read again.
+   */
+  onProgress?: (progress: Progress) => void;
+  /**
+   * Called when the model moves to another backend while it runs: when the GPU device is lost
+   * (driver reset, GPU process crash, out of memory) generation continues on the CPU, no token
+   * is lost, and this fires before the first token computed there. `reason` is a sentence.
+   */
+  onBackendChange?: (change: BackendChange) => void;
+  /**
+   * Aborts the load: the download, the building of the model and its warm-up stop, and load
+   * rejects with an AbortError (a DOMException), as fetch does. Other loads of the same model go
+   * on.
+   */
+  signal?: AbortSignal;
+}
 
 /** The generate options the engine reads (GenerateOptions adds signal and onToken). */
 export interface EngineOptions {
@@ -202,89 +305,6 @@ export interface MemoryPlan {
   limit: number | null;
 }
 
-export interface LoadOptions {
-  /**
-   * A model folder URL, resolved against the page (`document.baseURI`); a missing trailing '/' is added.
-   * The folder holds `config.json`, `model.safetensors` and `tokenizer.json`, e.g.
-   * `'models/gpt2-shakespeare/'` or `'https://huggingface.co/openai-community/gpt2/resolve/main/'`.
-   * Files from another origin are kept in the Cache API, so a second visit works offline.
-   * Or a Hugging Face model id, `'openai-community/gpt2'` (see `revision`, `file`, `hubHost`).
-   * Or the URL of a `.gguf` file (llama.cpp's format; it holds the config and the tokenizer).
-   * Or the files themselves, or a GGUF file as `{ weights }`. Default: the demo model folder beside gpt2.js
-   * (`new URL('./models/gpt2-shakespeare/', import.meta.url)`), so it also resolves when gpt2.js is
-   * imported from another origin; the npm package has no demo model, so pass `model` there.
-   */
-  model?: string | URL | ModelFiles | GgufFile;
-  /**
-   * With a Hugging Face model id as `model` (`'openai-community/gpt2'`: `owner/name`, no scheme, no
-   * trailing '/'; write a relative folder as `'models/x/'`): the branch, tag or commit to load.
-   * Default 'main'. The id resolves to `<hubHost>/<id>/resolve/<revision>/`.
-   */
-  revision?: string;
-  /** With a model id: the GGUF file of the repository to load (e.g. `'gpt2.Q8_0.gguf'`) instead of its folder. */
-  file?: string;
-  /** With a model id: the Hub's address, for a mirror. Default 'https://huggingface.co'. */
-  hubHost?: string;
-  /** Default 'auto'. */
-  backend?: BackendChoice;
-  /**
-   * The weight format on the CPU: 'q8' (default) keeps each weight in 8 bits (blocks of 32 with a
-   * scale each, quantized as the model loads: about 3× faster per token than 'f32' and a quarter
-   * of the memory, at a small accuracy cost; see the README) or 'f32' (exact). WebGPU runs f32,
-   * unless 'f16': then WebGPU keeps its weight matrices in 16 bits (adapters with shader-f16; the
-   * arithmetic stays f32; half the bytes per token, within a documented tolerance of f32), and the
-   * CPU, if it runs instead or after a lost GPU, q8.
-   */
-  dtype?: Dtype;
-  /**
-   * Threads for the CPU engine. Several threads need a cross-origin isolated page (served with
-   * `Cross-Origin-Opener-Policy: same-origin` and `Cross-Origin-Embedder-Policy: require-corp`;
-   * `./build.sh serve --isolated` sends them); elsewhere the engine runs on one thread whatever
-   * is asked. Default: the number of cores, at most 4, where allowed. The first model loaded
-   * decides for every model of the page (they share one worker); `model.threads` says what runs.
-   */
-  threads?: number;
-  /**
-   * The most memory (bytes) the model may need on the CPU: a model whose predicted peak is more is
-   * refused with a sentence after config.json, before its weights download. Default: what the
-   * wasm build can address (4 GiB; 2 GiB threaded), or about 1.5 GB on iOS and iPadOS, whose
-   * WebKit closes a tab there.
-   */
-  memoryLimit?: number;
-  /**
-   * The wasm build to run, by name, instead of the worker's choice (for benchmarks: the same code
-   * in every engine). Only the first load of a page's worker starts a build; `model.build` says
-   * which runs. A build the browser cannot run fails the load with a sentence.
-   */
-  build?: 'pkg' | 'pkg-relaxed' | 'pkg-threads';
-  /**
-   * The CPU's 8-bit kernel, by name, instead of the engine's choice (for benchmarks: every kernel
-   * gives the same numbers). With relaxed SIMD: 'dot-add' (its four-way 8-bit dot: one
-   * instruction where the CPU has one, e.g. AVX-VNNI, five in V8 without), 'dot-i16' (its 16-bit
-   * dot, widened: three instructions everywhere) or 'widen' (bytes widened to 16 bits, no 8-bit
-   * dot); without relaxed SIMD only 'widen'. 'auto' (default): the engine asks V8 how it lowers the
-   * four-way dot, and where that is not one instruction it times 'dot-i16' and 'widen' once (about
-   * 30 ms at load) for a decode step and for a prompt. It applies to the page's worker, every model
-   * in it; `model.kernel` says which runs. One the build lacks fails the load with a sentence.
-   */
-  kernel?: Kernel;
-  /**
-   * Let `backend: 'auto'` race a software adapter (SwiftShader, lavapipe) as if it were hardware,
-   * for tests and benchmarks on machines without a GPU (the CPU wins such a race). Default false.
-   */
-  raceSoftwareGpu?: boolean;
-  /**
-   * Called as each file downloads (throttled to about every 50 ms, and once when a file is
-   * complete), and again, with `fallBack: true`, while a lost GPU's model is read again.
-   */
-  onProgress?: (progress: Progress) => void;
-  /**
-   * Called when the model moves to another backend while it runs: when the GPU device is lost
-   * (driver reset, GPU process crash, out of memory) generation continues on the CPU, no token is
-   * lost, and this fires before the first token computed there. `reason` is a sentence.
-   */
-  onBackendChange?: (change: BackendChange) => void;
-}
 
 /** See LoadOptions.onBackendChange. */
 export interface BackendChange {

@@ -18,7 +18,7 @@
 
 import { BUILDS, DEMO_MODEL } from './assets.js';
 import { completionsOf } from './completions.js';
-import { BACKENDS, DTYPES, KERNELS, LIMITS } from './options.js';
+import { LIMITS, LOAD_OPTIONS } from './options.js';
 import { EMBED_HELP, connection, idle, request, withCode } from './connection.js';
 import { PRESETS } from './presets.js';
 import { argmax, softmax, topK, topP, minP, penalize, distribution, entropy, sample, rng } from './sampling.js';
@@ -38,6 +38,42 @@ function checkOptions(options) {
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('the signal option must be an AbortSignal');
   if (onToken !== undefined && typeof onToken !== 'function') throw invalid('the onToken option must be a function');
   return { signal, onToken, options: rest };
+}
+
+/**
+ * Checks Gpt2.load's options against their table (LOAD_OPTIONS: options.js, generated from
+ * src/model/load_options.rs): an option it does not name, or a value of the wrong kind, is refused
+ * with a sentence naming it. Undefined means the default.
+ */
+function checkLoadOptions(options) {
+  if (options === null || typeof options !== 'object') throw invalid('load options must be an object');
+  for (const [name, value] of Object.entries(options)) {
+    if (!Object.hasOwn(LOAD_OPTIONS, name)) {
+      throw invalid(`unknown load option "${name}"; the load options are ${Object.keys(LOAD_OPTIONS).join(', ')}`);
+    }
+    const rule = LOAD_OPTIONS[name];
+    const ok = value === undefined || {
+      any: () => true,
+      text: () => typeof value === 'string',
+      list: () => rule.list.includes(value),
+      whole: () => Number.isInteger(value) && value >= rule.min && value <= rule.max,
+      number: () => Number.isFinite(value) && value >= rule.min,
+      boolean: () => typeof value === 'boolean',
+      function: () => typeof value === 'function',
+      signal: () => value instanceof AbortSignal,
+    }[rule.check]();
+    if (ok) continue;
+    const text = JSON.stringify(value) ?? String(value);
+    throw invalid({
+      text: `invalid ${name}: ${text} is not a string`,
+      list: `unknown ${name} ${text}; choose ${rule.list?.join(', ')}`,
+      whole: `invalid ${name}: ${text} is not a whole number from ${rule.min} to ${rule.max}`,
+      number: `invalid ${name}: ${text} is not a number of at least ${rule.min}`,
+      boolean: `the ${name} option must be true or false`,
+      function: `the ${name} option must be a function`,
+      signal: `the ${name} option must be an AbortSignal`,
+    }[rule.check]);
+  }
 }
 
 /**
@@ -149,38 +185,16 @@ export class Gpt2 {
   }
 
   /** Downloads (or reads) a model and builds it in the worker. See gpt2.d.ts. */
-  static async load({
-    model = DEMO_MODEL, backend = 'auto', dtype = 'q8', threads, build, kernel, memoryLimit, onProgress, onBackendChange,
-    revision, file, hubHost, raceSoftwareGpu = false,
-  } = {}) {
-    if (!BACKENDS.includes(backend)) {
-      throw invalid(`unknown backend "${backend}"; choose ${BACKENDS.join(', ')}`);
-    }
-    if (!DTYPES.includes(dtype)) {
-      throw invalid(`unknown dtype "${dtype}"; choose ${DTYPES.join(', ')}`);
-    }
-    if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1 && threads <= 64)) {
-      throw invalid(`invalid threads: ${JSON.stringify(threads)} is not a whole number from 1 to 64`);
-    }
-    if (build !== undefined && !Object.hasOwn(BUILDS, build)) {
-      throw invalid(`unknown build "${build}"; choose ${Object.keys(BUILDS).join(', ')}`);
-    }
-    if (kernel !== undefined && !KERNELS.includes(kernel)) {
-      throw invalid(`unknown kernel "${kernel}"; choose ${KERNELS.join(', ')}`);
-    }
-    if (typeof raceSoftwareGpu !== 'boolean') throw invalid('the raceSoftwareGpu option must be true or false');
-    if (memoryLimit !== undefined && !(Number.isFinite(memoryLimit) && memoryLimit >= 1)) {
-      throw invalid(`invalid memoryLimit: ${JSON.stringify(memoryLimit)} is not a number of bytes`);
-    }
+  static async load(options = {}) {
+    checkLoadOptions(options);
+    const {
+      model = DEMO_MODEL, backend = 'auto', dtype = 'q8', threads, build, kernel, memoryLimit, onProgress, onBackendChange,
+      revision, file, hubHost, raceSoftwareGpu = false, signal,
+    } = options;
+    signal?.throwIfAborted();
     const platform = memoryLimit !== undefined
       ? { bytes: memoryLimit, what: `the memoryLimit given to Gpt2.load (${(memoryLimit / 1e9).toFixed(2)} GB)` }
       : platformMemory();
-    if (onProgress !== undefined && typeof onProgress !== 'function') {
-      throw invalid('the onProgress option must be a function');
-    }
-    if (onBackendChange !== undefined && typeof onBackendChange !== 'function') {
-      throw invalid('the onBackendChange option must be a function');
-    }
     const { name, source, names } = modelSource(model, { revision, file, hubHost });
     if (source.files && globalThis.location?.protocol === 'file:') source.files = await readHere(source.files);
     const conn = connection();
@@ -205,12 +219,28 @@ export class Gpt2 {
     conn.models++; // counted from the start, so the worker is not stopped under a loading model
     if (onProgress) load.listeners.add(onProgress);
     let loaded;
+    let onAbort;
     try {
-      loaded = await load.promise;
+      // The signal rejects this call at once, as fetch does; the load itself stops (the worker's
+      // download, build and warm-up) when no other call waits for it.
+      const aborted = signal && new Promise((resolve, reject) => {
+        onAbort = () => reject(signal.reason);
+        signal.addEventListener('abort', onAbort, { once: true });
+      });
+      loaded = await (aborted ? Promise.race([load.promise, aborted]) : load.promise);
     } catch (e) {
       load.refs--;
-      if (conn.loads.get(key) === load) conn.loads.delete(key); // a later load tries again
+      if (conn.loads.get(key) === load && (load.refs === 0 || !signal?.aborted)) conn.loads.delete(key); // a later load tries again
       conn.models--;
+      if (signal?.aborted && e === signal.reason) {
+        if (load.refs === 0) {
+          conn.worker.postMessage({ op: 'abort', id: load.id });
+          // Finished before the worker heard of the abort: nobody holds it, so it is freed.
+          load.promise.then(({ id }) => request(conn, { op: 'dispose', model: id }).promise, () => {}).catch(() => {});
+        }
+        idle(conn);
+        throw e;
+      }
       idle(conn);
       const demo = model === DEMO_MODEL && / 404/.test(e.message)
         ? ' (the demo model is not beside gpt2.js, as in the npm package: pass Gpt2.load({ model: URL }))' : '';
@@ -219,6 +249,7 @@ export class Gpt2 {
       throw withCode(new Error(`could not load the model: ${e.message}${demo}${id}`), e.code);
     } finally {
       if (onProgress) load.listeners.delete(onProgress);
+      if (onAbort) signal.removeEventListener('abort', onAbort);
     }
     // What runs where, shared by the handles of this model: it changes if the GPU is lost.
     const info = { ...loaded.info };

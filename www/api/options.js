@@ -27,6 +27,12 @@ export const KERNELS = Object.freeze(['auto', 'dot-add', 'dot-i16', 'widen']);
  */
 export const ERROR_CODES = Object.freeze(['io', 'config', 'weights', 'tokenizer', 'param', 'prompt_too_long', 'memory', 'budget', 'state', 'busy', 'crash', 'backend', 'gpu', 'cpu']);
 
+/**
+ * The wasm builds (./build.sh): 'pkg' (simd128, every engine), 'pkg-relaxed' (relaxed SIMD),
+ * 'pkg-threads' (relaxed SIMD and threads, on a cross-origin isolated page).
+ */
+export const WASM_BUILDS = Object.freeze(['pkg', 'pkg-relaxed', 'pkg-threads']);
+
 /** Why generation ended. */
 export const STOP_REASONS = Object.freeze(['eos', 'stop', 'max_tokens', 'context', 'abort']);
 
@@ -36,3 +42,41 @@ export const STOP_REASONS = Object.freeze(['eos', 'stop', 'max_tokens', 'context
  * are refused with code 'busy'. maxChoices: the most choices (n) of one call.
  */
 export const LIMITS = Object.freeze({ maxBatch: 16, maxQueue: 256, maxChoices: 16 });
+
+/**
+ * Each numeric generate option's range and default, as the engine checks them: `min..=max`, or
+ * `(min, max]` where `minOpen`; `whole` for whole numbers. Every page input, widget attribute and
+ * preset follows it (tests/e2e/ranges.test.mjs).
+ */
+export const RANGES = Object.freeze({
+  maxTokens: Object.freeze({ min: 1, max: 1000000000, minOpen: false, whole: true, default: 64 }),
+  temperature: Object.freeze({ min: 0, max: 100, minOpen: false, whole: false, default: 0 }),
+  topK: Object.freeze({ min: 0, max: 1000000000, minOpen: false, whole: true, default: 0 }),
+  topP: Object.freeze({ min: 0, max: 1, minOpen: true, whole: false, default: 1 }),
+  minP: Object.freeze({ min: 0, max: 1, minOpen: false, whole: false, default: 0 }),
+  repetitionPenalty: Object.freeze({ min: 0, max: 100, minOpen: true, whole: false, default: 1 }),
+  seed: Object.freeze({ min: 0, max: 9007199254740991, minOpen: false, whole: true, default: 0 }),
+  n: Object.freeze({ min: 1, max: 16, minOpen: false, whole: true, default: 1 }),
+  topLogprobs: Object.freeze({ min: 0, max: 100, minOpen: false, whole: true, default: 0 }),
+  draftTokens: Object.freeze({ min: 1, max: 15, minOpen: false, whole: true, default: 8 }),
+  numBeams: Object.freeze({ min: 1, max: 16, minOpen: false, whole: true, default: 1 }),
+  lengthPenalty: Object.freeze({ min: -100, max: 100, minOpen: false, whole: false, default: 1 }),
+});
+
+/** Gpt2.load's options and how gpt2.js checks each (an unknown one is refused). */
+export const LOAD_OPTIONS = Object.freeze({
+  model: Object.freeze({ check: 'any' }),
+  revision: Object.freeze({ check: 'text' }),
+  file: Object.freeze({ check: 'text' }),
+  hubHost: Object.freeze({ check: 'text' }),
+  backend: Object.freeze({ check: 'list', list: BACKENDS }),
+  dtype: Object.freeze({ check: 'list', list: DTYPES }),
+  threads: Object.freeze({ check: 'whole', min: 1, max: 64 }),
+  memoryLimit: Object.freeze({ check: 'number', min: 1 }),
+  build: Object.freeze({ check: 'list', list: WASM_BUILDS }),
+  kernel: Object.freeze({ check: 'list', list: KERNELS }),
+  raceSoftwareGpu: Object.freeze({ check: 'boolean' }),
+  onProgress: Object.freeze({ check: 'function' }),
+  onBackendChange: Object.freeze({ check: 'function' }),
+  signal: Object.freeze({ check: 'signal' }),
+});

@@ -36,7 +36,9 @@
 // reach in (except the --gpt2-* colour variables below), and the widget's does not leak out.
 
 import { Gpt2 } from '../api/gpt2.js';
+import { RANGES } from '../api/options.js';
 import { PRESETS, preset } from '../api/presets.js';
+import { inRange, rangeText } from '../api/ranges.js';
 import { LoopView } from './loop-view.js';
 import { TokenView } from './token-view.js';
 import { fmtMs, sentence, unescape, afterPaint, Announcer } from './text.js';
@@ -353,24 +355,23 @@ export class Gpt2Generator extends HTMLElement {
 
   /** generate() options from the attributes; throws a sentence for a bad value. */
   #options() {
-    const num = (name, integer = false) => {
+    // An attribute of a generate option: in the option's range (RANGES, the engine's table).
+    const num = (name, option) => {
       const raw = this.getAttribute(name);
       if (raw === null || raw.trim() === '') return undefined;
       const v = Number(raw);
-      if (!Number.isFinite(v) || (integer && !Number.isInteger(v))) {
-        throw new Error(`the ${name} attribute must be ${integer ? 'a whole number' : 'a number'}, not "${raw}"`);
-      }
+      if (!inRange(RANGES[option], v)) throw new Error(`the ${name} attribute must be ${rangeText(RANGES[option])}, not "${raw}"`);
       return v;
     };
     const p = this.#preset();
     const base = p ? { ...p.options, stop: [...p.options.stop] } : { maxTokens: 48 };
     const options = {
-      maxTokens: num('max-tokens', true),
-      temperature: num('temperature'),
-      topK: num('top-k', true),
-      topP: num('top-p'),
-      minP: num('min-p'),
-      seed: num('seed', true),
+      maxTokens: num('max-tokens', 'maxTokens'),
+      temperature: num('temperature', 'temperature'),
+      topK: num('top-k', 'topK'),
+      topP: num('top-p', 'topP'),
+      minP: num('min-p', 'minP'),
+      seed: num('seed', 'seed'),
       stop: this.#stops(),
       topLogprobs: this.#watchCount() || (this.hasAttribute('tokens') ? 5 : undefined),
       draft: this.#draft(),

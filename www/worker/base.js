@@ -4,6 +4,13 @@
 
 /** model id (its load request's) → { index (the scheduler's name for it), disposed, crashed (the sentence of a trap in it) } */
 export const models = new Map();
+/** load request id → { aborted, own: Set of the ids of its own generations (the warm-up) } while it runs */
+export const loading = new Map();
+
+/** Throws the error of an aborted load when `state` (a `loading` entry) was aborted. */
+export function checkAborted(state) {
+  if (state?.aborted) throw Object.assign(new Error('the load was aborted'), { code: 'abort' });
+}
 
 /** The model files' names by key: gpt2.js's MODEL_FILES, sent with each load (the worker has no imports). */
 export let FILES = null;

@@ -2,7 +2,7 @@
 // started once per worker, the warm-up generation a model gets before it is handed out, and the
 // GPU adapter's name. (Part of the worker: see www/worker/main.js.)
 
-import { blocked, describe } from './base.js';
+import { blocked, checkAborted, describe } from './base.js';
 import { generateOwn } from './pump.js';
 
 /** @type {Promise<{ mod: object, threads: number, build: string }> | null} */
@@ -108,7 +108,7 @@ function hostHint(url) {
  * not the load's: the first generation reports it.
  */
 const WARM_UP = 'The first token of a prompt is slow, and the rest are fast. '; // 14 GPT-2 tokens
-export async function warmUp(index, { nPositions, nParams }, { once = false } = {}) {
+export async function warmUp(index, { nPositions, nParams }, state, { once = false } = {}) {
   // A small model (the demo's 16 M parameters, GPT-2 small's 124 M): about 70 tokens where the
   // context allows, past a pass of the prompt attention (32 rows) and a typical prompt's working
   // buffers, twice, since the optimizing tiers compile in the background while the first pass
@@ -127,8 +127,10 @@ export async function warmUp(index, { nPositions, nParams }, { once = false } = 
   ].slice(0, small && !once ? 2 : 1);
   for (const options of passes) {
     try {
-      await generateOwn(index, WARM_UP.repeat(copies), options); // tokens thrown away
+      await generateOwn(index, WARM_UP.repeat(copies), options, undefined, state); // tokens thrown away
+      checkAborted(state);
     } catch (e) {
+      if (state?.aborted) throw e;
       console.warn(`gpt2-web: the warm-up generation failed: ${describe(e)}`);
       break;
     }
@@ -146,7 +148,7 @@ export async function warmUp(index, { nPositions, nParams }, { once = false } = 
  * prompt's choice stays calibrate's. Returns the report with the steps' times added, after
  * making the faster kernel the decode choice.
  */
-export async function timeDecode(index, { nParams }, report) {
+export async function timeDecode(index, { nParams }, report, state) {
   const kernels = engineModule.undecidedKernels();
   const [, prompt] = engineModule.timedKernels() ?? [];
   if (kernels.length < 2 || !prompt) return report;
@@ -161,10 +163,12 @@ export async function timeDecode(index, { nParams }, report) {
           const now = performance.now();
           if (last !== null) best.set(kernel, Math.min(best.get(kernel), now - last));
           last = now;
-        });
+        }, state);
+        checkAborted(state);
       }
     }
   } catch (e) {
+    if (state?.aborted) throw e;
     console.warn(`gpt2-web: timing the decode kernels failed: ${describe(e)}`);
     return report;
   } finally {

@@ -2,12 +2,35 @@
 // they arrive (one file, a GGUF file whose header comes first, or shards in turn), a fall-back to
 // the CPU when the GPU fails, the phases timed. (Part of the worker: see www/worker/main.js.)
 
-import { FILES, models, reply, setFiles } from './base.js';
+import { FILES, checkAborted, loading, models, reply, setFiles } from './base.js';
 import { adapterName, threadsFor, timeDecode, warmUp, wasm } from './engine.js';
 import { fileWeights, homeOrigins, notCachedSentence, openCache, otherLayouts, smallFetcher, smallReader, urlWeights, vocabAndMerges } from './files.js';
 import { scheduler, startScheduler } from './pump.js';
 
-export async function load({ id, source, backend, dtype, threads, build: only, kernel, raceSoftwareGpu = false, timedKernels = null, platform, builds, files: names }) {
+/**
+ * A load, abortable (`abortLoad`): its reading stops at the next chunk, its warm-up at the next
+ * step, and a model it made is disposed.
+ */
+export async function load(msg) {
+  const state = { aborted: false, own: new Set() };
+  loading.set(msg.id, state);
+  try {
+    return await loadModel(msg, state);
+  } finally {
+    loading.delete(msg.id);
+  }
+}
+
+/** Aborts the load `id` if one runs; false when there is none. */
+export function abortLoad(id) {
+  const state = loading.get(id);
+  if (!state) return false;
+  state.aborted = true;
+  for (const own of state.own) scheduler?.abort(own);
+  return true;
+}
+
+async function loadModel({ id, source, backend, dtype, threads, build: only, kernel, raceSoftwareGpu = false, timedKernels = null, platform, builds, files: names }, state) {
   setFiles(names);
   // The load's phases, in ms from its start (Gpt2#loadTimings; `./build.sh bench --cold` prints them).
   const t0 = performance.now();
@@ -57,8 +80,9 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
   }
   // The 8-bit kernel, when named (for benchmarks): the worker's one wasm instance, every model in it.
   if (kernel !== undefined) mod.setKernel(kernel);
+  checkAborted(state);
   mark('configMs');
-  const files = { config, tokenizer, mark }; // mark: streamModel times the tokenizer it builds
+  const files = { config, tokenizer, mark, state }; // mark: streamModel times the tokenizer it builds
   const entry = { m: null }; // the model, for the progress of a later fall-back's reading
   let engine;
   let gpuUnavailable;
@@ -88,8 +112,24 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
   const remote = source.urls && !home.has(new URL(source.urls.weights).origin);
   const notCached = remote ? notCachedSentence([noCache, ...kept]) : null;
   mark('weightsMs');
+  if (state.aborted) engine.free();
+  checkAborted(state);
   // From now on the model is the scheduler's: the warm-up and the kernels' timing go through it.
   const index = startScheduler(mod).add(engine);
+  try {
+    return await prepare(id, index, mod, { entry, timedKernels, build, timings, mark, state, running, plan, gpuUnavailable, notCached });
+  } catch (e) {
+    try {
+      scheduler.dispose(index); // an aborted load leaves nothing behind
+    } catch {
+      // gone already (a trap in its warm-up)
+    }
+    throw e;
+  }
+}
+
+/** The model `index`, built: warmed up, its 8-bit kernels timed, handed out; what the load answers. */
+async function prepare(id, index, mod, { entry, timedKernels, build, timings, mark, state, running, plan, gpuUnavailable, notCached }) {
   const m = { index, disposed: false, crashed: null };
   entry.m = m;
   let info = scheduler.info(index);
@@ -104,13 +144,14 @@ export async function load({ id, source, backend, dtype, threads, build: only, k
   if (past && mod.useTimedKernels(past.decode, past.prompt)) {
     kernelTimes = `${past.times} (timed on an earlier load in this browser)`;
   }
-  await warmUp(index, info.config);
+  await warmUp(index, info.config, state);
   if (q8 && kernelTimes === null) {
     kernelTimes = mod.calibrateKernels() ?? null;
-    if (kernelTimes !== null) kernelTimes = await timeDecode(index, info.config, kernelTimes);
+    if (kernelTimes !== null) kernelTimes = await timeDecode(index, info.config, kernelTimes, state);
     timedNow = kernelTimes === null ? null : mod.timedKernels() ?? null;
-    if (timedNow !== null) await warmUp(index, info.config, { once: true });
+    if (timedNow !== null) await warmUp(index, info.config, state, { once: true });
   }
+  checkAborted(state);
   mark('warmUpMs');
   models.set(id, m);
   info = scheduler.info(index); // the warm-up may have moved it to the CPU
@@ -139,7 +180,7 @@ async function streamModel(id, mod, files, weights, backend, dtype, entry, first
     parts = weights.index ? weights.use(loader.sharded(weights.index)) : [weights];
     for (const [i, part] of parts.entries()) {
       if (i > 0) loader.nextFile();
-      await streamFile(id, loader, part, i === 0 ? first : null);
+      await streamFile(id, loader, part, i === 0 ? first : null, files.state);
       first = null;
     }
   } catch (e) {
@@ -158,7 +199,7 @@ async function streamModel(id, mod, files, weights, backend, dtype, entry, first
 }
 
 /** One weights file into `loader`, from its reader `opened` when it was opened already. */
-async function streamFile(id, loader, weights, opened) {
+async function streamFile(id, loader, weights, opened, state) {
   opened ??= await weights.open();
   for (const chunk of opened.chunks ?? []) loader.push(chunk);
   const { reader, cached, size } = opened;
@@ -177,6 +218,7 @@ async function streamFile(id, loader, weights, opened) {
         throw new Error(`${weights.what}: the transfer failed after it began (${e.message})`);
       }
       if (step.done) break;
+      checkAborted(state);
       loader.push(step.value);
       const now = performance.now();
       if (now - last > 50) {
@@ -187,8 +229,8 @@ async function streamFile(id, loader, weights, opened) {
   } catch (e) {
     reader.cancel().catch(() => {});
     // Bytes from the cache that the engine refused: the copy is damaged, not the file (a GPU
-    // failure, memory, the budget or the engine's state say nothing of the bytes).
-    if (cached && !['gpu', 'memory', 'budget', 'state'].includes(e.code)) e.damagedCache = true;
+    // failure, memory, the budget, the engine's state or an abort say nothing of the bytes).
+    if (cached && !['gpu', 'memory', 'budget', 'state', 'abort'].includes(e.code)) e.damagedCache = true;
     throw e;
   }
   progress();

@@ -22,7 +22,7 @@
 
 import { describe, failure, models, reply } from './base.js';
 import { wasmMemory } from './engine.js';
-import { load } from './load.js';
+import { abortLoad, load } from './load.js';
 import { REQUESTS } from './protocol.js';
 import { pump, pumping, scheduler, stepping } from './pump.js';
 
@@ -85,6 +85,7 @@ function enqueue(msg) {
 }
 
 function abort(id) {
+  if (abortLoad(id)) return;
   scheduler?.abort(id);
   pump();
 }

@@ -19,8 +19,8 @@ export const REQUESTS = {
   generate: '{ id, op, model, prompt, options, draftModel? (a loaded model\'s id, for options.draft === \'model\') } → ' +
     'token… (backend, progress while a lost GPU\'s model is read again), done { …result }; with options.n > 1 ' +
     'each token has its `choice` and done is choice 0\'s result with `choices`',
-  abort: '{ op, id (the generate request\'s) } → nothing of its own: the generation ends with done (stopReason ' +
-    '\'abort\'; a logits call still queued: null)',
+  abort: '{ op, id (the generate request\'s, or a load\'s) } → nothing of its own: the generation ends with done ' +
+    '(stopReason \'abort\'; a logits call still queued: null); a load ends with error { code: \'abort\' }',
   logits: '{ id, op, model, ids (token ids), cache (false: the whole sequence again) } → backend?, done { logits ' +
     '(Float32Array, vocabSize), reused (ids the KV cache held), ms (the engine\'s time) }; queued behind generations',
   tokenize: '{ id, op, model, text } → done [ids]',

@@ -65,9 +65,13 @@ function route(ev) {
   }
 }
 
-/** A generation of the worker's own on model `index`, through the scheduler: its result; `token(ev)` per token. */
-export function generateOwn(index, prompt, options, token) {
+/**
+ * A generation of the worker's own on model `index`, through the scheduler: its result; `token(ev)`
+ * per token; `state`: the load it is part of (`loading`), whose abort aborts it.
+ */
+export function generateOwn(index, prompt, options, token, state) {
   const id = ownIds++;
+  state?.own.add(id); // a load's: aborted with it
   const done = new Promise((resolve, reject) => own.set(id, { token, resolve, reject }));
   scheduler.submit(id, index, prompt, options, undefined);
   pump();
