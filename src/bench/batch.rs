@@ -49,8 +49,6 @@ pub fn batch(
     tokens: usize,
     reps: usize,
 ) -> Result<BatchReport> {
-    use crate::platform::now_ms;
-    use crate::scheduler::{Event, Job, Prompt, Scheduler};
     let n_ctx = model.config.n_positions;
     let prompt_tokens = prompt_tokens.clamp(1, n_ctx.saturating_sub(2).max(1));
     let tokens = tokens.clamp(2, n_ctx - prompt_tokens);
@@ -60,34 +58,7 @@ pub fn batch(
         ignore_eos: true,
         ..Default::default()
     };
-    // (decode ms after the first step, every sequence's tokens): b requests through the
-    // scheduler, which batches them.
-    let once = |model: &mut Model, b: usize| -> Result<(f64, Vec<Vec<u32>>)> {
-        let mut s: Scheduler<&mut Model> = Scheduler::new();
-        let m = s.add_model(model);
-        for id in 0..b {
-            let (prompt, params) = (Prompt::Ids(prompt.clone()), params.clone());
-            let job = Job::Generate {
-                prompt,
-                params,
-                draft: None,
-            };
-            s.submit(id as u64, m, job)?;
-        }
-        let mut got = vec![Vec::new(); b];
-        let mut started = None;
-        while s.has_work() {
-            for ev in pollster::block_on(s.step()) {
-                match ev {
-                    Event::Token { id, event, .. } => got[id as usize].push(event.id),
-                    Event::Failed { error, .. } => return Err(error),
-                    Event::Done { .. } | Event::Backend { .. } => {}
-                }
-            }
-            started.get_or_insert_with(now_ms); // after the prompts and the first tokens
-        }
-        Ok((now_ms() - started.unwrap_or_else(now_ms), got))
-    };
+    let once = |model: &mut Model, b: usize| batch_once(model, &prompt, &params, b);
     let max_b = sizes.iter().copied().max().unwrap_or(1);
     once(model, max_b)?; // warm-up: every slot made, caches touched
     let mut runs: Vec<BatchRun> = Vec::new();
@@ -191,4 +162,39 @@ impl BatchReport {
         }
         s
     }
+}
+
+/// `b` generations of `prompt` through the scheduler, which batches them: the milliseconds of
+/// their decode after the first step, and every sequence's tokens.
+fn batch_once(
+    model: &mut Model,
+    prompt: &[u32],
+    params: &GenerateParams,
+    b: usize,
+) -> Result<(f64, Vec<Vec<u32>>)> {
+    use crate::platform::now_ms;
+    use crate::scheduler::{Event, Job, Prompt, Scheduler};
+    let mut s: Scheduler<&mut Model> = Scheduler::new();
+    let m = s.add_model(model);
+    for id in 0..b {
+        let job = Job::Generate {
+            prompt: Prompt::Ids(prompt.to_vec()),
+            params: params.clone(),
+            draft: None,
+        };
+        s.submit(id as u64, m, job)?;
+    }
+    let mut got = vec![Vec::new(); b];
+    let mut started = None;
+    while s.has_work() {
+        for ev in pollster::block_on(s.step()) {
+            match ev {
+                Event::Token { id, event, .. } => got[id as usize].push(event.id),
+                Event::Failed { error, .. } => return Err(error),
+                Event::Done { .. } | Event::Backend { .. } => {}
+            }
+        }
+        started.get_or_insert_with(now_ms); // after the prompts and the first tokens
+    }
+    Ok((now_ms() - started.unwrap_or_else(now_ms), got))
 }

@@ -345,8 +345,8 @@ impl Generation {
                     "the plain loop steps in a batch (generate::Batch), not by itself".into(),
                 )),
                 Strategy::Speculative(s) => {
-                    let (max, pending) = (self.params.max_tokens, &mut self.pending);
-                    let ran = s.step(model, draft_model, sampler, t, max, n_top, pending);
+                    let pending = &mut self.pending;
+                    let ran = s.step(model, draft_model, sampler, t, n_top, pending);
                     ran.await.map(|()| 1)
                 }
                 Strategy::Beam(b) => {

@@ -59,25 +59,49 @@ impl Speculative {
 
     /// One forward pass: the unfed ids alone (the prompt's step drafts nothing), or with a draft
     /// after them; the sampler keeps the draft's tokens while it agrees and adds its own next one.
-    #[allow(clippy::too_many_arguments)]
     pub async fn step(
         &mut self,
         model: &mut Model,
         draft_model: Option<&mut Model>,
         sampler: &mut Sampler,
         t: &Transcript,
-        max_tokens: usize,
         n_top: usize,
         pending: &mut VecDeque<Pending>,
     ) -> Result<()> {
+        self.propose(model, draft_model, t).await?;
+        let (r0, kept) = self.judge(model, sampler, &t.ids, n_top, pending).await?;
+        if let (Draft::Mtp, Some(heads)) = (self.kind, &mut model.mtp) {
+            // The row whose logits gave the last token: its hidden state, the heads' input.
+            let row = if self.draft.is_empty() { 0 } else { r0 + kept };
+            let h = model.backend.hidden(row)?;
+            heads.guess(h, heads.len(), MIN_CONFIDENCE, &mut self.guesses);
+        }
+        self.fed = t.ids.len() + kept;
+        self.draft_fed = self.draft_fed.min(self.fed);
+        self.len.update(self.draft.len(), kept);
+        self.drafted += self.draft.len();
+        self.accepted += kept;
+        Ok(())
+    }
+
+    /// This step's draft into `self.draft`: none for the prompt's step, else up to the draft
+    /// length, never past `max_tokens` or the context.
+    async fn propose(
+        &mut self,
+        model: &Model,
+        draft_model: Option<&mut Model>,
+        t: &Transcript,
+    ) -> Result<()> {
         let ids = &t.ids;
-        let first = self.fed == 0;
         let n_out = ids.len() - t.n_prompt;
-        // A draft may not run past max_tokens or the context.
-        let room = (max_tokens - n_out)
+        let room = (t.max_tokens - n_out)
             .saturating_sub(1)
             .min(model.config.n_positions - ids.len());
-        let k = if first { 0 } else { self.len.get().min(room) };
+        let k = if self.fed == 0 {
+            0
+        } else {
+            self.len.get().min(room)
+        };
         match (self.kind, draft_model) {
             (Draft::PromptLookup, _) => prompt_lookup(ids, k, &mut self.draft),
             (Draft::None, _) => self.draft.clear(),
@@ -95,6 +119,20 @@ impl Speculative {
                 ))
             }
         }
+        Ok(())
+    }
+
+    /// The verification pass over the unfed `ids` and the draft, and the sampler's verdict on
+    /// each drafted token, into `pending`: the row of the first verdict and how many draft tokens
+    /// were kept.
+    async fn judge(
+        &mut self,
+        model: &mut Model,
+        sampler: &mut Sampler,
+        ids: &[u32],
+        n_top: usize,
+        pending: &mut VecDeque<Pending>,
+    ) -> Result<(usize, usize)> {
         let v = model.config.vocab_size;
         self.seq.clear();
         self.seq.extend_from_slice(ids);
@@ -146,18 +184,7 @@ impl Speculative {
             }
             kept += 1;
         }
-        if let (Draft::Mtp, Some(heads)) = (self.kind, &mut model.mtp) {
-            // The row whose logits gave the last token: its hidden state, the heads' input.
-            let row = if self.draft.is_empty() { 0 } else { r0 + kept };
-            let h = model.backend.hidden(row)?;
-            heads.guess(h, heads.len(), MIN_CONFIDENCE, &mut self.guesses);
-        }
-        self.fed = ids.len() + kept;
-        self.draft_fed = self.draft_fed.min(self.fed);
-        self.len.update(self.draft.len(), kept);
-        self.drafted += self.draft.len();
-        self.accepted += kept;
-        Ok(())
+        Ok((r0, kept))
     }
 
     /// Up to `k` draft tokens from the draft model, each drawn from its distribution (kept in

@@ -26,7 +26,7 @@ pub(super) struct Transcript {
     pub done: Option<StopReason>,
     /// The stop texts (none empty), the most tokens, and whether end-of-text ends it.
     stop: Vec<String>,
-    max_tokens: usize,
+    pub max_tokens: usize,
     ignore_eos: bool,
 }
 

@@ -246,41 +246,14 @@ impl<M: BorrowMut<Model>> Scheduler<M> {
         if self.requests.contains_key(&id) {
             return Err(Error::State(format!("request {id} is in flight already")));
         }
-        let (n, logits) =
-            match &job {
-                Job::Generate { params, draft, .. } => {
-                    params.validate()?;
-                    match (params.draft == Draft::Model, draft) {
-                        (true, None) => {
-                            return Err(Error::param(
-                                "draft",
-                                "a draft model was asked for but not given",
-                            ))
-                        }
-                        (false, Some(_)) => return Err(Error::param(
-                            "draft",
-                            "a draft model was given for a generation that does not draft with one",
-                        )),
-                        _ => {}
-                    }
-                    if let Some(d) = *draft {
-                        if d == model {
-                            return Err(Error::param(
-                                "draft",
-                                "the draft model is the model itself; load a smaller one",
-                            ));
-                        }
-                        if !matches!(self.lanes.get(d), Some(Place::Home(_) | Place::Out(_))) {
-                            return Err(Error::param(
-                                "draft",
-                                "the draft model is not loaded (disposed?)",
-                            ));
-                        }
-                    }
-                    (params.n.max(1), false)
-                }
-                Job::Logits { .. } => (1, true),
-            };
+        let (n, logits) = match &job {
+            Job::Generate { params, draft, .. } => {
+                params.validate()?;
+                self.check_draft(model, params, *draft)?;
+                (params.n.max(1), false)
+            }
+            Job::Logits { .. } => (1, true),
+        };
         let queued = match self.lanes.get(model) {
             Some(Place::Home(l)) => l.queued(),
             Some(Place::Out(later)) => later.queued + later.members.len(),
@@ -323,6 +296,29 @@ impl<M: BorrowMut<Model>> Scheduler<M> {
             },
         );
         Ok(())
+    }
+
+    /// A draft model given exactly when `params` drafts with one, loaded, and not `model`.
+    fn check_draft(
+        &self,
+        model: ModelId,
+        params: &GenerateParams,
+        draft: Option<ModelId>,
+    ) -> Result<()> {
+        let refuse = |msg: &str| Err(Error::param("draft", msg.to_string()));
+        match (params.draft == Draft::Model, draft) {
+            (true, None) => refuse("a draft model was asked for but not given"),
+            (false, Some(_)) => {
+                refuse("a draft model was given for a generation that does not draft with one")
+            }
+            (_, Some(d)) if d == model => {
+                refuse("the draft model is the model itself; load a smaller one")
+            }
+            (_, Some(d)) if !matches!(self.lanes.get(d), Some(Place::Home(_) | Place::Out(_))) => {
+                refuse("the draft model is not loaded (disposed?)")
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Ends request `id`: its queued choices leave at once (a request none of whose choices ran

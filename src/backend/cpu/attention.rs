@@ -70,44 +70,45 @@ impl KvRows {
     }
 }
 
-/// Causal self-attention of the T new positions (`qkv`, (T, 3C)) over the cache `k`, `v` of one
-/// layer, writing their keys and values into it first; `out` gets the rows of queries `q0..T`.
-/// `heads` is scratch for the 8-bit path, (n_head, T − q0, head_size).
-#[allow(clippy::too_many_arguments)]
+/// The T new positions of one sequence in one layer: their query, key and value rows (`qkv`,
+/// (T, 3C)) at positions `pos..`, the queries wanted from row `q0` on, and the attention scale.
+#[derive(Clone, Copy)]
+pub(super) struct NewRows<'a> {
+    pub qkv: &'a [f32],
+    pub pos: usize,
+    pub q0: usize,
+    pub scale: f32,
+}
+
+/// Causal self-attention of the new positions `new` over the cache `k`, `v` of one layer,
+/// writing their keys and values into it first; `out` gets the rows of queries `q0..T`. `heads`
+/// is scratch for the 8-bit path, (n_head, T − q0, head_size).
 pub(super) fn attention(
     config: &Config,
     k: &mut KvRows,
     v: &mut KvRows,
-    scale: f32,
-    qkv: &[f32],
-    pos: usize,
-    q0: usize,
+    new: NewRows,
     out: &mut [f32],
     heads: &mut Vec<f32>,
 ) {
     match (k, v) {
-        (KvRows::F32(k), KvRows::F32(v)) => attention_f32(config, k, v, scale, qkv, pos, q0, out),
-        (KvRows::Keys(k), KvRows::Values(v)) => {
-            attention_q8(config, k, v, scale, qkv, pos, q0, out, heads)
-        }
+        (KvRows::F32(k), KvRows::F32(v)) => attention_f32(config, k, v, new, out),
+        (KvRows::Keys(k), KvRows::Values(v)) => attention_q8(config, k, v, new, out, heads),
         _ => unreachable!("keys and values of one backend share a format"),
     }
 }
 
 /// The 8-bit path: each head on its own (split between the threads), its T − q0 query rows
 /// against its keys, then their weights against its values, into `heads`, then into `out`.
-#[allow(clippy::too_many_arguments)]
 fn attention_q8(
     config: &Config,
     keys: &mut [Keys],
     values: &mut [Values],
-    scale: f32,
-    qkv: &[f32],
-    pos: usize,
-    q0: usize,
+    new: NewRows,
     out: &mut [f32],
     heads: &mut Vec<f32>,
 ) {
+    let NewRows { qkv, pos, q0, .. } = new;
     let c = config.n_embd;
     let (hs, t) = (config.head_size(), qkv.len() / (3 * c));
     let tq = t - q0;
@@ -121,7 +122,7 @@ fn attention_q8(
             k.store(pos + i, &row[c + h * hs..][..hs]);
             v.store(pos + i, &row[2 * c + h * hs..][..hs]);
         }
-        HEAD.with_borrow_mut(|s| s.attend(k, v, h, hs, scale, qkv, c, pos, q0, o));
+        HEAD.with_borrow_mut(|s| s.attend(k, v, h, (hs, c), new, o));
     };
     #[cfg(feature = "threads")]
     if rayon::current_num_threads() > 1 {
@@ -160,20 +161,22 @@ struct HeadScratch {
 }
 
 impl HeadScratch {
-    #[allow(clippy::too_many_arguments)]
+    /// Head `h` (of `hs` values in rows of C = `c`) of the new rows, into `o` (T − q0, hs).
     fn attend(
         &mut self,
         k: &Keys,
         v: &Values,
         h: usize,
-        hs: usize,
-        scale: f32,
-        qkv: &[f32],
-        c: usize,
-        pos: usize,
-        q0: usize,
+        (hs, c): (usize, usize),
+        new: NewRows,
         o: &mut [f32],
     ) {
+        let NewRows {
+            qkv,
+            pos,
+            q0,
+            scale,
+        } = new;
         let t = qkv.len() / (3 * c);
         // CHUNK query rows at a time, each over the positions its last row sees: the scratch is
         // (CHUNK, n_ctx) at most, and the weights' product skips most of the causal mask's zeros.
@@ -222,17 +225,13 @@ thread_local! {
 
 /// The f32 path: each (query row, head) pair on its own (split between the threads), reading
 /// one contiguous run of the cache.
-#[allow(clippy::too_many_arguments)]
-fn attention_f32(
-    config: &Config,
-    kc: &mut [f32],
-    vc: &mut [f32],
-    scale: f32,
-    qkv: &[f32],
-    pos: usize,
-    q0: usize,
-    out: &mut [f32],
-) {
+fn attention_f32(config: &Config, kc: &mut [f32], vc: &mut [f32], new: NewRows, out: &mut [f32]) {
+    let NewRows {
+        qkv,
+        pos,
+        q0,
+        scale,
+    } = new;
     let c = config.n_embd;
     let (nh, hs, n_ctx) = (config.n_head, config.head_size(), config.n_positions);
     let t = qkv.len() / (3 * c);
@@ -314,20 +313,23 @@ mod tests {
         let rows = qkv.len() / (3 * c);
         let (mut out, mut heads) = (vec![0f32; rows * c], Vec::new());
         let (first, rest) = out.split_at_mut(t * c);
+        let new = |qkv, pos| NewRows {
+            qkv,
+            pos,
+            q0: 0,
+            scale: 0.3,
+        };
         attention(
             config,
             &mut k,
             &mut v,
-            0.3,
-            &qkv[..t * 3 * c],
-            0,
-            0,
+            new(&qkv[..t * 3 * c], 0),
             first,
             &mut heads,
         );
         for (i, o) in (t..).zip(rest.chunks_exact_mut(c)) {
             let row = &qkv[i * 3 * c..][..3 * c];
-            attention(config, &mut k, &mut v, 0.3, row, i, 0, o, &mut heads);
+            attention(config, &mut k, &mut v, new(row, i), o, &mut heads);
         }
         out
     }
@@ -374,29 +376,22 @@ mod tests {
             let mut k = KvRows::new(&config, eight_bit, true, "keys").unwrap();
             let mut v = KvRows::new(&config, eight_bit, false, "values").unwrap();
             let (mut out, mut heads) = (vec![0f32; 40 * c], Vec::new());
-            attention(
-                &config,
-                &mut k,
-                &mut v,
-                0.3,
-                &qkv[..40 * 3 * c],
-                0,
-                0,
-                &mut out,
-                &mut heads,
-            );
+            let new = |qkv, pos| NewRows {
+                qkv,
+                pos,
+                q0: 0,
+                scale: 0.3,
+            };
+            let first = new(&qkv[..40 * 3 * c], 0);
+            attention(&config, &mut k, &mut v, first, &mut out, &mut heads);
             let mut k2 = KvRows::new(&config, eight_bit, true, "keys").unwrap();
             let mut v2 = KvRows::new(&config, eight_bit, false, "values").unwrap();
             k2.copy_from(&k, 80, 32, 40);
             v2.copy_from(&v, 80, 32, 40);
             let (mut a, mut b) = (vec![0f32; c], vec![0f32; c]);
             let last = &qkv[40 * 3 * c..];
-            attention(
-                &config, &mut k, &mut v, 0.3, last, 40, 0, &mut a, &mut heads,
-            );
-            attention(
-                &config, &mut k2, &mut v2, 0.3, last, 40, 0, &mut b, &mut heads,
-            );
+            attention(&config, &mut k, &mut v, new(last, 40), &mut a, &mut heads);
+            attention(&config, &mut k2, &mut v2, new(last, 40), &mut b, &mut heads);
             assert_eq!(a, b, "8-bit: {eight_bit}");
         }
     }

@@ -8,7 +8,7 @@
 //! attention row is computed the same whatever rows sit beside it, so a sequence's logits in a
 //! batch are bit for bit its logits alone (tests/batch.rs).
 
-use super::attention::attention;
+use super::attention::{attention, NewRows};
 use super::matrix::Linear;
 use super::profile::{Phase, Profiler};
 use super::q8::Q8Act;
@@ -248,7 +248,13 @@ impl CpuBackend {
             let (k, v) = (&mut g.kv.k[layer], &mut g.kv.v[layer]);
             let qkv = &s.qkv[row * 3 * c..(row + n) * 3 * c];
             let att = &mut att[out * c..(out + n - q) * c];
-            attention(&self.config, k, v, scale, qkv, g.pos, q, att, &mut s.heads);
+            let new = NewRows {
+                qkv,
+                pos: g.pos,
+                q0: q,
+                scale,
+            };
+            attention(&self.config, k, v, new, att, &mut s.heads);
             if q > 0 {
                 // The rows that go on, stacked: always at or before where they are.
                 s.x.copy_within((row + q) * c..(row + n) * c, out * c);

@@ -303,15 +303,14 @@ impl Builder<'_> {
         chunks
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// A linear layer of `n_out` outputs (`dims` its uniform) from `x_in` into `out`, with the
+    /// LayerNorm `ln` before it fused into decode's product where given.
     fn linear(
         &self,
         names: &Pair,
         up: &mut Uploaded,
-        n_out: usize,
-        dims: &wgpu::Buffer,
-        x_in: &wgpu::Buffer,
-        out: &wgpu::Buffer,
+        (n_out, dims): (usize, &wgpu::Buffer),
+        (x_in, out): (&wgpu::Buffer, &wgpu::Buffer),
         a: &Activations,
         ln: Option<&[wgpu::Buffer; 2]>,
     ) -> Result<Linear> {
@@ -372,19 +371,38 @@ impl Builder<'_> {
             c_attn: self.linear(
                 c_attn,
                 up,
-                3 * c,
-                &s.c_attn,
-                &a.xn,
-                &a.qkv,
+                (3 * c, &s.c_attn),
+                (&a.xn, &a.qkv),
                 a,
                 Some(&ln_1_bufs),
             )?,
             kv_write: self.bind(Kernel::KvWrite, "kv_write", &kv_write),
             attention: self.bind(Kernel::Attention, "attention", &attention),
-            attn_c_proj: self.linear(attn_c_proj, up, c, &s.attn_c_proj, &a.att, &a.x, a, None)?,
+            attn_c_proj: self.linear(
+                attn_c_proj,
+                up,
+                (c, &s.attn_c_proj),
+                (&a.att, &a.x),
+                a,
+                None,
+            )?,
             ln_2,
-            c_fc: self.linear(&n.c_fc, up, h, &s.c_fc, &a.xn, &a.fc, a, Some(&ln_2_bufs))?,
-            mlp_c_proj: self.linear(&n.mlp_c_proj, up, c, &s.mlp_c_proj, &a.fc, &a.x, a, None)?,
+            c_fc: self.linear(
+                &n.c_fc,
+                up,
+                (h, &s.c_fc),
+                (&a.xn, &a.fc),
+                a,
+                Some(&ln_2_bufs),
+            )?,
+            mlp_c_proj: self.linear(
+                &n.mlp_c_proj,
+                up,
+                (c, &s.mlp_c_proj),
+                (&a.fc, &a.x),
+                a,
+                None,
+            )?,
             kv: [k_cache.clone(), v_cache.clone()],
             _buffers: [k_cache, v_cache, att_dims]
                 .into_iter()

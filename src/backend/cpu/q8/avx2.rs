@@ -65,12 +65,10 @@ impl Dot {
 /// The CPU has AVX2 and FMA, and `dot`'s features; `w` holds `nb` blocks of four rows and `ws`
 /// their scales; `x` holds the row's `nb` blocks (N = 1) or `N` rows of `nb` spread blocks, `xs`
 /// and `xo` `N` rows of `nb`.
-#[allow(clippy::too_many_arguments)]
 #[inline]
 pub unsafe fn dot_rows<const N: usize>(
     dot: Dot,
-    w: &[i8],
-    ws: &[f32],
+    (w, ws): (&[i8], &[f32]),
     x: &[i8],
     xs: &[f32],
     xo: &[i32],
@@ -101,7 +99,7 @@ macro_rules! rows_with {
             out: &mut [[f32; RG]; N],
         ) {
             // SAFETY: the features are enabled; the lengths are the caller's.
-            unsafe { rows(w, ws, x, xs, xo, nb, out, $dot) }
+            unsafe { rows((w, ws), x, xs, xo, nb, out, $dot) }
         }
     };
 }
@@ -121,11 +119,9 @@ rows_with!(
 
 /// The kernel's body, inlined into each feature set's function above; `dot(d, w, x)` adds the
 /// products of unsigned `w` and signed `x` bytes, four per lane, to `d`.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn rows<const N: usize>(
-    w: &[i8],
-    ws: &[f32],
+    (w, ws): (&[i8], &[f32]),
     x: &[i8],
     xs: &[f32],
     xo: &[i32],

@@ -53,7 +53,7 @@ impl Simd {
             // of `nb` blocks) and the CPU features were detected in `choice`.
             #[cfg(target_arch = "x86_64")]
             Simd::Avx2(dot) => unsafe {
-                avx2::dot_rows::<1>(dot, w, ws, x, xs, xo, nb, core::array::from_mut(out))
+                avx2::dot_rows::<1>(dot, (w, ws), x, xs, xo, nb, core::array::from_mut(out))
             },
             // SAFETY: as above.
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -84,7 +84,7 @@ impl Simd {
             Simd::Simd128(dot) => unsafe { simd128::dot4x4(dot, w, ws, x, xs, xo, out) },
             // SAFETY: as above, and the CPU features were detected in `choice`.
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx2(dot) => unsafe { avx2::dot_rows::<TILE>(dot, w, ws, x, xs, xo, nb, out) },
+            Simd::Avx2(dot) => unsafe { avx2::dot_rows::<TILE>(dot, (w, ws), x, xs, xo, nb, out) },
             _ => self.dot4_each(w, ws, x, xs, xo, out),
         }
     }
@@ -136,7 +136,7 @@ impl Simd {
             // SAFETY: the lengths are checked above: one group of `nb` blocks, two spread
             // activation rows of `nb` blocks; the CPU features were detected in `choice`.
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx2(dot) => unsafe { avx2::dot_rows::<2>(dot, w, ws, x, xs, xo, nb, out) },
+            Simd::Avx2(dot) => unsafe { avx2::dot_rows::<2>(dot, (w, ws), x, xs, xo, nb, out) },
             _ => self.dot4_each(w, ws, x, xs, xo, out),
         }
     }
