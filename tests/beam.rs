@@ -4,20 +4,28 @@
 //! tokens every beam agrees on.
 
 mod common;
+mod gpu_common;
 use common::*;
 use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Model, StopReason};
 
 /// Every run of a model's fixture: the best beam's tokens exactly, and every finished beam's
 /// tokens and score (to `tol`).
 fn check_model(name: &str, dir: &str, dtype: CpuDtype, tol: f32) {
+    let model = Model::load_dir(&root().join(dir), BackendChoice::Cpu, dtype).unwrap();
+    check_runs(name, model, tol, &|_| true);
+}
+
+/// The fixture's runs that `pick` takes, on `model` (any backend): the best beam's tokens
+/// exactly, and every finished beam's tokens and score (to `tol`).
+fn check_runs(name: &str, mut model: Model, tol: f32, pick: &dyn Fn(&Run) -> bool) {
     let fx = fixture(name);
     let beams = beam_fixture(name);
     assert!(!beams.transformers.is_empty());
-    let mut model = Model::load_dir(&root().join(dir), BackendChoice::Cpu, dtype).unwrap();
-    for run in &beams.runs {
+    let (on, dtype) = (model.backend.name(), model.backend.dtype_name());
+    for run in beams.runs.iter().filter(|r| pick(r)) {
         let ids = &fx.cases[run.case].ids;
         let what = format!(
-            "{name} {dtype:?} case {} with {} beams (lp {}, early {})",
+            "{name} {on} {dtype} case {} with {} beams (lp {}, early {})",
             run.case, run.num_beams, run.length_penalty, run.early_stopping
         );
         let r = beam_run(&mut model, ids, run, true);
@@ -49,12 +57,22 @@ fn check_model(name: &str, dir: &str, dtype: CpuDtype, tol: f32) {
             "{what}"
         );
     }
+    assert_eq!(model.backend.name(), on, "{name}: the backend changed");
 }
 
 #[test]
 fn beam_search_equals_transformers_in_f32() {
     check_model("tiny-random", TINY, CpuDtype::F32, 1e-4);
     check_model("gpt2-shakespeare", DEMO, CpuDtype::F32, 1e-4);
+    // On the GPU (lavapipe in CI): one KV cache slot per beam, copied on the device; case 1's
+    // runs but the 8-beam one (lavapipe is slow), every early-stopping rule.
+    if gpu_common::gpu().is_some() {
+        let dir = root().join(DEMO);
+        let gpu = Model::load_dir(&dir, BackendChoice::WebGpu, CpuDtype::F32).unwrap();
+        check_runs("gpt2-shakespeare", gpu, 1e-4, &|r| {
+            r.case == 1 && r.num_beams <= 5
+        });
+    }
 }
 
 #[test]
