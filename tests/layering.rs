@@ -480,3 +480,51 @@ fn normalize(path: &Path) -> PathBuf {
     }
     out
 }
+
+/// Files that docs/architecture.md names but that are not this project's: OpenAI's tokenizer files.
+const NOT_OURS: &[&str] = &["encoder.json", "vocab.bpe"];
+
+#[test]
+fn every_file_the_architecture_page_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    // Every file of the project, by its path and by its name.
+    let mut files = BTreeSet::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                if !["node_modules", ".git", "target", "out"].contains(&name.as_str()) {
+                    stack.push(p);
+                }
+                continue;
+            }
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            files.insert(rel);
+            files.insert(name);
+        }
+    }
+    let mut named = 0;
+    for word in page.split(|c: char| c.is_whitespace() || "`()[],;:|".contains(c)) {
+        let word = word.trim_start_matches("../").trim_start_matches("./");
+        let ext = word.rsplit('.').next().unwrap_or("");
+        let is_file = ["rs", "js", "mjs", "wgsl", "md", "sh", "py", "json", "html"].contains(&ext)
+            && word.len() > ext.len() + 1
+            && !word.contains('*');
+        if !is_file || NOT_OURS.contains(&word) {
+            continue;
+        }
+        named += 1;
+        let found = files.contains(word) || files.iter().any(|f| f.ends_with(&format!("/{word}")));
+        assert!(
+            found,
+            "docs/architecture.md names {word}, which does not exist"
+        );
+    }
+    assert!(
+        named >= 40,
+        "only {named} file names found in docs/architecture.md"
+    );
+}
