@@ -50,8 +50,8 @@ pub fn load_model(data: &[u8]) {
             dtype,
         );
         if let Ok(mut model) = pollster::block_on(built) {
-            let _ = pollster::block_on(model.backend.forward(&[0, 1], 0));
-            let _ = pollster::block_on(model.backend.forward(&[2], 2));
+            let _ = pollster::block_on(model.predict(&[0, 1], 0));
+            let _ = pollster::block_on(model.predict(&[0, 1, 2], 2));
         }
     }
 }
@@ -92,8 +92,8 @@ pub fn load_gguf(data: &[u8]) {
             dtype,
         );
         if let Ok(mut model) = pollster::block_on(built) {
-            let _ = pollster::block_on(model.backend.forward(&[0, 1], 0));
-            let _ = pollster::block_on(model.backend.forward(&[2], 2));
+            let _ = pollster::block_on(model.predict(&[0, 1], 0));
+            let _ = pollster::block_on(model.predict(&[0, 1, 2], 2));
         }
     }
 }

@@ -34,8 +34,8 @@ pub use backend::{Backend, BackendChoice};
 pub use config::Config;
 pub use error::{Error, Result};
 pub use generate::{
-    Beam, EarlyStopping, GenerateParams, Generation, GenerationResult, Kind, Metrics, NextLogits,
-    OptionSpec, Progress, Scope, StopReason, TokenEvent, OPTIONS,
+    Beam, EarlyStopping, GenerateParams, Generation, GenerationResult, Kind, Metrics, Move,
+    NextLogits, OptionSpec, Scope, StopReason, TokenEvent, OPTIONS,
 };
 pub use model::Model;
 pub use sampling::{Candidate, SamplingParams};

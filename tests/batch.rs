@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use gpt2_web::generate::{Batch, MAX_BATCH};
-use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Generation, Model, Progress, StopReason};
+use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Generation, Model, Move, StopReason};
 use pollster::block_on;
 
 fn load_as(dir: &str, dtype: CpuDtype) -> Model {
@@ -76,7 +76,7 @@ fn a_batched_pass_gives_each_row_the_logits_of_a_pass_alone() {
         for pass in heads.chunks(per_pass) {
             block_on(model.predict_batch(pass, &mut out)).unwrap();
         }
-        assert!(seqs.len() <= model.backend.batch_rows());
+        assert!(seqs.len() <= model.backend().batch_rows());
         let lasts: Vec<(usize, &[u32], usize)> = seqs
             .iter()
             .enumerate()
@@ -129,14 +129,14 @@ fn every_sequence_of_a_batch_gets_the_tokens_it_gets_alone() {
                 for (slot, progress) in block_on(batch.step(&mut model)).unwrap() {
                     let i = slot_of.iter().position(|&s| s == slot).unwrap();
                     match progress {
-                        Progress::Token(ev) => got[i].push(ev.id),
-                        Progress::Done => {
+                        Move::Token(ev) => got[i].push(ev.id),
+                        Move::Done => {
                             let r = batch.remove(slot).unwrap().result();
                             assert_eq!(r.tokens, got[i], "{what}: {i}'s result");
                             ended[i] = Some(r.stop_reason);
                             slot_of[i] = usize::MAX - 1 - i; // free; never matched again
                         }
-                        Progress::Working => panic!("{what}: the plain loop settled no token"),
+                        Move::Working => panic!("{what}: the plain loop settled no token"),
                     }
                 }
                 if batch.is_empty() && step > 6 {

@@ -21,7 +21,7 @@ fn check_runs(name: &str, mut model: Model, tol: f32, pick: &dyn Fn(&Run) -> boo
     let fx = fixture(name);
     let beams = beam_fixture(name);
     assert!(!beams.transformers.is_empty());
-    let (on, dtype) = (model.backend.name(), model.backend.dtype_name());
+    let (on, dtype) = (model.backend().name(), model.backend().dtype_name());
     for run in beams.runs.iter().filter(|r| pick(r)) {
         let ids = &fx.cases[run.case].ids;
         let what = format!(
@@ -57,7 +57,7 @@ fn check_runs(name: &str, mut model: Model, tol: f32, pick: &dyn Fn(&Run) -> boo
             "{what}"
         );
     }
-    assert_eq!(model.backend.name(), on, "{name}: the backend changed");
+    assert_eq!(model.backend().name(), on, "{name}: the backend changed");
 }
 
 #[test]
@@ -146,9 +146,9 @@ fn beams_stream_only_tokens_they_all_agree_on_and_honour_stop_texts() {
     let (mut working, mut tokens) = (0, 0);
     loop {
         match pollster::block_on(g.next(&mut model, None)).unwrap() {
-            gpt2_web::Progress::Token(_) => tokens += 1,
-            gpt2_web::Progress::Working => working += 1,
-            gpt2_web::Progress::Done => break,
+            gpt2_web::Move::Token(_) => tokens += 1,
+            gpt2_web::Move::Working => working += 1,
+            gpt2_web::Move::Done => break,
         }
     }
     let r = g.result();

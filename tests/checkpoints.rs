@@ -68,9 +68,7 @@ fn rewrite(
 
 fn logits(f: &Files, ids: &[u32]) -> Vec<f32> {
     let mut m = try_load(f).unwrap();
-    pollster::block_on(m.backend.forward(ids, 0))
-        .unwrap()
-        .to_vec()
+    forward_at(&mut m, ids, 0).unwrap().to_vec()
 }
 
 const IDS: [u32; 5] = [15, 300, 1000, 7, 1998];

@@ -212,7 +212,7 @@ fn eval_prints_the_mean_next_token_loss_of_its_windows() {
     let mut model = load(TINY);
     let mut want = 0f64;
     for pair in ids.chunks_exact(2) {
-        let logits = pollster::block_on(model.backend.forward(&pair[..1], 0)).unwrap();
+        let logits = forward_at(&mut model, &pair[..1], 0).unwrap();
         let lse = logits.iter().map(|&v| (v as f64).exp()).sum::<f64>().ln();
         want += lse - logits[pair[1] as usize] as f64;
     }

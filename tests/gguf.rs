@@ -177,15 +177,11 @@ fn f32_gguf_matches_transformers_and_the_safetensors() {
     let mut model = load_gguf(F32_FILE, CpuDtype::F32);
     let mut reference = load(TINY);
     for case in &fx.cases {
-        let logits = pollster::block_on(model.backend.forward(&case.ids, 0))
-            .unwrap()
-            .to_vec();
+        let logits = forward_at(&mut model, &case.ids, 0).unwrap().to_vec();
         let want = case.logits();
         let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
         assert_close(&logits, &want, 1e-4 * scale, 1e-3, "GGUF F32 logits");
-        let same = pollster::block_on(reference.backend.forward(&case.ids, 0))
-            .unwrap()
-            .to_vec();
+        let same = forward_at(&mut reference, &case.ids, 0).unwrap().to_vec();
         assert_eq!(
             logits, same,
             "the GGUF and the safetensors of one model differ"
@@ -230,9 +226,7 @@ fn q8_0_gguf_reads_the_finer_head_and_stays_close() {
     for (dtype, bound) in [(CpuDtype::F32, 0.025), (CpuDtype::Q8, 0.08)] {
         let mut model = load_gguf(Q8_FILE, dtype);
         for case in &fx.cases {
-            let logits = pollster::block_on(model.backend.forward(&case.ids, 0))
-                .unwrap()
-                .to_vec();
+            let logits = forward_at(&mut model, &case.ids, 0).unwrap().to_vec();
             let want = case.logits();
             let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
             assert_close(

@@ -27,12 +27,12 @@ fn a_beam_search_survives_losing_the_device() {
     };
     model.config.eos_token_id = run.eos_token_id.unwrap_or(u32::MAX);
     let ids = fx.cases[run.case].ids.clone();
-    let lose = |m: &Model| match &m.backend {
+    let lose = |m: &Model| match &m.backend() {
         Backend::WebGpu(b) => b.lose_device(),
         Backend::Cpu(_) => panic!("expected the GPU backend"),
     };
     let (r, moved) = common::generate_midway(&mut model, &ids, common::beam_params(run), 5, &lose);
-    assert_eq!(model.backend.name(), "cpu");
+    assert_eq!(model.backend().name(), "cpu");
     assert_eq!(moved, 1, "one Backend event");
     let got: Vec<&Vec<u32>> = r.beams.iter().map(|b| &b.tokens).collect();
     let want: Vec<&Vec<u32>> = run.beams.iter().map(|b| &b.ids).collect();

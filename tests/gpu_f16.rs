@@ -21,7 +21,7 @@ fn f16_model(dir: &str) -> Option<Model> {
 fn measure(name: &str) -> Option<(f32, usize, usize)> {
     let fx = fixture(name);
     let mut model = f16_model(&fx.model_dir)?;
-    assert_eq!(model.backend.dtype_name(), "f16");
+    assert_eq!(model.backend().dtype_name(), "f16");
     let (mut worst, mut same, mut all) = (0f32, 0, 0);
     for case in &fx.cases {
         let want = case.logits();

@@ -66,7 +66,7 @@ fn target_of(path: &str) -> String {
         "Backend" | "BackendChoice" => "backend",
         "Model" => "model",
         "GenerateParams" | "Generation" | "GenerationResult" | "Metrics" | "StopReason"
-        | "TokenEvent" | "Progress" | "NextLogits" | "Beam" | "EarlyStopping" | "generate" => {
+        | "TokenEvent" | "Move" | "NextLogits" | "Beam" | "EarlyStopping" | "generate" => {
             "generate"
         }
         _ => "",

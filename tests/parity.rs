@@ -7,7 +7,6 @@ mod common;
 mod gpu_common;
 use common::*;
 use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Model};
-use pollster::block_on;
 
 /// The model in `dir` on each backend there is, in f32.
 fn backends(dir: &str) -> Vec<Model> {
@@ -22,7 +21,7 @@ fn backends(dir: &str) -> Vec<Model> {
 fn check_model(name: &str) {
     let fx = fixture(name);
     for mut model in backends(&fx.model_dir) {
-        let on = model.backend.name();
+        let on = model.backend().name();
         assert_eq!(model.config.vocab_size, fx.vocab_size);
         for case in &fx.cases {
             let ids = if case.prompt.is_empty() || name == "tiny-random" {
@@ -32,7 +31,7 @@ fn check_model(name: &str) {
                 assert_eq!(ids, case.ids, "{name}: tokenization of {:?}", case.prompt);
                 ids
             };
-            let logits = block_on(model.backend.forward(&ids, 0)).unwrap().to_vec();
+            let logits = forward_at(&mut model, &ids, 0).unwrap().to_vec();
             let want = case.logits();
             let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
             // 1e-3 relative to each logit, with a floor of 1e-4 of the largest.
@@ -51,7 +50,7 @@ fn check_model(name: &str) {
             assert_eq!(text, case.greedy_text, "{what}");
             assert_eq!(r.text, case.greedy_text, "{what}");
         }
-        assert_eq!(model.backend.name(), on, "{name}: the backend changed");
+        assert_eq!(model.backend().name(), on, "{name}: the backend changed");
     }
 }
 
@@ -70,18 +69,16 @@ fn kv_cache_decode_equals_full_recompute() {
     let fx = fixture("tiny-random");
     let case = fx.cases.iter().max_by_key(|c| c.ids.len()).unwrap();
     for mut model in backends(TINY) {
-        let on = model.backend.name();
+        let on = model.backend().name();
         let mut seq = case.ids.clone();
         // Decode the greedy continuation one token at a time, comparing each step's logits with
         // a fresh forward over the whole sequence.
-        block_on(model.backend.forward(&seq, 0)).unwrap();
+        forward_at(&mut model, &seq, 0).unwrap();
         for &next in &case.greedy_ids[..8] {
             let pos = seq.len();
             seq.push(next);
-            let cached = block_on(model.backend.forward(&[next], pos))
-                .unwrap()
-                .to_vec();
-            let full = block_on(model.backend.forward(&seq, 0)).unwrap().to_vec();
+            let cached = forward_at(&mut model, &[next], pos).unwrap().to_vec();
+            let full = forward_at(&mut model, &seq, 0).unwrap().to_vec();
             let what = format!("{on}: step at position {pos}");
             assert_close(&cached, &full, 1e-4, 1e-4, &what);
         }
@@ -93,11 +90,11 @@ fn prefill_in_pieces_equals_prefill_at_once() {
     let fx = fixture("tiny-random");
     let ids = &fx.cases.iter().max_by_key(|c| c.ids.len()).unwrap().ids;
     for mut model in backends(TINY) {
-        let on = model.backend.name();
-        let whole = block_on(model.backend.forward(ids, 0)).unwrap().to_vec();
+        let on = model.backend().name();
+        let whole = forward_at(&mut model, ids, 0).unwrap().to_vec();
         let split = ids.len() / 3;
-        block_on(model.backend.forward(&ids[..split], 0)).unwrap();
-        let pieces = block_on(model.backend.forward(&ids[split..], split))
+        forward_at(&mut model, &ids[..split], 0).unwrap();
+        let pieces = forward_at(&mut model, &ids[split..], split)
             .unwrap()
             .to_vec();
         let what = format!("{on}: prefill split in two");

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use gpt2_web::generate::Batch;
 use gpt2_web::scheduler::{self, Prompt};
-use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Generation, Model, Progress};
+use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Generation, Model, Move};
 use pollster::block_on;
 
 fn load_as(dtype: CpuDtype) -> Model {
@@ -124,12 +124,12 @@ fn a_batch_shares_a_prompt_between_its_sequences_and_keeps_finished_ones() {
             let at = live.iter().position(|&(s, _)| s == slot).unwrap();
             let i = live[at].1;
             match p {
-                Progress::Token(ev) => got[i].push(ev.id),
-                Progress::Done => {
+                Move::Token(ev) => got[i].push(ev.id),
+                Move::Done => {
                     results[i] = batch.remove(slot).map(|g| g.result());
                     live.remove(at);
                 }
-                Progress::Working => {}
+                Move::Working => {}
             }
         }
     }

@@ -6,7 +6,6 @@ mod common;
 use common::*;
 use gpt2_web::backend::cpu::Phase;
 use gpt2_web::{BackendChoice, CpuDtype, Model};
-use pollster::block_on;
 
 fn load_q8(dir: &str) -> Model {
     Model::load_dir(&root().join(dir), BackendChoice::Cpu, CpuDtype::Q8)
@@ -26,12 +25,10 @@ fn std_dev(v: &[f32]) -> f32 {
 fn q8_logits_stay_close_to_transformers_and_keep_the_top_token() {
     let fx = fixture("gpt2-shakespeare");
     let mut model = load_q8(&fx.model_dir);
-    assert_eq!(model.backend.name(), "cpu");
+    assert_eq!(model.backend().name(), "cpu");
     for case in &fx.cases {
         let want = case.logits();
-        let got = block_on(model.backend.forward(&case.ids, 0))
-            .unwrap()
-            .to_vec();
+        let got = forward_at(&mut model, &case.ids, 0).unwrap().to_vec();
         let worst = got
             .iter()
             .zip(&want)
@@ -52,8 +49,8 @@ fn q8_weights_are_a_quarter_of_f32_and_decode_reads_them_once() {
     let f32m = load(DEMO);
     let q8m = load_q8(DEMO);
     let (a, b) = (
-        f32m.backend.decode_weight_bytes(),
-        q8m.backend.decode_weight_bytes(),
+        f32m.backend().decode_weight_bytes(),
+        q8m.backend().decode_weight_bytes(),
     );
     // 1 byte per weight plus a 4-byte scale per 32: 1.125 / 4 of f32, a little more for
     // the f32 biases and LayerNorm parameters.
@@ -65,12 +62,12 @@ fn q8_decode_with_the_cache_equals_recompute() {
     let fx = fixture("gpt2-shakespeare");
     let mut model = load_q8(&fx.model_dir);
     let ids = &fx.cases[0].ids;
-    let full = block_on(model.backend.forward(ids, 0)).unwrap().to_vec();
+    let full = forward_at(&mut model, ids, 0).unwrap().to_vec();
     let (head, tail) = ids.split_at(ids.len() / 2);
-    block_on(model.backend.forward(head, 0)).unwrap();
+    forward_at(&mut model, head, 0).unwrap();
     let mut last = Vec::new();
     for (i, id) in tail.iter().enumerate() {
-        last = block_on(model.backend.forward(&[*id], head.len() + i))
+        last = forward_at(&mut model, &[*id], head.len() + i)
             .unwrap()
             .to_vec();
     }
@@ -102,14 +99,14 @@ fn the_cpu_profile_splits_prompt_and_steps_and_its_phases_add_up() {
             .unwrap_or_else(|e| panic!("{}: {e}", fx.model_dir));
         let ids = &fx.cases[0].ids;
         assert!(ids.len() > 1, "the fixture's first case is a prompt");
-        block_on(model.backend.forward(ids, 0)).unwrap(); // before profiling: not counted
-        assert!(model.backend.profile().is_none());
-        model.backend.set_profiling(true);
-        block_on(model.backend.forward(ids, 0)).unwrap();
+        forward_at(&mut model, ids, 0).unwrap(); // before profiling: not counted
+        assert!(model.backend().profile().is_none());
+        model.set_profiling(true);
+        forward_at(&mut model, ids, 0).unwrap();
         for pos in ids.len()..ids.len() + 3 {
-            block_on(model.backend.forward(&[ids[0]], pos)).unwrap();
+            forward_at(&mut model, &[ids[0]], pos).unwrap();
         }
-        let p = model.backend.profile().expect("profiling is on");
+        let p = model.backend().profile().expect("profiling is on");
         assert_eq!((p.prompt.calls, p.prompt.tokens), (1, ids.len()));
         assert_eq!((p.decode.calls, p.decode.tokens), (3, 3));
         for phases in [p.prompt, p.decode] {
@@ -127,8 +124,8 @@ fn the_cpu_profile_splits_prompt_and_steps_and_its_phases_add_up() {
                 "{dtype:?}"
             );
         }
-        model.backend.set_profiling(false);
-        assert!(model.backend.profile().is_none());
+        model.set_profiling(false);
+        assert!(model.backend().profile().is_none());
     }
 }
 
@@ -139,7 +136,7 @@ fn the_budget_predicts_what_the_cpu_backend_really_allocates() {
     for dir in [DEMO, TINY] {
         for dtype in [CpuDtype::Q8, CpuDtype::F32] {
             let model = Model::load_dir(&root().join(dir), BackendChoice::Cpu, dtype).unwrap();
-            let gpt2_web::Backend::Cpu(cpu) = &model.backend else {
+            let gpt2_web::Backend::Cpu(cpu) = &model.backend() else {
                 panic!("expected the CPU backend")
             };
             let (weights, kv) = cpu.allocated_bytes();
@@ -155,7 +152,7 @@ fn both_backends_count_the_bytes_per_token_alike() {
     // f32 on the CPU holds exactly what the GPU holds, so their bandwidth bounds compare.
     let model = load(DEMO);
     assert_eq!(
-        model.backend.decode_weight_bytes(),
+        model.backend().decode_weight_bytes(),
         model.config.decode_weight_bytes(4.0)
     );
 }

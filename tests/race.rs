@@ -31,7 +31,7 @@ fn auto_races_a_gpu_against_the_cpu_and_keeps_the_faster_that_agrees() {
         // lavapipe emulates a GPU on these same cores: the CPU backend wins.
         assert_eq!(t.chosen, "cpu", "{t:?}");
         assert!(cpu_ms < t.webgpu_ms, "{t:?}");
-        assert!(matches!(auto.backend, Backend::Cpu(_)));
+        assert!(matches!(auto.backend(), Backend::Cpu(_)));
         let why = auto.gpu_unavailable.clone().unwrap();
         assert!(
             why.starts_with("measured: ") && why.contains("on the CPU"),

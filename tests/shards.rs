@@ -238,20 +238,20 @@ fn a_lost_gpu_reads_the_shards_again() {
     }
     let dir = sharded_folder("gpu", 3);
     let mut gpu = Model::load_dir(&dir, BackendChoice::WebGpu, CpuDtype::F32).unwrap();
-    assert_eq!(gpu.backend.name(), "webgpu");
+    assert_eq!(gpu.backend().name(), "webgpu");
     let case = &fixture("tiny-random").cases[0];
     let params = gpt2_web::GenerateParams {
         max_tokens: case.greedy_ids.len(),
         ignore_eos: true,
         ..Default::default()
     };
-    let lose = |m: &Model| match &m.backend {
+    let lose = |m: &Model| match &m.backend() {
         gpt2_web::Backend::WebGpu(b) => b.lose_device(),
         gpt2_web::Backend::Cpu(_) => unreachable!(),
     };
     let (r, _) = generate_midway(&mut gpu, &case.ids, params, 3, &lose);
     assert_eq!(
-        gpu.backend.name(),
+        gpu.backend().name(),
         "cpu",
         "rebuilt on the CPU from the three shards"
     );

@@ -42,9 +42,9 @@ fn the_verification_pass_gives_each_row_a_single_step_would() {
             .unwrap()
             .to_vec();
         assert_eq!(all.len(), 2 * v);
-        all.extend_from_slice(model.head_rows(2, tail.len()).unwrap());
+        all.extend_from_slice(model.more_logits(2, tail.len()).unwrap());
         assert!(
-            model.head_rows(2, tail.len() + 1).is_err(),
+            model.more_logits(2, tail.len() + 1).is_err(),
             "rows past the pass"
         );
         block_on(model.predict(head, 0)).unwrap();

@@ -173,7 +173,7 @@ fn streamed_onto_the_gpu_and_back_to_the_cpu_from_a_source() {
         opened: opened.clone(),
     };
     let mut gpu = block_on(loader.finish(Some(Reload::Source(Box::new(source))))).unwrap();
-    assert_eq!(gpu.backend.name(), "webgpu");
+    assert_eq!(gpu.backend().name(), "webgpu");
     let (a, b) = (logits(&mut gpu, &case.ids), logits(&mut cpu, &case.ids));
     common::assert_close(&a, &b, 1e-3, 1e-3, "streamed onto the GPU vs the CPU");
     // Lose the device mid-generation: the model is rebuilt from the source, read once more.
@@ -182,12 +182,12 @@ fn streamed_onto_the_gpu_and_back_to_the_cpu_from_a_source() {
         ignore_eos: true,
         ..Default::default()
     };
-    let lose = |m: &Model| match &m.backend {
+    let lose = |m: &Model| match &m.backend() {
         Backend::WebGpu(b) => b.lose_device(),
         Backend::Cpu(_) => unreachable!(),
     };
     let (r, _) = common::generate_midway(&mut gpu, &case.ids, params, 8, &lose);
-    assert_eq!(gpu.backend.name(), "cpu");
+    assert_eq!(gpu.backend().name(), "cpu");
     assert_eq!(opened.get(), 1, "the weights were read again once");
     assert_eq!(r.tokens, case.greedy_ids);
 }

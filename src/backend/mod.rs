@@ -69,13 +69,18 @@ impl Backend {
     }
 
     /// The verification pass of speculative decoding: every one of `ids` placed at positions
-    /// `pos..` through the model, and the logits of (at least) the first `head` of them, row
-    /// after row; `head_rows` gives the others'. At most `MAX_VERIFY` ids. Each row equals, bit
+    /// `pos..` through the model, and the logits of (at least) the first `rows_out` of them, row
+    /// after row; `more_logits` gives the others'. At most `MAX_VERIFY` ids. Each row equals, bit
     /// for bit, what `forward` of that id alone after the ones before it gives, so a speculative
     /// greedy generation is token for token the plain one. (The CPU computes the head, most of
     /// a small model's work, only for the rows asked for: after a rejected draft token the rest
     /// are never needed. The GPU computes every row in the same submission.)
-    pub async fn forward_rows(&mut self, ids: &[u32], pos: usize, head: usize) -> Result<&[f32]> {
+    pub async fn forward_rows(
+        &mut self,
+        ids: &[u32],
+        pos: usize,
+        rows_out: usize,
+    ) -> Result<&[f32]> {
         self.config().check_ids(ids, pos)?;
         if ids.len() > MAX_VERIFY {
             return Err(Error::param(
@@ -87,7 +92,7 @@ impl Backend {
             ));
         }
         match self {
-            Backend::Cpu(b) => b.forward(ids, pos, Some(head)),
+            Backend::Cpu(b) => b.forward(ids, pos, Some(rows_out)),
             Backend::WebGpu(b) => b.forward(ids, pos, true).await,
         }
     }
@@ -177,18 +182,18 @@ impl Backend {
         }
     }
 
-    /// Rows of a verification pass's head worth computing at once (the GPU computes them all).
-    pub fn head_chunk(&self) -> usize {
+    /// Rows of a verification pass's logits worth computing at once (the GPU computes them all).
+    pub fn logit_chunk(&self) -> usize {
         match self {
-            Backend::Cpu(b) => b.head_chunk(),
+            Backend::Cpu(b) => b.logit_chunk(),
             Backend::WebGpu(_) => MAX_VERIFY,
         }
     }
 
     /// The logits of rows `from..to` of the last verification pass.
-    pub fn head_rows(&mut self, from: usize, to: usize) -> Result<&[f32]> {
+    pub fn more_logits(&mut self, from: usize, to: usize) -> Result<&[f32]> {
         match self {
-            Backend::Cpu(b) => b.head_rows(from, to),
+            Backend::Cpu(b) => b.more_logits(from, to),
             Backend::WebGpu(b) => b.rows(from, to),
         }
     }

@@ -92,9 +92,9 @@ pub fn batch(
         .collect::<Result<Vec<_>>>()?;
     let prompt_tokens_per_sec = rows as f64 * 1e3 / median(prefill);
     Ok(BatchReport {
-        backend: model.backend.name().to_string(),
-        dtype: model.backend.dtype_name().to_string(),
-        kernel: (model.backend.name() == "cpu" && model.backend.dtype_name() == "q8")
+        backend: model.backend().name().to_string(),
+        dtype: model.backend().dtype_name().to_string(),
+        kernel: (model.backend().name() == "cpu" && model.backend().dtype_name() == "q8")
             .then(crate::backend::cpu::q8::kernel),
         prompt_tokens,
         tokens,

@@ -180,7 +180,7 @@ pub fn run(
         });
     }
     // The last forward was a decode step.
-    let dispatches = model.backend.gpu_dispatches();
+    let dispatches = model.backend().gpu_dispatches();
     // One more run of the longest length with the CPU's phase timers on (outside the timings).
     let params = GenerateParams {
         max_tokens: lengths.iter().copied().max().unwrap_or(1),
@@ -203,16 +203,16 @@ pub fn run(
         .collect::<Result<Vec<_>>>()?;
     let prefill_ms = median(prefill);
 
-    let bytes = model.backend.decode_weight_bytes();
+    let bytes = model.backend().decode_weight_bytes();
     let bw = read_bandwidth()?;
     let bound_ms = bytes / bw * 1e3;
     let tpot = runs.iter().max_by_key(|r| r.n).map_or(0.0, |r| r.tpot_ms);
     Ok(BenchReport {
-        backend: model.backend.name().to_string(),
-        dtype: model.backend.dtype_name().to_string(),
-        kernel: (model.backend.name() == "cpu" && model.backend.dtype_name() == "q8")
+        backend: model.backend().name().to_string(),
+        dtype: model.backend().dtype_name().to_string(),
+        kernel: (model.backend().name() == "cpu" && model.backend().dtype_name() == "q8")
             .then(crate::backend::cpu::q8::kernel),
-        adapter: model.backend.gpu_adapter().map(str::to_string),
+        adapter: model.backend().gpu_adapter().map(str::to_string),
         gpu_dispatches_per_token: dispatches,
         n_params: model.config.n_params(),
         weight_bytes_per_token: bytes,

@@ -286,7 +286,7 @@ impl GenerateCmd {
         let m = &r.metrics;
         eprintln!(
             "[{} | {} prompt + {} output tokens | TTFT {:.1} ms | TPOT {:.1} ms | total {:.1} ms | stop: {}]",
-            model.backend.name(),
+            model.backend().name(),
             m.prompt_tokens,
             m.output_tokens,
             m.ttft_ms,
@@ -332,7 +332,7 @@ impl GenerateCmd {
             .fold(0.0, f64::max);
         eprintln!(
             "[{} | {} choices in one batch | {} output tokens | total {total:.1} ms]",
-            model.backend.name(),
+            model.backend().name(),
             c.choices.len(),
             (c.choices.iter())
                 .filter_map(|ch| ch.metrics.as_ref())

@@ -8,7 +8,7 @@
 //! prompt runs in a pass of its own, as alone; decode rows share passes of at most
 //! `Backend::batch_rows` sequences, within which every row is computed as alone.
 
-use super::{GenerateParams, Generation, Progress};
+use super::{GenerateParams, Generation, Move};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::platform::now_ms;
@@ -110,7 +110,7 @@ impl Batch {
     /// One step of every member: the model steps they need (new prompts each in a pass of its
     /// own, every decode row in shared passes), then each member's next move — a token, or
     /// `Done` (it stays until `remove`d).
-    pub async fn step(&mut self, model: &mut Model) -> Result<Vec<(usize, Progress)>> {
+    pub async fn step(&mut self, model: &mut Model) -> Result<Vec<(usize, Move)>> {
         let started = now_ms();
         if model.epoch != self.epoch {
             // A fall-back to the CPU: slots made again, every sequence runs whole.
@@ -138,7 +138,7 @@ impl Batch {
                 left => self.pass(model, &[(slot, left)], started).await?,
             }
         }
-        for pass in rows.chunks(model.backend.batch_rows().max(1)) {
+        for pass in rows.chunks(model.backend().batch_rows().max(1)) {
             self.pass(model, pass, started).await?;
         }
         let mut out = Vec::with_capacity(self.members.len());

@@ -154,7 +154,7 @@ impl BeamSearch {
             self.make_slots(model).await?; // after a fall-back: every sequence from the start
         }
         let mut candidates: Vec<Candidate> = Vec::new();
-        if self.kv_cache && model.backend.batches() {
+        if self.kv_cache && model.backend().batches() {
             // Every running beam in one forward pass, each in its own KV cache slot.
             let seqs: Vec<Vec<u32>> = (self.running.iter())
                 .map(|r| [prompt, &r.ids[..]].concat())

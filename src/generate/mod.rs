@@ -206,7 +206,7 @@ pub struct GenerationResult {
 
 /// What one call of `Generation::next` did.
 #[derive(Debug)]
-pub enum Progress {
+pub enum Move {
     Token(TokenEvent),
     /// A model step that settled no token yet (beam search, while its beams disagree).
     Working,
@@ -332,9 +332,9 @@ impl Generation {
         &mut self,
         model: &mut Model,
         draft_model: Option<&mut Model>,
-    ) -> Result<Progress> {
+    ) -> Result<Move> {
         if self.t.done.is_some() {
-            return Ok(Progress::Done);
+            return Ok(Move::Done);
         }
         if self.pending.is_empty() {
             let before = now_ms();
@@ -361,11 +361,11 @@ impl Generation {
         }
         let Some(p) = self.pending.pop_front() else {
             return Ok(match self.beam_finished() {
-                true => Progress::Done,
-                false => Progress::Working,
+                true => Move::Done,
+                false => Move::Working,
             });
         };
-        Ok(Progress::Token(self.t.append(model, p)))
+        Ok(Move::Token(self.t.append(model, p)))
     }
 
     /// For a batch (`batch::Batch`): the sequence so far and how many of its ids the KV cache

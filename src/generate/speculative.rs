@@ -70,11 +70,10 @@ impl Speculative {
     ) -> Result<()> {
         self.propose(model, draft_model, t).await?;
         let (r0, kept) = self.judge(model, sampler, &t.ids, n_top, pending).await?;
-        if let (Draft::Mtp, Some(heads)) = (self.kind, &mut model.mtp) {
+        if self.kind == Draft::Mtp {
             // The row whose logits gave the last token: its hidden state, the heads' input.
             let row = if self.draft.is_empty() { 0 } else { r0 + kept };
-            let h = model.backend.hidden(row)?;
-            heads.guess(h, heads.len(), MIN_CONFIDENCE, &mut self.guesses);
+            model.guess_ahead(row, MIN_CONFIDENCE, &mut self.guesses)?;
         }
         self.fed = t.ids.len() + kept;
         self.draft_fed = self.draft_fed.min(self.fed);
@@ -145,7 +144,7 @@ impl Speculative {
             (r0, r0 + 1 + self.draft.len())
         };
         // The head runs over a few rows at a time: after a rejected draft token, no more.
-        let chunk = model.backend.head_chunk();
+        let chunk = model.backend().logit_chunk();
         let mut have = (r0 + chunk).min(need);
         let rows = if self.draft.is_empty() {
             model.predict(&self.seq, self.fed).await?
@@ -159,7 +158,8 @@ impl Speculative {
         for i in 0..=self.draft.len() {
             if r0 + i >= have {
                 let more = (have + chunk).min(need);
-                self.logits.extend_from_slice(model.head_rows(have, more)?);
+                self.logits
+                    .extend_from_slice(model.more_logits(have, more)?);
                 have = more;
             }
             let row = &mut self.logits[(r0 + i) * v..][..v];

@@ -38,7 +38,7 @@ pub enum Reload {
 pub struct Model {
     pub config: Config,
     pub tokenizer: Tokenizer,
-    pub backend: Backend,
+    backend: Backend,
     /// Why the model runs on the CPU when the GPU was wanted (`Auto` found no adapter, a software
     /// one, too small limits) or was lost.
     pub gpu_unavailable: Option<String>,
@@ -217,14 +217,18 @@ impl Model {
     }
 
     /// The verification pass of speculative decoding over `seq[cached..]`, the others held in
-    /// the KV cache already: the logits of the first `head` new ids, row after row (`head_rows`
+    /// the KV cache already: the logits of the first `rows_out` new ids, row after row (`more_logits`
     /// gives more), with the same fall-back as `predict` (after which everything before the new
     /// ids is recomputed on the CPU first).
-    pub async fn verify(&mut self, seq: &[u32], cached: usize, head: usize) -> Result<&[f32]> {
+    pub async fn verify(&mut self, seq: &[u32], cached: usize, rows_out: usize) -> Result<&[f32]> {
         let new = seq.get(cached..).unwrap_or_default();
         let v = self.config.vocab_size;
-        let head = head.min(new.len());
-        let ran = self.backend.forward_rows(new, cached, head).await.map(drop);
+        let rows_out = rows_out.min(new.len());
+        let ran = self
+            .backend
+            .forward_rows(new, cached, rows_out)
+            .await
+            .map(drop);
         let slot = self.backend.active_slot();
         self.kv.keep(slot, cached);
         if self.recover(ran).await? {
@@ -233,10 +237,10 @@ impl Model {
                 self.backend.forward(&seq[..cached], 0).await?;
             }
             self.kv.wrote(slot, 0, seq);
-            return self.backend.forward_rows(new, cached, head).await;
+            return self.backend.forward_rows(new, cached, rows_out).await;
         }
         self.kv.wrote(slot, cached, new);
-        Ok(&self.backend.logits()[..head * v])
+        Ok(&self.backend.logits()[..rows_out * v])
     }
 
     /// The fall-back policy, once for every kind of forward: a GPU failure, when the weights
@@ -295,9 +299,36 @@ impl Model {
         Some((slot, if alike { n } else { 0 }))
     }
 
+    /// What runs the model, to read (its name, dtype, limits, the last pass's hidden state):
+    /// every forward pass goes through `predict`, `predict_batch` or `verify`, which keep the KV
+    /// cache's record and the fall-back to the CPU, so nothing runs the backend around them.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The multi-token prediction heads' guesses (`mtp`) of the tokens after row `row` of the
+    /// last pass, from its hidden state, into `out` (nothing without heads).
+    pub fn guess_ahead(
+        &mut self,
+        row: usize,
+        min_confidence: f32,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        if let Some(heads) = &mut self.mtp {
+            let h = self.backend.hidden(row)?;
+            heads.guess(h, heads.len(), min_confidence, out);
+        }
+        Ok(())
+    }
+
+    /// Starts timing each phase of each CPU forward (clearing earlier sums), or stops.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.backend.set_profiling(on);
+    }
+
     /// The logits of rows `from..to` of the last verification pass (`verify`).
-    pub fn head_rows(&mut self, from: usize, to: usize) -> Result<&[f32]> {
-        self.backend.head_rows(from, to)
+    pub fn more_logits(&mut self, from: usize, to: usize) -> Result<&[f32]> {
+        self.backend.more_logits(from, to)
     }
 }
 

@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::generate::{Batch, GenerationResult, NextLogits, TokenEvent, MAX_BATCH};
 use crate::model::Model;
 use crate::platform::now_ms;
-use crate::{Generation, Progress};
+use crate::{Generation, Move};
 use std::borrow::BorrowMut;
 use std::collections::VecDeque;
 
@@ -207,13 +207,13 @@ impl<M: BorrowMut<Model>> Lane<M> {
         }
         if let Some(mut a) = self.alone.take() {
             match a.gen.next(self.model.borrow_mut(), draft).await {
-                Ok(Progress::Token(event)) => out.push(Outcome::Token {
+                Ok(Move::Token(event)) => out.push(Outcome::Token {
                     id: a.id,
                     choice: a.choice,
                     event,
                 }),
-                Ok(Progress::Working) => {}
-                Ok(Progress::Done) => {
+                Ok(Move::Working) => {}
+                Ok(Move::Done) => {
                     out.push(Outcome::Ended {
                         id: a.id,
                         choice: a.choice,
@@ -317,7 +317,7 @@ impl<M: BorrowMut<Model>> Lane<M> {
             });
             return Ok(());
         }
-        model.backend.set_profiling(params.profile);
+        model.set_profiling(params.profile);
         match self.batch.add(model, gen).await {
             Ok(slot) => {
                 self.members.push((slot, m.id, m.choice));
@@ -356,13 +356,13 @@ impl<M: BorrowMut<Model>> Lane<M> {
             };
             let (_, id, choice) = self.members[k];
             match progress {
-                Progress::Token(event) => out.push(Outcome::Token { id, choice, event }),
-                Progress::Working => {}
-                Progress::Done => {
+                Move::Token(event) => out.push(Outcome::Token { id, choice, event }),
+                Move::Working => {}
+                Move::Done => {
                     self.members.swap_remove(k);
                     if let Some(g) = self.batch.remove(slot) {
                         let profile = if self.exclusive {
-                            model.backend.profile()
+                            model.backend().profile()
                         } else {
                             None
                         };
@@ -385,7 +385,7 @@ impl<M: BorrowMut<Model>> Lane<M> {
     /// The batch has emptied: its KV cache slots past the first are freed, profiling ends.
     async fn leave(batch: &mut Batch, exclusive: &mut bool, model: &mut Model) {
         *exclusive = false;
-        model.backend.set_profiling(false);
+        model.set_profiling(false);
         // Freeing memory cannot fail but on a lost GPU, which the next forward reports.
         let _ = batch.shrink(model).await;
     }

@@ -524,7 +524,7 @@ impl<M: BorrowMut<Model>> Scheduler<M> {
         } = turn;
         let moved = (lane.model.borrow().epoch != epoch).then(|| {
             let m: &Model = lane.model.borrow();
-            (m.backend.name(), m.gpu_unavailable.clone())
+            (m.backend().name(), m.gpu_unavailable.clone())
         });
         // A model failed meanwhile (`fail_model`) stays gone, its lane dropped; what was asked of
         // the others while they were out is done now.

@@ -254,10 +254,10 @@ impl Scheduler {
         let s = self.inner.borrow();
         let m = s.model(model as ModelId).map_err(js_err)?;
         to_js(&Info {
-            backend: m.backend.name(),
-            dtype: m.backend.dtype_name(),
+            backend: m.backend().name(),
+            dtype: m.backend().dtype_name(),
             config: ConfigJs::of(&m.config),
-            adapter: m.backend.gpu_adapter(),
+            adapter: m.backend().gpu_adapter(),
             gpu_unavailable: m.gpu_unavailable.as_deref(),
             mtp_heads: (m.mtp.as_ref())
                 .map(|h| serde_json::json!({ "heads": h.len(), "draftVocab": h.draft_vocab() })),
@@ -275,7 +275,7 @@ impl Scheduler {
             weights: usize,
             kv_cache: usize,
         }
-        let bytes = self.with(model, |m| match &m.backend {
+        let bytes = self.with(model, |m| match &m.backend() {
             crate::Backend::Cpu(b) => Some(b.allocated_bytes()),
             crate::Backend::WebGpu(_) => None,
         })?;
@@ -300,7 +300,7 @@ impl Scheduler {
     /// CPU); false when it is not on the GPU.
     #[wasm_bindgen(js_name = loseDevice)]
     pub fn lose_device(&self, model: u32) -> Result<bool, JsValue> {
-        self.with(model, |m| match &m.backend {
+        self.with(model, |m| match &m.backend() {
             crate::Backend::WebGpu(g) => {
                 g.lose_device();
                 true

@@ -244,11 +244,17 @@ pub fn tempdir(tag: &str) -> PathBuf {
     dir
 }
 
+/// The logits of the last of `ids` placed at positions `pos..`, after the `pos` positions the
+/// model's KV cache holds already, through `Model::predict` (the ids before `pos` stand in only
+/// for a fall-back to the CPU, which recomputes them: none here).
+pub fn forward_at(model: &mut Model, ids: &[u32], pos: usize) -> gpt2_web::Result<Vec<f32>> {
+    let seq = [vec![0; pos], ids.to_vec()].concat();
+    pollster::block_on(model.predict(&seq, pos)).map(<[f32]>::to_vec)
+}
+
 /// The next-token logits of `ids` from an empty KV cache.
 pub fn logits(model: &mut Model, ids: &[u32]) -> Vec<f32> {
-    pollster::block_on(model.backend.forward(ids, 0))
-        .unwrap()
-        .to_vec()
+    forward_at(model, ids, 0).unwrap().to_vec()
 }
 
 /// An `mtp_heads.safetensors` for the model in `dir` (a folder with model.safetensors in f32):

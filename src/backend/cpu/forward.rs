@@ -63,19 +63,19 @@ struct Seg<'a> {
 
 impl CpuBackend {
     /// Logits of the last of `ids` at positions `pos..` (checked by the caller), in the slot in
-    /// use (`kv_use`). With `head: Some(n)`, the verification pass of speculative decoding: every
-    /// row goes through ln_f, and the first n rows through the head, row after row (`head_rows`
+    /// use (`kv_use`). With `rows_out: Some(n)`, the verification pass of speculative decoding: every
+    /// row goes through ln_f, and the first n rows through the head, row after row (`more_logits`
     /// adds the others); each row is the same, bit for bit, as a forward of that one id after the
     /// ones before it.
-    pub fn forward(&mut self, ids: &[u32], pos: usize, head: Option<usize>) -> Result<&[f32]> {
+    pub fn forward(&mut self, ids: &[u32], pos: usize, rows_out: Option<usize>) -> Result<&[f32]> {
         let row = BatchRow {
             slot: self.active,
             ids,
             pos,
         };
-        self.pass(&[row], head)?;
-        let rows = head.map_or(1, |n| n.min(ids.len()));
-        self.verify_rows = if head.is_some() { ids.len() } else { 0 };
+        self.pass(&[row], rows_out)?;
+        let rows = rows_out.map_or(1, |n| n.min(ids.len()));
+        self.verify_rows = if rows_out.is_some() { ids.len() } else { 0 };
         Ok(&self.logits[..rows * self.config.vocab_size])
     }
 
@@ -103,12 +103,12 @@ impl CpuBackend {
 
     /// The pass itself, for `forward` and `forward_batch`: each row's slot taken out for it and
     /// put back after, whatever the outcome.
-    fn pass(&mut self, rows: &[BatchRow], head: Option<usize>) -> Result<()> {
+    fn pass(&mut self, rows: &[BatchRow], rows_out: Option<usize>) -> Result<()> {
         // With a thread pool, the whole forward runs on one of its threads: one hop into the
         // pool per call, and the matrix products and heads inside split with no further hops.
         #[cfg(feature = "threads")]
         if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
-            return rayon::scope(move |_| self.pass(rows, head));
+            return rayon::scope(move |_| self.pass(rows, rows_out));
         }
         let mut segs: Vec<Seg> = rows
             .iter()
@@ -122,7 +122,7 @@ impl CpuBackend {
         let t: usize = rows.iter().map(|r| r.ids.len()).sum();
         let mut s = std::mem::take(&mut self.scratch);
         let mut prof = Profiler::new(self.profile.is_some());
-        let result = self.run(&mut segs, head, &mut s, &mut prof);
+        let result = self.run(&mut segs, rows_out, &mut s, &mut prof);
         self.scratch = s;
         for seg in segs {
             self.put_set(seg.slot, seg.kv);
@@ -134,12 +134,12 @@ impl CpuBackend {
         Ok(())
     }
 
-    /// The head over rows `from..to` of the last verification pass (`forward` with a `head`),
+    /// The head over rows `from..to` of the last verification pass (`forward` with `rows_out`),
     /// into those rows of the logits.
-    pub fn head_rows(&mut self, from: usize, to: usize) -> Result<&[f32]> {
+    pub fn more_logits(&mut self, from: usize, to: usize) -> Result<&[f32]> {
         #[cfg(feature = "threads")]
         if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
-            return rayon::scope(move |_| self.head_rows(from, to));
+            return rayon::scope(move |_| self.more_logits(from, to));
         }
         let (c, v) = (self.config.n_embd, self.config.vocab_size);
         if from > to || to > self.verify_rows {
@@ -164,15 +164,15 @@ impl CpuBackend {
     }
 
     /// The blocks over the stacked rows of `segs`; then ln_f and the head over the last row of
-    /// each (`head: None`) or, for one sequence, over every row and the first `head` rows.
+    /// each (`rows_out: None`) or, for one sequence, over every row and the first `rows_out` rows.
     fn run(
         &mut self,
         segs: &mut [Seg],
-        head: Option<usize>,
+        rows_out: Option<usize>,
         s: &mut Scratch,
         prof: &mut Profiler,
     ) -> Result<()> {
-        let all = head.is_some();
+        let all = rows_out.is_some();
         debug_assert!(
             !all || segs.len() == 1,
             "a verification pass is one sequence"
@@ -196,16 +196,16 @@ impl CpuBackend {
             self.block(layer, segs, last, s, prof)?;
         }
         // ln_f over the rows left (the last of each sequence, or every row, kept in s.h for
-        // `head_rows`); the tied head over those, or the first `head` rows.
+        // `more_logits`); the tied head over those, or the first `rows_out` rows.
         let (rows, v) = (if all { t } else { segs.len() }, self.config.vocab_size);
         let eps = self.config.layer_norm_epsilon;
         let h = grow(&mut s.h, rows * c);
-        self.ln_f.forward(&s.x[..rows * c], eps, h);
+        self.ln_f.normalize(&s.x[..rows * c], eps, h);
         prof.lap(Phase::LayerNorm);
         if self.logits.len() < rows * v {
             self.logits.resize(rows * v, 0.0);
         }
-        let rows = head.map_or(rows, |n| n.min(t));
+        let rows = rows_out.map_or(rows, |n| n.min(t));
         let h = &s.h[..rows * c];
         self.wte.prepare(h, &mut s.act);
         self.wte
@@ -236,7 +236,7 @@ impl CpuBackend {
         let tq: usize = segs.iter().map(|g| g.ids.len() - q0(g)).sum();
         let b = &self.blocks[layer];
         let h = grow(&mut s.h, t * c);
-        b.ln_1.forward(&s.x[..t * c], eps, h);
+        b.ln_1.normalize(&s.x[..t * c], eps, h);
         prof.lap(Phase::LayerNorm);
         let qkv = grow(&mut s.qkv, t * 3 * c);
         linear(&b.c_attn, h, &mut s.act, qkv, prof)?;
@@ -268,7 +268,7 @@ impl CpuBackend {
         let h = grow(&mut s.h, tq * c);
         linear(&b.attn_c_proj, att, &mut s.act, h, prof)?;
         x.iter_mut().zip(h.iter()).for_each(|(x, h)| *x += h);
-        b.ln_2.forward(x, eps, h);
+        b.ln_2.normalize(x, eps, h);
         prof.lap(Phase::LayerNorm);
         let m = grow(&mut s.mlp, tq * hid);
         linear(&b.c_fc, h, &mut s.act, m, prof)?;

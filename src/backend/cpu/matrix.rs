@@ -154,7 +154,7 @@ pub(super) struct LayerNorm {
 
 impl LayerNorm {
     /// Each row of `x` normalised (biased variance, as torch) into `y`.
-    pub fn forward(&self, x: &[f32], eps: f32, y: &mut [f32]) {
+    pub fn normalize(&self, x: &[f32], eps: f32, y: &mut [f32]) {
         let c = self.weight.len();
         for (xr, yr) in x.chunks_exact(c).zip(y.chunks_exact_mut(c)) {
             // Eight partial sums (vmath), so both passes vectorise.

@@ -273,7 +273,7 @@ impl CpuBackend {
     /// How many rows of a verification pass's head to compute at once: the rows the q8 kernel
     /// computes for about the price of one, and at least two (a kept draft token is the common
     /// case), so that a rejected draft wastes little.
-    pub fn head_chunk(&self) -> usize {
+    pub fn logit_chunk(&self) -> usize {
         match self.dtype {
             CpuDtype::Q8 => q8::ROWS_SHARING_LOADS.max(2),
             CpuDtype::F32 => 2,

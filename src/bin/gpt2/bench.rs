@@ -125,8 +125,8 @@ impl BenchCmd {
             );
             let mut table = format!(
                 "backend {} ({} weights) | greedy, {} new tokens, plain vs {draft}, median of 3\n\n{}",
-                model.backend.name(),
-                model.backend.dtype_name(),
+                model.backend().name(),
+                model.backend().dtype_name(),
                 self.tokens,
                 gpt2_web::bench::speculative_table(&runs).trim_end()
             );
