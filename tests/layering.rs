@@ -528,3 +528,58 @@ fn every_file_the_architecture_page_names_exists() {
         "only {named} file names found in docs/architecture.md"
     );
 }
+
+/// The SIMD kernels, whose bodies are one loop of intrinsics each: exempt from the length rule.
+const KERNEL_FILES: &[&str] = &["avx2.rs", "simd128.rs", "portable.rs"];
+
+#[test]
+fn no_function_runs_over_80_lines_and_none_takes_too_many_arguments() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut long = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            if p.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            let rel = p.strip_prefix(&root).unwrap().display().to_string();
+            assert!(
+                !text.contains("clippy::too_many_arguments"),
+                "src/{rel} allows too_many_arguments: group the arguments"
+            );
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if KERNEL_FILES.contains(&name.as_str()) {
+                continue;
+            }
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let trimmed = line.trim_start();
+                let indent = &line[..line.len() - trimmed.len()];
+                let words: Vec<&str> = trimmed.split_whitespace().collect();
+                let Some(at) = words.iter().position(|w| *w == "fn") else {
+                    continue;
+                };
+                let before_ok = words[..at].iter().all(|w| {
+                    ["pub", "async", "unsafe", "const"].contains(w) || w.starts_with("pub(")
+                });
+                if !before_ok || trimmed.ends_with(';') {
+                    continue;
+                }
+                let close = format!("{indent}}}");
+                if let Some(end) = lines[i + 1..].iter().position(|l| *l == close) {
+                    let n = end + 2;
+                    if n > 80 {
+                        long.push(format!("src/{rel}:{} ({n} lines)", i + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(long.is_empty(), "functions over 80 lines: {long:?}");
+}

@@ -145,6 +145,34 @@ fn alone(
     Ok(c.result)
 }
 
+/// `reps` generations of `n` tokens after `prompt`: their median times.
+fn length_run(model: &mut Model, prompt: &[u32], n: usize, reps: usize) -> Result<LengthRun> {
+    let rs = (0..reps.max(1))
+        .map(|_| run_once(model, prompt, n))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(LengthRun {
+        n,
+        total_ms: median(rs.iter().map(|r| r.metrics.total_ms).collect()),
+        ttft_ms: median(rs.iter().map(|r| r.metrics.ttft_ms).collect()),
+        tpot_ms: median(rs.iter().map(|r| r.metrics.tpot_ms).collect()),
+    })
+}
+
+/// One more run of `n` tokens with the CPU's phase timers on (outside the timings): where its
+/// forward passes spent their time (`None` on the GPU).
+fn profiled(model: &mut Model, prompt: &[u32], n: usize) -> Result<Option<Profile>> {
+    let params = GenerateParams {
+        max_tokens: n,
+        ignore_eos: true,
+        prefix_cache: false,
+        profile: true,
+        ..Default::default()
+    };
+    let whole = crate::scheduler::Prompt::Ids(prompt.to_vec());
+    let c = crate::scheduler::run(model, None, whole, params, &mut |_, _| {}, &|| false)?;
+    Ok(c.profile)
+}
+
 /// Runs the lab: each of `lengths` `reps` times (greedy, forced length) after a warm-up.
 pub fn run(
     model: &mut Model,
@@ -167,31 +195,14 @@ pub fn run(
     let room = n_ctx - prompt_tokens + 1;
     let lengths: Vec<usize> = lengths.iter().map(|&n| n.min(room)).collect();
     run_once(model, &prompt, 4)?; // warm-up: first-touch of weights and caches
-    let mut runs = Vec::new();
-    for &n in &lengths {
-        let rs = (0..reps.max(1))
-            .map(|_| run_once(model, &prompt, n))
-            .collect::<Result<Vec<_>>>()?;
-        runs.push(LengthRun {
-            n,
-            total_ms: median(rs.iter().map(|r| r.metrics.total_ms).collect()),
-            ttft_ms: median(rs.iter().map(|r| r.metrics.ttft_ms).collect()),
-            tpot_ms: median(rs.iter().map(|r| r.metrics.tpot_ms).collect()),
-        });
-    }
+    let runs = lengths
+        .iter()
+        .map(|&n| length_run(model, &prompt, n, reps))
+        .collect::<Result<Vec<_>>>()?;
     // The last forward was a decode step.
     let dispatches = model.backend().gpu_dispatches();
-    // One more run of the longest length with the CPU's phase timers on (outside the timings).
-    let params = GenerateParams {
-        max_tokens: lengths.iter().copied().max().unwrap_or(1),
-        ignore_eos: true,
-        prefix_cache: false,
-        profile: true,
-        ..Default::default()
-    };
-    let whole = crate::scheduler::Prompt::Ids(prompt.clone());
-    let profiled = crate::scheduler::run(model, None, whole, params, &mut |_, _| {}, &|| false)?;
-    let profile = profiled.profile;
+    let longest = lengths.iter().copied().max().unwrap_or(1);
+    let profile = profiled(model, &prompt, longest)?;
     let xs: Vec<f64> = runs.iter().map(|r| r.n as f64).collect();
     let ys: Vec<f64> = runs.iter().map(|r| r.total_ms).collect();
     let (a, b, r2) = fit_line(&xs, &ys);

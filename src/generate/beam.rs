@@ -248,8 +248,40 @@ impl BeamSearch {
         ends: &Ends<'_>,
     ) -> Result<()> {
         let gen_len = self.running[0].ids.len() + 1; // every beam has the same length
+        let (next, all_ended) = self.sort_out(model, cands, ends, gen_len);
+        self.running = self.continue_beams(model, &next).await?;
+        if self.epoch != model.epoch {
+            self.running.iter_mut().for_each(|r| r.fed = 0); // a copy fell back: nothing is cached
+            self.make_slots(model).await?;
+        }
+        // Whether the best running beam could still beat the worst kept hypothesis.
+        if self.improvable && self.finished.len() == self.n && !self.running.is_empty() {
+            let len = match self.early == EarlyStopping::Never && self.length_penalty > 0.0 {
+                true => ends.max_new,
+                false => gen_len,
+            };
+            let best = self.running[0].score / (len as f32).powf(self.length_penalty);
+            self.improvable = best > self.finished[self.n - 1].score;
+        }
+        let complete = self.finished.len() == self.n && self.early == EarlyStopping::Yes;
+        self.done = all_ended || !self.improvable || complete || self.running.is_empty();
+        if self.done && self.kv_cache {
+            model.kv_slots(1).await?;
+        }
+        Ok(())
+    }
+
+    /// The candidates that end become finished hypotheses (the best `n` kept); of the others,
+    /// the best `n` run on: (parent, candidate) each, and whether every candidate ended.
+    fn sort_out(
+        &mut self,
+        model: &Model,
+        cands: &[Candidate],
+        ends: &Ends<'_>,
+        gen_len: usize,
+    ) -> (Vec<(usize, Candidate)>, bool) {
         let full = self.finished.len() == self.n && self.early == EarlyStopping::Yes;
-        let mut next: Vec<(usize, &Candidate)> = Vec::new(); // (parent, candidate)
+        let mut next: Vec<(usize, Candidate)> = Vec::new(); // (parent, candidate)
         let mut all_ended = true;
         for (rank, c) in cands.iter().enumerate() {
             let parent = &self.running[c.1];
@@ -257,7 +289,7 @@ impl BeamSearch {
             all_ended &= ended;
             if !ended {
                 if next.len() < self.n {
-                    next.push((c.1, c));
+                    next.push((c.1, *c));
                 }
             } else if rank < self.n && self.improvable && !full {
                 let mut ids = parent.ids.clone();
@@ -272,7 +304,16 @@ impl BeamSearch {
         }
         self.finished.sort_by(|a, b| b.score.total_cmp(&a.score));
         self.finished.truncate(self.n);
-        // The next beams: a parent's slot goes to its first child, the others get copies.
+        (next, all_ended)
+    }
+
+    /// The next running beams, each in a KV cache slot: a parent's slot goes to its first
+    /// child, the others get copies of it.
+    async fn continue_beams(
+        &mut self,
+        model: &mut Model,
+        next: &[(usize, Candidate)],
+    ) -> Result<Vec<Running>> {
         let mut taken = vec![false; self.n];
         let mut slot_of = vec![None; next.len()];
         for (j, &(p, _)) in next.iter().enumerate() {
@@ -308,26 +349,7 @@ impl BeamSearch {
                 fed,
             });
         }
-        if self.epoch != model.epoch {
-            running.iter_mut().for_each(|r| r.fed = 0); // a copy fell back: nothing is cached
-            self.make_slots(model).await?;
-        }
-        self.running = running;
-        // Whether the best running beam could still beat the worst kept hypothesis.
-        if self.improvable && self.finished.len() == self.n && !self.running.is_empty() {
-            let len = match self.early == EarlyStopping::Never && self.length_penalty > 0.0 {
-                true => ends.max_new,
-                false => gen_len,
-            };
-            let best = self.running[0].score / (len as f32).powf(self.length_penalty);
-            self.improvable = best > self.finished[self.n - 1].score;
-        }
-        let complete = self.finished.len() == self.n && self.early == EarlyStopping::Yes;
-        self.done = all_ended || !self.improvable || complete || self.running.is_empty();
-        if self.done && self.kv_cache {
-            model.kv_slots(1).await?;
-        }
-        Ok(())
+        Ok(running)
     }
 
     /// The tokens every beam that could still win starts with (all of the best once done).

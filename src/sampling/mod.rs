@@ -219,6 +219,54 @@ impl Sampler {
 
     /// The rule behind `pick`, `verify` and `verify_with_q`: a draft token and, for a draft
     /// model, its distribution q (None: q is one-hot at the draft).
+    /// A draw from the candidates (after `filter`: `max` their largest logit, `total` the sum of
+    /// their weights), or after a rejected draft from the residual: p − q clipped at 0 (for a
+    /// one-hot q, p without the draft).
+    fn draw_residual(
+        &mut self,
+        max: f32,
+        total: f64,
+        residual: Option<(u32, Option<&[f32]>)>,
+    ) -> u32 {
+        let weight = |c: &(f32, u32)| ((c.0 - max) as f64).exp();
+        // In the units of `weight`, so that plain sampling draws exactly as it always has.
+        let r = |c: &(f32, u32)| -> f64 {
+            match residual {
+                None => weight(c),
+                Some((d, None)) => {
+                    if c.1 == d {
+                        0.0
+                    } else {
+                        weight(c)
+                    }
+                }
+                Some((_, Some(q))) => {
+                    let q = q.get(c.1 as usize).copied().unwrap_or(0.0) as f64;
+                    (weight(c) - q * total).max(0.0)
+                }
+            }
+        };
+        let mass: f64 = match residual {
+            None => total,
+            _ => self.cand.iter().map(r).sum(),
+        };
+        let mut u = self.rng.next_f64() * mass;
+        let mut id = match residual {
+            None => self.cand.last().map_or(0, |c| c.1),
+            _ => (self.cand.iter().rev().find(|c| r(c) > 0.0))
+                .or(self.cand.first())
+                .map_or(0, |c| c.1),
+        };
+        for c in &self.cand {
+            u -= r(c);
+            if u < 0.0 {
+                id = c.1;
+                break;
+            }
+        }
+        id
+    }
+
     fn verify_against(
         &mut self,
         logits: &mut [f32],
@@ -257,44 +305,10 @@ impl Sampler {
                 residual = Some((d, q));
             }
         }
-        let (id, accepted) = chosen.unwrap_or_else(|| {
-            // In the units of `weight`, so that plain sampling draws exactly as it always has.
-            let r = |c: &(f32, u32)| -> f64 {
-                match residual {
-                    None => weight(c),
-                    Some((d, None)) => {
-                        if c.1 == d {
-                            0.0
-                        } else {
-                            weight(c)
-                        }
-                    }
-                    Some((_, Some(q))) => {
-                        let q = q.get(c.1 as usize).copied().unwrap_or(0.0) as f64;
-                        (weight(c) - q * total).max(0.0)
-                    }
-                }
-            };
-            let mass: f64 = match residual {
-                None => total,
-                _ => self.cand.iter().map(r).sum(),
-            };
-            let mut u = self.rng.next_f64() * mass;
-            let mut id = match residual {
-                None => self.cand.last().map_or(0, |c| c.1),
-                _ => (self.cand.iter().rev().find(|c| r(c) > 0.0))
-                    .or(self.cand.first())
-                    .map_or(0, |c| c.1),
-            };
-            for c in &self.cand {
-                u -= r(c);
-                if u < 0.0 {
-                    id = c.1;
-                    break;
-                }
-            }
-            (id, false)
-        });
+        let (id, accepted) = match chosen {
+            Some(c) => c,
+            None => (self.draw_residual(max, total, residual), false),
+        };
         if n_top > 0 {
             let p = self.cand.iter().find(|c| c.1 == id).map_or(0.0, weight) / total;
             self.picked = Some(p as f32);

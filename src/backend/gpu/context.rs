@@ -83,18 +83,7 @@ impl Context {
             )));
         }
 
-        // WebGPU's defaults are what every device grants; raise only the two storage limits the
-        // embedding needs, and never past what the adapter has.
-        let have = adapter.limits();
-        let mut limits = wgpu::Limits::default();
-        if !opts.default_limits {
-            limits.max_storage_buffer_binding_size = have.max_storage_buffer_binding_size;
-            limits.max_buffer_size = have.max_buffer_size;
-        }
-        limits.max_storage_buffer_binding_size = limits
-            .max_storage_buffer_binding_size
-            .min(have.max_storage_buffer_binding_size);
-        limits.max_buffer_size = limits.max_buffer_size.min(have.max_buffer_size);
+        let limits = limits_for(&adapter, opts);
         let mut features = wgpu::Features::empty();
         if opts.f16 {
             if !adapter.features().contains(wgpu::Features::SHADER_F16) {
@@ -114,20 +103,7 @@ impl Context {
             .await
             .map_err(|e| Error::Gpu(format!("cannot open a device on {name}: {e}")))?;
 
-        // Unhandled wgpu errors would otherwise panic natively; keep the first one instead and
-        // report it from the next call. Device loss goes to the same place.
-        let fault = Arc::new(Mutex::new(None));
-        let slot = Arc::clone(&fault);
-        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-            record(&slot, format!("{e}"));
-        }));
-        let slot = Arc::clone(&fault);
-        device.set_device_lost_callback(move |reason, msg| {
-            record(
-                &slot,
-                format!("the GPU device was lost ({reason:?}): {msg}"),
-            );
-        });
+        let fault = faults_of(&device);
 
         let max_binding = match opts.max_binding_bytes {
             Some(b) => b.min(limits.max_storage_buffer_binding_size),
@@ -315,4 +291,39 @@ impl ErrorScopes {
             Ok(())
         }
     }
+}
+
+/// The limits to ask of `adapter`: WebGPU's defaults, which every device grants, with only the two
+/// storage limits the embedding needs raised (unless `opts.default_limits`), never past what the
+/// adapter has.
+fn limits_for(adapter: &wgpu::Adapter, opts: &GpuOptions) -> wgpu::Limits {
+    let have = adapter.limits();
+    let mut limits = wgpu::Limits::default();
+    if !opts.default_limits {
+        limits.max_storage_buffer_binding_size = have.max_storage_buffer_binding_size;
+        limits.max_buffer_size = have.max_buffer_size;
+    }
+    limits.max_storage_buffer_binding_size = limits
+        .max_storage_buffer_binding_size
+        .min(have.max_storage_buffer_binding_size);
+    limits.max_buffer_size = limits.max_buffer_size.min(have.max_buffer_size);
+    limits
+}
+
+/// Where `device`'s first failure is kept: unhandled wgpu errors would otherwise panic natively,
+/// so the first one is kept and reported from the next call; device loss goes to the same place.
+fn faults_of(device: &wgpu::Device) -> Arc<Mutex<Option<String>>> {
+    let fault = Arc::new(Mutex::new(None));
+    let slot = Arc::clone(&fault);
+    device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+        record(&slot, format!("{e}"));
+    }));
+    let slot = Arc::clone(&fault);
+    device.set_device_lost_callback(move |reason, msg| {
+        record(
+            &slot,
+            format!("the GPU device was lost ({reason:?}): {msg}"),
+        );
+    });
+    fault
 }

@@ -30,58 +30,7 @@ impl GpuBackend {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("forward"),
             });
-        let mut n = 0;
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("forward"),
-                timestamp_writes: None,
-            });
-            let kernels = &self.kernels;
-            let mut run = |kernel, bind: &wgpu::BindGroup, grid| {
-                kernels.dispatch(&mut pass, kernel, bind, grid);
-                n += 1;
-            };
-            let mm = if all {
-                Kernel::MatmulGemv
-            } else {
-                k::matmul_for(t)
-            };
-            let grid = |l: &Linear| k::matmul_grid(mm, t, l.n_out);
-            for chunk in &self.wte {
-                run(
-                    Kernel::Embedding,
-                    &chunk.embedding,
-                    k::elementwise_grid(t, c),
-                );
-            }
-            for b in &self.blocks {
-                for (kernel, bind, g) in normed(mm, t, &b.ln_1, &b.c_attn) {
-                    run(kernel, bind, g);
-                }
-                run(Kernel::KvWrite, &b.kv_write, k::elementwise_grid(t, c));
-                let heads = k::attention_grid(self.config.n_head, t);
-                run(Kernel::Attention, &b.attention, heads);
-                run(mm, &b.attn_c_proj.bind, grid(&b.attn_c_proj));
-                for (kernel, bind, g) in normed(mm, t, &b.ln_2, &b.c_fc) {
-                    run(kernel, bind, g);
-                }
-                run(mm, &b.mlp_c_proj.bind, grid(&b.mlp_c_proj));
-            }
-            // ln_f of the last row into xn's row 0, or of every row; then the head over them.
-            let (ln_f, rows) = if all {
-                (&self.ln_f_all, t)
-            } else {
-                (&self.ln_f, 1)
-            };
-            run(Kernel::LayerNorm, ln_f, k::layernorm_grid(t, !all));
-            for chunk in &self.wte {
-                run(
-                    Kernel::LmHead,
-                    &chunk.lm_head,
-                    k::lm_head_grid(chunk.rows, rows),
-                );
-            }
-        }
+        let n = self.record(&mut enc, t, all);
         let rows = if all { t } else { 1 };
         let floats = rows * v;
         let hidden = rows * c; // ln_f's rows, after the logits in the same readback
@@ -105,6 +54,63 @@ impl GpuBackend {
         self.read_rows = rows;
         self.dispatches = n;
         Ok(&self.logits_host[..floats])
+    }
+
+    /// Every dispatch of the model over `t` rows into one compute pass of `enc` (`all`: every
+    /// row's logits, by the GEMV); how many dispatches.
+    fn record(&self, enc: &mut wgpu::CommandEncoder, t: usize, all: bool) -> usize {
+        let c = self.config.n_embd;
+        let mut n = 0;
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("forward"),
+            timestamp_writes: None,
+        });
+        let kernels = &self.kernels;
+        let mut run = |kernel, bind: &wgpu::BindGroup, grid| {
+            kernels.dispatch(&mut pass, kernel, bind, grid);
+            n += 1;
+        };
+        let mm = if all {
+            Kernel::MatmulGemv
+        } else {
+            k::matmul_for(t)
+        };
+        let grid = |l: &Linear| k::matmul_grid(mm, t, l.n_out);
+        for chunk in &self.wte {
+            run(
+                Kernel::Embedding,
+                &chunk.embedding,
+                k::elementwise_grid(t, c),
+            );
+        }
+        for b in &self.blocks {
+            for (kernel, bind, g) in normed(mm, t, &b.ln_1, &b.c_attn) {
+                run(kernel, bind, g);
+            }
+            run(Kernel::KvWrite, &b.kv_write, k::elementwise_grid(t, c));
+            let heads = k::attention_grid(self.config.n_head, t);
+            run(Kernel::Attention, &b.attention, heads);
+            run(mm, &b.attn_c_proj.bind, grid(&b.attn_c_proj));
+            for (kernel, bind, g) in normed(mm, t, &b.ln_2, &b.c_fc) {
+                run(kernel, bind, g);
+            }
+            run(mm, &b.mlp_c_proj.bind, grid(&b.mlp_c_proj));
+        }
+        // ln_f of the last row into xn's row 0, or of every row; then the head over them.
+        let (ln_f, rows) = if all {
+            (&self.ln_f_all, t)
+        } else {
+            (&self.ln_f, 1)
+        };
+        run(Kernel::LayerNorm, ln_f, k::layernorm_grid(t, !all));
+        for chunk in &self.wte {
+            run(
+                Kernel::LmHead,
+                &chunk.lm_head,
+                k::lm_head_grid(chunk.rows, rows),
+            );
+        }
+        n
     }
 }
 

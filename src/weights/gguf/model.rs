@@ -3,7 +3,7 @@
 //! against the config (`Gguf::header`, the tied head read from the finer of `token_embd` and
 //! `output`: see `gguf`'s note).
 
-use super::parse::Gguf;
+use super::parse::{Gguf, RawTensor};
 use super::reader::{invalid, Value};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -125,83 +125,13 @@ impl Gguf {
     /// The tensors GPT-2 needs, under transformers' names, checked against `config`.
     pub fn header(&self, config: &Config) -> Result<Header> {
         let head = self.tied_head();
-        let mut tensors = Vec::new();
-        for spec in table::tensors(config) {
-            let (name, shape) = (spec.name, spec.shape);
-            let stored = match spec.role {
-                Role::Embedding => head.to_string(),
-                _ => spec.gguf,
-            };
-            let t = self
-                .tensor(&stored)
-                .ok_or_else(|| self.error(format!("missing tensor \"{stored}\"")))?;
-            let dtype: DiskDtype = t
-                .dtype
-                .clone()
-                .map_err(|e| self.error(format!("tensor \"{stored}\" has type {e}")))?;
-            let conv1d = spec.role == Role::Matrix;
-            let want: Vec<u64> = if conv1d {
-                vec![shape[0] as u64, shape[1] as u64]
-            } else if shape[0] == 1 {
-                vec![shape[1] as u64]
-            } else {
-                vec![shape[1] as u64, shape[0] as u64]
-            };
-            let ne =
-                t.ne.iter()
-                    .rev()
-                    .skip_while(|&&d| d == 1)
-                    .collect::<Vec<_>>();
-            let ne = ne.into_iter().rev().copied().collect::<Vec<u64>>();
-            if ne != want {
-                return Err(self.error(format!(
-                    "tensor \"{stored}\" has shape {:?} (ggml's ne), expected {want:?} from the \
-                     metadata",
-                    t.ne
-                )));
-            }
-            tensors.push(TensorInfo {
-                name,
-                stored,
-                dtype,
-                shape,
-                transposed: conv1d,
-                start: t.start,
-                end: t.end,
-            });
-        }
-        for t in &self.tensors {
-            if let Some(i) = t
-                .name
-                .strip_prefix("blk.")
-                .and_then(|r| r.split('.').next())
-            {
-                if i.parse::<usize>().is_ok_and(|i| i >= config.n_layer) {
-                    return Err(self.error(format!(
-                        "tensor \"{}\" belongs to a layer beyond gpt2.block_count = {}",
-                        t.name, config.n_layer
-                    )));
-                }
-            }
-        }
+        let mut tensors = (table::tensors(config).into_iter())
+            .map(|spec| self.gpt2_tensor(spec, head))
+            .collect::<Result<Vec<_>>>()?;
+        self.check_layers(config)?;
         // Multi-token prediction heads (crate::mtp) ride along under their own names.
         for t in self.tensors.iter().filter(|t| table::is_mtp(&t.name)) {
-            let dtype: DiskDtype = (t.dtype.clone())
-                .map_err(|e| self.error(format!("tensor \"{}\" has type {e}", t.name)))?;
-            let shape = match t.ne[..] {
-                [n] | [n, 1] => [1, n as usize],
-                [cols, rows] => [rows as usize, cols as usize],
-                _ => return Err(self.error(format!("tensor \"{}\" has shape {:?}", t.name, t.ne))),
-            };
-            tensors.push(TensorInfo {
-                name: t.name.clone(),
-                stored: t.name.clone(),
-                dtype,
-                shape,
-                transposed: false,
-                start: t.start,
-                end: t.end,
-            });
+            tensors.push(self.mtp_tensor(t)?);
         }
         tensors.sort_by_key(|t| t.start);
         if let Some(w) = tensors.windows(2).find(|w| w[1].start < w[0].end) {
@@ -216,6 +146,92 @@ impl Gguf {
         Ok(Header {
             tensors,
             file_len: self.file_len,
+        })
+    }
+
+    /// The stored tensor of one of GPT-2's (`spec`; the embedding is `head`, the tied head),
+    /// its type known and its shape the metadata's.
+    fn gpt2_tensor(&self, spec: table::Spec, head: &str) -> Result<TensorInfo> {
+        let (name, shape) = (spec.name, spec.shape);
+        let stored = match spec.role {
+            Role::Embedding => head.to_string(),
+            _ => spec.gguf,
+        };
+        let t = self
+            .tensor(&stored)
+            .ok_or_else(|| self.error(format!("missing tensor \"{stored}\"")))?;
+        let dtype: DiskDtype = t
+            .dtype
+            .clone()
+            .map_err(|e| self.error(format!("tensor \"{stored}\" has type {e}")))?;
+        let conv1d = spec.role == Role::Matrix;
+        let want: Vec<u64> = if conv1d {
+            vec![shape[0] as u64, shape[1] as u64]
+        } else if shape[0] == 1 {
+            vec![shape[1] as u64]
+        } else {
+            vec![shape[1] as u64, shape[0] as u64]
+        };
+        let ne =
+            t.ne.iter()
+                .rev()
+                .skip_while(|&&d| d == 1)
+                .collect::<Vec<_>>();
+        let ne = ne.into_iter().rev().copied().collect::<Vec<u64>>();
+        if ne != want {
+            return Err(self.error(format!(
+                "tensor \"{stored}\" has shape {:?} (ggml's ne), expected {want:?} from the \
+                 metadata",
+                t.ne
+            )));
+        }
+        Ok(TensorInfo {
+            name,
+            stored,
+            dtype,
+            shape,
+            transposed: conv1d,
+            start: t.start,
+            end: t.end,
+        })
+    }
+
+    /// No tensor of a layer beyond the metadata's `block_count`.
+    fn check_layers(&self, config: &Config) -> Result<()> {
+        for t in &self.tensors {
+            if let Some(i) = t
+                .name
+                .strip_prefix("blk.")
+                .and_then(|r| r.split('.').next())
+            {
+                if i.parse::<usize>().is_ok_and(|i| i >= config.n_layer) {
+                    return Err(self.error(format!(
+                        "tensor \"{}\" belongs to a layer beyond gpt2.block_count = {}",
+                        t.name, config.n_layer
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A multi-token prediction head's tensor `t`, as stored.
+    fn mtp_tensor(&self, t: &RawTensor) -> Result<TensorInfo> {
+        let dtype: DiskDtype = (t.dtype.clone())
+            .map_err(|e| self.error(format!("tensor \"{}\" has type {e}", t.name)))?;
+        let shape = match t.ne[..] {
+            [n] | [n, 1] => [1, n as usize],
+            [cols, rows] => [rows as usize, cols as usize],
+            _ => return Err(self.error(format!("tensor \"{}\" has shape {:?}", t.name, t.ne))),
+        };
+        Ok(TensorInfo {
+            name: t.name.clone(),
+            stored: t.name.clone(),
+            dtype,
+            shape,
+            transposed: false,
+            start: t.start,
+            end: t.end,
         })
     }
 

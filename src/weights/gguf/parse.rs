@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 /// The most tensors or metadata entries accepted.
 const MAX_ENTRIES: u64 = 1 << 20;
 
+/// A tensor table's entry as read: name, shape (`ne`), type, offset from the data's start.
+type TensorInfo = (String, Vec<u64>, std::result::Result<GgmlType, String>, u64);
+
 /// A tensor as the header describes it.
 #[derive(Clone, Debug)]
 pub struct RawTensor {
@@ -119,20 +122,9 @@ impl Gguf {
             let v = r.value(ty, 0)?;
             metadata.insert(key, v);
         }
-        let mut tensors = Vec::new();
-        for _ in 0..n_tensors {
-            let name = r.string()?;
-            let n_dims = r.u32()?;
-            if !(1..=4).contains(&n_dims) {
-                return Err(r.bad(format!(
-                    "tensor \"{name}\" has {n_dims} dimensions (1 to 4 are possible)"
-                )));
-            }
-            let ne = (0..n_dims).map(|_| r.u64()).collect::<R<Vec<u64>>>()?;
-            let dtype = GgmlType::from_id(r.u32()?);
-            let offset = r.u64()?;
-            tensors.push((name, ne, dtype, offset));
-        }
+        let tensors = (0..n_tensors)
+            .map(|_| Self::tensor_info(r))
+            .collect::<R<Vec<_>>>()?;
         let alignment = match metadata.get("general.alignment") {
             None => 32,
             Some(Value::Int(a)) if *a > 0 && *a <= 1 << 20 && (*a as u64).is_power_of_two() => {
@@ -148,6 +140,40 @@ impl Gguf {
         let mut out = Vec::new();
         let mut file_len = data_start;
         for (name, ne, dtype, offset) in tensors {
+            let t = Self::placed(r, data_start, (name, ne, dtype, offset))?;
+            file_len = file_len.max(t.end);
+            out.push(t);
+        }
+        Ok(Gguf {
+            file: r.file.to_string(),
+            version,
+            metadata,
+            tensors: out,
+            data_start,
+            file_len,
+        })
+    }
+
+    /// One entry of the tensor table: its name, shape, type and offset.
+    fn tensor_info(r: &mut Reader) -> R<TensorInfo> {
+        let name = r.string()?;
+        let n_dims = r.u32()?;
+        if !(1..=4).contains(&n_dims) {
+            return Err(r.bad(format!(
+                "tensor \"{name}\" has {n_dims} dimensions (1 to 4 are possible)"
+            )));
+        }
+        let ne = (0..n_dims).map(|_| r.u64()).collect::<R<Vec<u64>>>()?;
+        let dtype = GgmlType::from_id(r.u32()?);
+        let offset = r.u64()?;
+        Ok((name, ne, dtype, offset))
+    }
+
+    /// A tensor of the table at its byte range, its data starting at `data_start`: whole
+    /// blocks of its type, no size or offset that overflows.
+    fn placed(r: &Reader, data_start: u64, info: TensorInfo) -> R<RawTensor> {
+        let (name, ne, dtype, offset) = info;
+        {
             let n = ne
                 .iter()
                 .try_fold(1u64, |a, &d| a.checked_mul(d))
@@ -174,23 +200,14 @@ impl Gguf {
             let end = start
                 .checked_add(size)
                 .ok_or_else(|| r.bad(format!("tensor \"{name}\": size {size}")))?;
-            file_len = file_len.max(end);
-            out.push(RawTensor {
+            Ok(RawTensor {
                 name,
                 ne,
                 dtype,
                 start,
                 end,
-            });
+            })
         }
-        Ok(Gguf {
-            file: r.file.to_string(),
-            version,
-            metadata,
-            tensors: out,
-            data_start,
-            file_len,
-        })
     }
 
     /// An error of this file.

@@ -183,161 +183,190 @@ impl Reader<'_> {
     fn run(&mut self) -> std::result::Result<Value, Run> {
         loop {
             let op = self.take(1)?[0];
-            match op {
-                0x80 => drop(self.take(1)?), // PROTO
-                0x95 => drop(self.take(8)?), // FRAME: a length only
-                b'.' => return Ok(self.pop()?),
-                b'(' => self.push(Value::Mark)?,
-                b'N' => self.push(Value::None)?,
-                0x88 => self.push(Value::Bool)?,
-                0x89 => self.push(Value::Bool)?,
-                b'K' => {
-                    let v = self.uint(1)? as i64;
-                    self.push(Value::Int(v))?
-                }
-                b'M' => {
-                    let v = self.uint(2)? as i64;
-                    self.push(Value::Int(v))?
-                }
-                b'J' => {
-                    let v = self.uint(4)? as u32 as i32 as i64;
-                    self.push(Value::Int(v))?
-                }
-                0x8a => {
-                    // LONG1: n little-endian two's-complement bytes.
-                    let n = self.uint(1)? as usize;
-                    if n > 8 {
-                        return Err(bad("an integer wider than 64 bits").into());
-                    }
-                    let s = self.take(n)?;
-                    let mut v = s.iter().rev().fold(0i64, |v, &b| (v << 8) | b as i64);
-                    if n > 0 && n < 8 && s[n - 1] & 0x80 != 0 {
-                        v -= 1i64 << (8 * n);
-                    }
-                    self.push(Value::Int(v))?
-                }
-                b'G' => {
-                    self.take(8)?;
-                    self.push(Value::Float)?
-                }
-                b'X' => {
-                    let n = self.uint(4)?;
-                    let v = self.text(n)?;
-                    self.push(v)?
-                }
-                0x8c => {
-                    let n = self.uint(1)?;
-                    let v = self.text(n)?;
-                    self.push(v)?
-                }
-                0x8d => {
-                    let n = self.uint(8)?;
-                    let v = self.text(n)?;
-                    self.push(v)?
-                }
-                b')' => self.push(Value::Tuple(Vec::new()))?,
-                b't' => {
-                    let items = self.pop_mark()?;
-                    self.push(Value::Tuple(items))?
-                }
-                0x85..=0x87 => {
-                    let n = (op - 0x84) as usize;
-                    if self.stack.len() < n {
-                        return Err(bad("a tuple of more items than the stack holds").into());
-                    }
-                    let items = self.stack.split_off(self.stack.len() - n);
-                    if items.iter().any(|v| matches!(v, Value::Mark)) {
-                        return Err(bad("a mark inside a tuple").into());
-                    }
-                    self.push(Value::Tuple(items))?
-                }
-                b']' => self.push(Value::List(Vec::new()))?,
-                b'l' => {
-                    let items = self.pop_mark()?;
-                    self.push(Value::List(items))?
-                }
-                b'}' => self.push(Value::Dict(Vec::new()))?,
-                b'd' => {
-                    let items = self.pop_mark()?;
-                    let d = pairs(items)?;
-                    self.push(Value::Dict(d))?
-                }
-                b'a' => {
-                    let v = self.pop()?;
-                    self.append(vec![v])?
-                }
-                b'e' => {
-                    let items = self.pop_mark()?;
-                    self.append(items)?
-                }
-                b's' => {
-                    let v = self.pop()?;
-                    let k = self.pop()?;
-                    self.set(vec![(k, v)])?
-                }
-                b'u' => {
-                    let items = self.pop_mark()?;
-                    let d = pairs(items)?;
-                    self.set(d)?
-                }
-                b'q' => {
-                    let k = self.uint(1)?;
-                    self.put(k)?
-                }
-                b'r' => {
-                    let k = self.uint(4)?;
-                    self.put(k)?
-                }
-                0x94 => {
-                    let k = self.memo.len() as u64;
-                    self.put(k)?
-                }
-                b'h' => {
-                    let k = self.uint(1)?;
-                    self.get(k)?
-                }
-                b'j' => {
-                    let k = self.uint(4)?;
-                    self.get(k)?
-                }
-                b'c' => {
-                    let module = self.line()?;
-                    let name = self.line()?;
-                    self.push(global(module, name)?)?
-                }
-                0x93 => {
-                    let name = self.pop()?;
-                    let module = self.pop()?;
-                    let (Value::Str(m), Value::Str(n)) = (module, name) else {
-                        return Err(bad("STACK_GLOBAL of something not a name").into());
-                    };
-                    self.push(global(m, n)?)?
-                }
-                b'Q' => {
-                    let pid = self.pop()?;
-                    self.push(storage(pid)?)?
-                }
-                b'R' => {
-                    let args = self.pop()?;
-                    let f = self.pop()?;
-                    self.push(call(f, args)?)?
-                }
-                b'b' => {
-                    // BUILD: an object's state (an OrderedDict's `_metadata`): not needed.
-                    self.pop()?;
-                    if self.stack.is_empty() {
-                        return Err(bad("BUILD with no object").into());
-                    }
-                }
-                other => {
-                    return Err(bad(format!(
-                        "opcode 0x{other:02x} at byte {}, which a state dict does not use",
-                        self.at - 1
-                    ))
-                    .into())
-                }
+            if op == b'.' {
+                return Ok(self.pop()?); // STOP
+            }
+            let known = self.scalar(op)? || self.container(op)? || self.memo_op(op)?;
+            if !(known || self.object(op)?) {
+                return Err(bad(format!(
+                    "opcode 0x{op:02x} at byte {}, which a state dict does not use",
+                    self.at - 1
+                ))
+                .into());
             }
         }
+    }
+
+    /// The opcodes of numbers, texts, marks and the framing: whether `op` is one of them.
+    fn scalar(&mut self, op: u8) -> std::result::Result<bool, Run> {
+        match op {
+            0x80 => drop(self.take(1)?), // PROTO
+            0x95 => drop(self.take(8)?), // FRAME: a length only
+            b'(' => self.push(Value::Mark)?,
+            b'N' => self.push(Value::None)?,
+            0x88 => self.push(Value::Bool)?,
+            0x89 => self.push(Value::Bool)?,
+            b'K' => {
+                let v = self.uint(1)? as i64;
+                self.push(Value::Int(v))?
+            }
+            b'M' => {
+                let v = self.uint(2)? as i64;
+                self.push(Value::Int(v))?
+            }
+            b'J' => {
+                let v = self.uint(4)? as u32 as i32 as i64;
+                self.push(Value::Int(v))?
+            }
+            0x8a => {
+                // LONG1: n little-endian two's-complement bytes.
+                let n = self.uint(1)? as usize;
+                if n > 8 {
+                    return Err(bad("an integer wider than 64 bits").into());
+                }
+                let s = self.take(n)?;
+                let mut v = s.iter().rev().fold(0i64, |v, &b| (v << 8) | b as i64);
+                if n > 0 && n < 8 && s[n - 1] & 0x80 != 0 {
+                    v -= 1i64 << (8 * n);
+                }
+                self.push(Value::Int(v))?
+            }
+            b'G' => {
+                self.take(8)?;
+                self.push(Value::Float)?
+            }
+            b'X' | 0x8c | 0x8d => {
+                let width = match op {
+                    b'X' => 4,
+                    0x8c => 1,
+                    _ => 8,
+                };
+                let n = self.uint(width)?;
+                let v = self.text(n)?;
+                self.push(v)?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The opcodes that build tuples, lists and dicts: whether `op` is one of them.
+    fn container(&mut self, op: u8) -> std::result::Result<bool, Run> {
+        match op {
+            b')' => self.push(Value::Tuple(Vec::new()))?,
+            b't' => {
+                let items = self.pop_mark()?;
+                self.push(Value::Tuple(items))?
+            }
+            0x85..=0x87 => {
+                let n = (op - 0x84) as usize;
+                if self.stack.len() < n {
+                    return Err(bad("a tuple of more items than the stack holds").into());
+                }
+                let items = self.stack.split_off(self.stack.len() - n);
+                if items.iter().any(|v| matches!(v, Value::Mark)) {
+                    return Err(bad("a mark inside a tuple").into());
+                }
+                self.push(Value::Tuple(items))?
+            }
+            b']' => self.push(Value::List(Vec::new()))?,
+            b'l' => {
+                let items = self.pop_mark()?;
+                self.push(Value::List(items))?
+            }
+            b'}' => self.push(Value::Dict(Vec::new()))?,
+            b'd' => {
+                let items = self.pop_mark()?;
+                let d = pairs(items)?;
+                self.push(Value::Dict(d))?
+            }
+            b'a' => {
+                let v = self.pop()?;
+                self.append(vec![v])?
+            }
+            b'e' => {
+                let items = self.pop_mark()?;
+                self.append(items)?
+            }
+            b's' => {
+                let v = self.pop()?;
+                let k = self.pop()?;
+                self.set(vec![(k, v)])?
+            }
+            b'u' => {
+                let items = self.pop_mark()?;
+                let d = pairs(items)?;
+                self.set(d)?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The memo's opcodes: whether `op` is one of them.
+    fn memo_op(&mut self, op: u8) -> std::result::Result<bool, Run> {
+        match op {
+            b'q' => {
+                let k = self.uint(1)?;
+                self.put(k)?
+            }
+            b'r' => {
+                let k = self.uint(4)?;
+                self.put(k)?
+            }
+            0x94 => {
+                let k = self.memo.len() as u64;
+                self.put(k)?
+            }
+            b'h' => {
+                let k = self.uint(1)?;
+                self.get(k)?
+            }
+            b'j' => {
+                let k = self.uint(4)?;
+                self.get(k)?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The opcodes of objects: globals, persistent ids (the storages), calls and their state:
+    /// whether `op` is one of them.
+    fn object(&mut self, op: u8) -> std::result::Result<bool, Run> {
+        match op {
+            b'c' => {
+                let module = self.line()?;
+                let name = self.line()?;
+                self.push(global(module, name)?)?
+            }
+            0x93 => {
+                let name = self.pop()?;
+                let module = self.pop()?;
+                let (Value::Str(m), Value::Str(n)) = (module, name) else {
+                    return Err(bad("STACK_GLOBAL of something not a name").into());
+                };
+                self.push(global(m, n)?)?
+            }
+            b'Q' => {
+                let pid = self.pop()?;
+                self.push(storage(pid)?)?
+            }
+            b'R' => {
+                let args = self.pop()?;
+                let f = self.pop()?;
+                self.push(call(f, args)?)?
+            }
+            b'b' => {
+                // BUILD: an object's state (an OrderedDict's `_metadata`): not needed.
+                self.pop()?;
+                if self.stack.is_empty() {
+                    return Err(bad("BUILD with no object").into());
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
     fn append(&mut self, items: Vec<Value>) -> Result<()> {

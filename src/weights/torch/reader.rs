@@ -127,7 +127,14 @@ impl TorchReader {
         }
         let descriptor = flags & 8 != 0;
         let size = (!descriptor || size != 0).then_some(size);
-        let leaf = name.rsplit('/').next().unwrap_or(&name);
+        self.enter(&name, size, descriptor)?;
+        Ok(rest)
+    }
+
+    /// The entry `name` begins, of `size` bytes where its header says (not with a `descriptor`
+    /// after it, as torch's own writer does): data.pkl, a storage's bytes, or something skipped.
+    fn enter(&mut self, name: &str, size: Option<u64>, descriptor: bool) -> Result<()> {
+        let leaf = name.rsplit('/').next().unwrap_or(name);
         let storage = name
             .rsplit_once("/data/")
             .map(|(_, k)| k)
@@ -183,7 +190,7 @@ impl TorchReader {
                 got: 0,
             };
         }
-        Ok(rest)
+        Ok(())
     }
 
     /// `data.pkl` of unknown length: gathered until it parses to its STOP.
