@@ -3,8 +3,11 @@
 //! `tests/fuzz_regressions.rs`) on stable Rust, without libFuzzer. Each function must return for
 //! any input: an error is a pass, a panic or an abort is a crash.
 
+use crate::backend::{cpu::CpuDtype, BackendChoice};
 use crate::budget::Footprint;
-use crate::{BackendChoice, Config, CpuDtype, Detokenizer, Model, Tokenizer};
+use crate::config::Config;
+use crate::model::Model;
+use crate::tokenizer::{Detokenizer, Tokenizer};
 
 /// Models bigger than this are skipped: the budget refuses them (tested on its own), and the
 /// fuzzer is after crashes in parsing and building, not in allocating gigabytes.

@@ -60,7 +60,7 @@ fn physical_memory() -> Option<u64> {
 
 /// `n` zeros, or an error naming `what` when that memory cannot be had (the allocation is tried
 /// first, so wasm reports it instead of aborting the instance).
-pub fn try_zeroed<T: Copy + Default>(n: usize, what: &str) -> crate::Result<Vec<T>> {
+pub fn try_zeroed<T: Copy + Default>(n: usize, what: &str) -> crate::error::Result<Vec<T>> {
     let mut v: Vec<T> = Vec::new();
     v.try_reserve_exact(n)
         .map_err(|_| out_of_memory(what, n, std::mem::size_of::<T>()))?;
@@ -72,7 +72,7 @@ pub fn try_zeroed<T: Copy + Default>(n: usize, what: &str) -> crate::Result<Vec<
 /// allocation are asked to be huge pages. (Padding every matrix to whole huge pages, as before,
 /// cost GPT-2 small ~95 MB more resident memory with q8 and no TPOT that could be measured:
 /// its matrices are 0.6–2.4 MB, so the padding was most of each; docs/architecture.md.)
-pub fn try_zeroed_huge<T: Copy + Default>(n: usize, what: &str) -> crate::Result<Vec<T>> {
+pub fn try_zeroed_huge<T: Copy + Default>(n: usize, what: &str) -> crate::error::Result<Vec<T>> {
     let mut v: Vec<T> = Vec::new();
     v.try_reserve_exact(n)
         .map_err(|_| out_of_memory(what, n, std::mem::size_of::<T>()))?;
@@ -85,8 +85,8 @@ pub fn try_zeroed_huge<T: Copy + Default>(n: usize, what: &str) -> crate::Result
     Ok(v)
 }
 
-fn out_of_memory(what: &str, n: usize, size: usize) -> crate::Error {
-    crate::Error::Memory(format!(
+fn out_of_memory(what: &str, n: usize, size: usize) -> crate::error::Error {
+    crate::error::Error::Memory(format!(
         "{what} needs {} MB more",
         (n as u64).saturating_mul(size as u64) / 1_000_000
     ))

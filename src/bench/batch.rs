@@ -1,7 +1,7 @@
 //! `gpt2 bench --batch`: decode throughput against the number of sequences stepped together
 //! (`generate::Batch`), beside the ceiling a batch of B rows can reach, a prompt of B tokens.
 
-use super::{median, prompt_ids, run_once};
+use super::runs::{median, prompt_ids, run_once};
 use crate::error::Result;
 use crate::generate::GenerateParams;
 use crate::model::Model;

@@ -9,7 +9,9 @@ use crate::model::Model;
 use serde::Serialize;
 
 mod batch;
+mod runs;
 pub use batch::{batch, BatchReport, BatchRun};
+use runs::{alone, median, prompt_ids, run_once};
 
 /// One output length, median of the repetitions.
 #[derive(Clone, Debug, Serialize)]
@@ -98,51 +100,6 @@ pub fn read_bandwidth() -> Result<f64> {
         best = best.min((crate::platform::now_ms() - t) / 1e3);
     }
     Ok(n as f64 / best)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// `n` prompt ids made from a repeated passage, folded into the model's vocabulary.
-fn prompt_ids(model: &Model, n: usize) -> Result<Vec<u32>> {
-    let passage = "To be, or not to be, that is the question: whether 'tis nobler in the mind to \
-                   suffer the slings and arrows of outrageous fortune, or to take arms against a \
-                   sea of troubles, and by opposing end them. ";
-    let ids = model.tokenizer.encode(passage)?;
-    let v = model.config.vocab_size as u32;
-    Ok(ids.iter().cycle().take(n).map(|id| id % v).collect())
-}
-
-fn run_once(model: &mut Model, prompt: &[u32], max_tokens: usize) -> Result<GenerationResult> {
-    let params = GenerateParams {
-        max_tokens,
-        ignore_eos: true,
-        prefix_cache: false, // every run times the whole prompt
-        ..Default::default()
-    };
-    alone(model, None, prompt.to_vec(), params, &mut |_| {})
-}
-
-/// One generation of `ids` through the scheduler, natively: its result.
-fn alone(
-    model: &mut Model,
-    draft: Option<&mut Model>,
-    ids: Vec<u32>,
-    params: GenerateParams,
-    on_token: &mut dyn FnMut(&crate::generate::TokenEvent),
-) -> Result<GenerationResult> {
-    let prompt = crate::scheduler::Prompt::Ids(ids);
-    let c = crate::scheduler::run(
-        model,
-        draft,
-        prompt,
-        params,
-        &mut |_, e| on_token(e),
-        &|| false,
-    )?;
-    Ok(c.result)
 }
 
 /// `reps` generations of `n` tokens after `prompt`: their median times.

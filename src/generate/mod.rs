@@ -280,7 +280,7 @@ impl Generation {
             )))
         } else if p.draft != Draft::None {
             if p.draft == Draft::Mtp && model.mtp.is_none() {
-                return Err(crate::Error::param(
+                return Err(crate::error::Error::param(
                     "draft",
                     format!(
                         "\"mtp\" needs multi-token prediction heads, and this model has none ({} beside \

@@ -5,12 +5,12 @@
 //! `logits` call) waits at the head until the batch has emptied, then runs alone, and nothing
 //! joins until it has ended: the queue's order is the order requests start in.
 
-use super::{Job, ModelId, Prompt, RequestId};
+use super::job::{Job, ModelId, Prompt, RequestId};
 use crate::error::Error;
 use crate::generate::{Batch, GenerationResult, NextLogits, TokenEvent, MAX_BATCH};
+use crate::generate::{Generation, Move};
 use crate::model::Model;
 use crate::platform::now_ms;
-use crate::{Generation, Move};
 use std::borrow::BorrowMut;
 use std::collections::VecDeque;
 

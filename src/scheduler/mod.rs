@@ -25,7 +25,10 @@
 //! usable while a GPU step awaits its readback, and a trap inside one model's step loses that
 //! model only (`fail_model`).
 
+mod job;
 mod lane;
+
+pub use job::{Job, ModelId, Prompt, RequestId};
 
 use crate::error::{Error, Result};
 use crate::generate::TokenEvent;
@@ -38,34 +41,6 @@ use std::borrow::BorrowMut;
 use std::collections::HashMap;
 
 pub use crate::generate::MAX_QUEUE;
-
-/// The caller's name for a request (unique among the requests in flight).
-pub type RequestId = u64;
-
-/// A model's index in the scheduler (`add_model`).
-pub type ModelId = usize;
-
-/// A prompt as text (tokenized when its turn comes) or as token ids.
-#[derive(Clone, Debug)]
-pub enum Prompt {
-    Text(String),
-    Ids(Vec<u32>),
-}
-
-/// What a request asks of its model.
-#[derive(Clone, Debug)]
-pub enum Job {
-    /// A generation (`n` choices, beams, a draft: its params say); `draft` the model that
-    /// drafts for `Draft::Model`.
-    Generate {
-        prompt: Prompt,
-        params: GenerateParams,
-        draft: Option<ModelId>,
-    },
-    /// The next-token logits after `ids` (a loop written by hand: the JS API's `model.logits`),
-    /// the KV cache reused from the last such call with `cache`.
-    Logits { ids: Vec<u32>, cache: bool },
-}
 
 /// One choice of a request of `n` choices. `metrics` is `None` for a choice that never ran
 /// (aborted while queued).

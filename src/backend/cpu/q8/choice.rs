@@ -142,7 +142,7 @@ pub fn kernels() -> Vec<&'static str> {
 /// "auto" (what `calibrate` timed, if it ran). The integer sums are the same in every kernel
 /// (the portable one differs from the others only in f32 rounding); only the speed changes. For
 /// benchmarks and A/B runs.
-pub fn set_kernel(name: &str) -> crate::Result<()> {
+pub fn set_kernel(name: &str) -> crate::error::Result<()> {
     if name == "auto" {
         CHOSEN.store(0, Ordering::Relaxed);
         return Ok(());
@@ -153,7 +153,7 @@ pub fn set_kernel(name: &str) -> crate::Result<()> {
             CHOSEN.store(s.code(), Ordering::Relaxed);
             Ok(())
         }
-        None => Err(crate::Error::param(
+        None => Err(crate::error::Error::param(
             "kernel",
             format!(
                 "\"{name}\"; this build on this CPU has auto, {}",

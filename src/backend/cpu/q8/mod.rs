@@ -66,7 +66,7 @@ impl Q8Matrix {
         cols: usize,
         row_stride: usize,
         col_stride: usize,
-    ) -> crate::Result<Q8Matrix> {
+    ) -> crate::error::Result<Q8Matrix> {
         Self::quantize_with(|i| w[i], rows, cols, row_stride, col_stride)
     }
 
@@ -78,7 +78,7 @@ impl Q8Matrix {
         cols: usize,
         row_stride: usize,
         col_stride: usize,
-    ) -> crate::Result<Q8Matrix> {
+    ) -> crate::error::Result<Q8Matrix> {
         let mut m = Self::zeroed(rows, cols)?;
         let (mut vals, mut q) = ([0f32; QK], [0i8; QK]);
         for b in 0..m.blocks {
@@ -104,7 +104,7 @@ impl Q8Matrix {
     /// these kernels has them, `tools/make_gguf.py --q7`) is copied: no rounding at load, and the
     /// file's values are used exactly. Any other block is rounded again from its values, as
     /// `quantize_with` would.
-    pub fn from_q8_0(d: &[u8], rows: usize, cols: usize) -> crate::Result<Q8Matrix> {
+    pub fn from_q8_0(d: &[u8], rows: usize, cols: usize) -> crate::error::Result<Q8Matrix> {
         debug_assert!(cols.is_multiple_of(QK) && d.len() >= rows * cols / QK * 34);
         let mut m = Self::zeroed(rows, cols)?;
         let (mut vals, mut q) = ([0f32; QK], [0i8; QK]);
@@ -128,7 +128,7 @@ impl Q8Matrix {
     }
 
     /// All zeros, in the layout above, for `rows` × `cols` weights.
-    fn zeroed(rows: usize, cols: usize) -> crate::Result<Q8Matrix> {
+    fn zeroed(rows: usize, cols: usize) -> crate::error::Result<Q8Matrix> {
         let (blocks, groups) = (cols.div_ceil(QK), rows.div_ceil(RG));
         Ok(Q8Matrix {
             rows,
