@@ -7,6 +7,66 @@
 use super::header::{Header, Sink};
 use crate::error::{Error, Result};
 
+/// What each format's streaming reader keeps (`SafetensorsReader`, `GgufReader`): its file's
+/// name, the header's bytes until the header is complete, then the body; and the answers to the
+/// `Reader` calls that every format gives alike. Only the gathering of the header is the format's.
+pub struct Front {
+    /// The file, as its errors name it.
+    pub file: String,
+    /// The header's bytes until it is complete.
+    pub pending: Vec<u8>,
+    /// The tensors, once the header has come.
+    pub body: Option<Body>,
+}
+
+impl Front {
+    pub fn new(file: &str) -> Front {
+        Front {
+            file: file.to_string(),
+            pending: Vec::new(),
+            body: None,
+        }
+    }
+
+    /// The body after a header that took the file's first `pos` bytes; the header's bytes go.
+    pub fn start(&mut self, header: Header, pos: u64) -> &mut Body {
+        self.pending = Vec::new();
+        self.body.insert(Body::new(&self.file, header, pos))
+    }
+
+    /// `Reader::finish`: the body's verdict; before the header was whole, the format's error
+    /// (`invalid`) for a file that ended inside it.
+    pub fn finish(&self, invalid: &dyn Fn(&str, String) -> Error) -> Result<()> {
+        match &self.body {
+            Some(body) => body.finish(),
+            None => Err(invalid(
+                &self.file,
+                format!(
+                    "it ended after {} bytes, before its header was complete",
+                    self.pending.len()
+                ),
+            )),
+        }
+    }
+
+    /// `Reader::bytes`: bytes of the file read so far.
+    pub fn bytes(&self) -> u64 {
+        self.body
+            .as_ref()
+            .map_or(self.pending.len() as u64, Body::bytes)
+    }
+
+    /// `Reader::total`: the file's length, once the header says it.
+    pub fn total(&self) -> Option<u64> {
+        self.body.as_ref().map(Body::total)
+    }
+
+    /// `Reader::current`: the tensor whose bytes come next.
+    pub fn current(&self) -> Option<&str> {
+        self.body.as_ref()?.current()
+    }
+}
+
 /// The tensors of `header`, as the bytes after it arrive.
 pub struct Body {
     /// The file, as its errors name it.

@@ -6,7 +6,7 @@
 //! N, N bytes of JSON `{name: {dtype, shape, data_offsets: [start, end]}, "__metadata__": …}`,
 //! then the data, offsets relative to its start.
 
-use super::body::Body;
+use super::body::Front;
 use super::header::{check_layers, DiskDtype, Header, Reader, Sink, TensorInfo, PREFIX};
 use super::table;
 use crate::config::Config;
@@ -195,51 +195,45 @@ impl Entry {
 
 /// Reads a safetensors file chunk by chunk; see the module's note.
 pub struct SafetensorsReader {
-    file: String,
+    front: Front,
     config: Config,
     /// A shard's tensors, or every tensor GPT-2 needs.
     only: Option<BTreeSet<String>>,
-    /// The header's bytes until it is complete.
-    pending: Vec<u8>,
-    /// The tensors, once the header has come.
-    body: Option<Body>,
 }
 
 impl SafetensorsReader {
     /// A reader of `file`; `only` as in `parse_header`.
     pub fn new(file: &str, config: &Config, only: Option<BTreeSet<String>>) -> Self {
         SafetensorsReader {
-            file: file.to_string(),
+            front: Front::new(file),
             config: config.clone(),
             only,
-            pending: Vec::new(),
-            body: None,
         }
     }
 
     /// Gathers the header (its length, then exactly to its end); returns what of `chunk`
     /// follows it.
     fn take_header<'b>(&mut self, chunk: &'b [u8]) -> Result<&'b [u8]> {
-        let want = match self.pending.get(..8) {
+        let f = &mut self.front;
+        let want = match f.pending.get(..8) {
             None => 8,
             Some(len) => {
                 let n = u64::from_le_bytes(len.try_into().expect("8 bytes"));
                 if n > MAX_HEADER {
                     return Err(invalid(
-                        &self.file,
+                        &f.file,
                         format!("a header of {n} bytes (at most {MAX_HEADER})"),
                     ));
                 }
                 8 + n as usize
             }
         };
-        let take = (want - self.pending.len()).min(chunk.len());
-        self.pending.extend_from_slice(&chunk[..take]);
-        let header = parse_header(&self.file, &self.pending, &self.config, self.only.as_ref())?;
+        let take = (want - f.pending.len()).min(chunk.len());
+        f.pending.extend_from_slice(&chunk[..take]);
+        let header = parse_header(&f.file, &f.pending, &self.config, self.only.as_ref())?;
         if let Some(h) = header {
-            let pos = self.pending.len() as u64;
-            self.body = Some(Body::new(&self.file, h, pos));
-            self.pending = Vec::new();
+            let pos = f.pending.len() as u64;
+            f.start(h, pos);
         }
         Ok(&chunk[take..])
     }
@@ -247,39 +241,28 @@ impl SafetensorsReader {
 
 impl Reader for SafetensorsReader {
     fn push(&mut self, mut chunk: &[u8], sink: &mut Sink) -> Result<()> {
-        while self.body.is_none() && !chunk.is_empty() {
+        while self.front.body.is_none() && !chunk.is_empty() {
             chunk = self.take_header(chunk)?;
         }
-        match &mut self.body {
+        match &mut self.front.body {
             Some(body) => body.push(chunk, sink),
             None => Ok(()),
         }
     }
 
     fn finish(&self) -> Result<()> {
-        match &self.body {
-            Some(body) => body.finish(),
-            None => Err(invalid(
-                &self.file,
-                format!(
-                    "it ended after {} bytes, before its header was complete",
-                    self.pending.len()
-                ),
-            )),
-        }
+        self.front.finish(&|file, why| invalid(file, why))
     }
 
     fn bytes(&self) -> u64 {
-        self.body
-            .as_ref()
-            .map_or(self.pending.len() as u64, Body::bytes)
+        self.front.bytes()
     }
 
     fn total(&self) -> Option<u64> {
-        self.body.as_ref().map(Body::total)
+        self.front.total()
     }
 
     fn current(&self) -> Option<&str> {
-        self.body.as_ref()?.current()
+        self.front.current()
     }
 }

@@ -6,49 +6,43 @@ use super::parse::{Gguf, Parsed};
 use super::reader::{invalid, MAX_HEADER};
 use crate::config::Config;
 use crate::error::Result;
-use crate::weights::body::Body;
+use crate::weights::body::{Body, Front};
 use crate::weights::header::{Reader, Sink};
 
 /// Reads a GGUF file chunk by chunk; see the module's note.
 pub struct GgufReader {
-    file: String,
+    front: Front,
     config: Config,
-    /// The header's bytes until it is complete.
-    pending: Vec<u8>,
     /// The header is parsed again once `pending` holds this many bytes (it says how many it
     /// needs at least; the count also grows by half each time, so a header that arrives in small
     /// chunks is not parsed once per chunk).
     retry: usize,
-    /// The tensors, once the header has come.
-    body: Option<Body>,
 }
 
 impl GgufReader {
     /// A reader of `file`, checked against `config` (the one its metadata makes, or another).
     pub fn new(file: &str, config: &Config) -> Self {
         GgufReader {
-            file: file.to_string(),
+            front: Front::new(file),
             config: config.clone(),
-            pending: Vec::new(),
             retry: 0,
-            body: None,
         }
     }
 
     /// The tensors of a parsed header whose file's first `at` bytes it took.
     fn start(&mut self, g: &Gguf, at: usize) -> Result<&mut Body> {
         let header = g.header(&self.config)?;
-        Ok(self.body.insert(Body::new(&self.file, header, at as u64)))
+        Ok(self.front.start(header, at as u64))
     }
 }
 
 impl Reader for GgufReader {
     fn push(&mut self, chunk: &[u8], sink: &mut Sink) -> Result<()> {
-        if let Some(body) = &mut self.body {
+        if let Some(body) = &mut self.front.body {
             return body.push(chunk, sink);
         }
-        if self.pending.is_empty() {
-            match Gguf::parse(&self.file, chunk)? {
+        if self.front.pending.is_empty() {
+            match Gguf::parse(&self.front.file, chunk)? {
                 // The whole header in this chunk (a mapped file): no copy.
                 Parsed::Header(g) => {
                     let at = (g.data_start as usize).min(chunk.len());
@@ -59,54 +53,43 @@ impl Reader for GgufReader {
         }
         // The whole chunk joins the header's bytes; what follows the header is pushed once it
         // has been parsed.
-        self.pending.extend_from_slice(chunk);
-        if self.pending.len() < self.retry {
+        let f = &mut self.front;
+        f.pending.extend_from_slice(chunk);
+        if f.pending.len() < self.retry {
             return Ok(());
         }
-        match Gguf::parse(&self.file, &self.pending)? {
+        match Gguf::parse(&f.file, &f.pending)? {
             Parsed::Need(n) => {
-                self.retry = n.max(self.pending.len() + self.pending.len() / 2);
-                if self.pending.len() > MAX_HEADER {
+                self.retry = n.max(f.pending.len() + f.pending.len() / 2);
+                if f.pending.len() > MAX_HEADER {
                     return Err(invalid(
-                        &self.file,
+                        &f.file,
                         format!("a GGUF header over {MAX_HEADER} bytes"),
                     ));
                 }
                 Ok(())
             }
             Parsed::Header(g) => {
-                let at = (g.data_start as usize).min(self.pending.len());
-                let rest = self.pending.split_off(at);
-                self.pending = Vec::new();
+                let at = (g.data_start as usize).min(f.pending.len());
+                let rest = f.pending.split_off(at);
                 self.start(&g, at)?.push(&rest, sink)
             }
         }
     }
 
     fn finish(&self) -> Result<()> {
-        match &self.body {
-            Some(body) => body.finish(),
-            None => Err(invalid(
-                &self.file,
-                format!(
-                    "it ended after {} bytes, before its header was complete",
-                    self.pending.len()
-                ),
-            )),
-        }
+        self.front.finish(&|file, why| invalid(file, why))
     }
 
     fn bytes(&self) -> u64 {
-        self.body
-            .as_ref()
-            .map_or(self.pending.len() as u64, Body::bytes)
+        self.front.bytes()
     }
 
     fn total(&self) -> Option<u64> {
-        self.body.as_ref().map(Body::total)
+        self.front.total()
     }
 
     fn current(&self) -> Option<&str> {
-        self.body.as_ref()?.current()
+        self.front.current()
     }
 }
