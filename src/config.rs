@@ -5,8 +5,9 @@
 use crate::error::{Error, Result};
 use serde::Deserialize;
 
-/// The most ids one verification pass of speculative decoding (`Backend::forward_rows`) takes: a
-/// draft of up to 15 tokens after the last kept one. The backends size their logits for it.
+/// The most ids one verification pass of speculative decoding (`Backend::pass`, `Want::Every`)
+/// takes: a draft of up to 15 tokens after the last kept one. The backends size their logits for
+/// it (and the GPU the most sequences of one decode pass).
 pub const MAX_VERIFY: usize = 16;
 
 /// Largest dimension accepted from a config file (and token id from a tokenizer); guards against

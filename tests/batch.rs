@@ -1,9 +1,11 @@
 //! Batching is exact: every sequence of a batch gets the tokens it gets alone — greedy and
-//! seeded sampling, in q8 and f32 — with prompts of different lengths joining at different steps
-//! and one aborted midway; and a batched pass gives each row the logits of a pass alone, bit for
-//! bit.
+//! seeded sampling, in q8 and f32 on the CPU and on WebGPU — with prompts of different lengths
+//! joining at different steps and one aborted midway; and a batched pass gives each row the
+//! logits of a pass alone, bit for bit. One body per behaviour, run on every backend (WebGPU on
+//! lavapipe in CI; elsewhere without an adapter a loud note, and CI=true fails).
 
 mod common;
+mod gpu_common;
 use common::*;
 use gpt2_web::generate::{Batch, MAX_BATCH};
 use gpt2_web::{BackendChoice, CpuDtype, GenerateParams, Generation, Model, Move, StopReason};
@@ -11,6 +13,22 @@ use pollster::block_on;
 
 fn load_as(dir: &str, dtype: CpuDtype) -> Model {
     Model::load_dir(&root().join(dir), BackendChoice::Cpu, dtype).unwrap()
+}
+
+/// The model in `dir` on every backend there is: the CPU in q8 and in f32, WebGPU (f32).
+fn backends(dir: &str) -> Vec<Model> {
+    let mut models = vec![load_as(dir, CpuDtype::Q8), load_as(dir, CpuDtype::F32)];
+    if gpu_common::gpu().is_some() {
+        let gpu = Model::load_dir(&root().join(dir), BackendChoice::WebGpu, CpuDtype::F32);
+        models.push(gpu.unwrap_or_else(|e| panic!("{dir} on the GPU: {e}")));
+    }
+    models
+}
+
+/// "cpu q8", "webgpu f32": which backend a check ran on.
+fn on(model: &Model) -> String {
+    let b = model.backend();
+    format!("{} {}", b.name(), b.dtype_name())
 }
 
 const PROMPTS: &[&str] = &[
@@ -39,8 +57,8 @@ fn alone(model: &mut Model, prompt: &str, p: GenerateParams) -> (Vec<u32>, StopR
 
 #[test]
 fn a_batched_pass_gives_each_row_the_logits_of_a_pass_alone() {
-    for dtype in [CpuDtype::Q8, CpuDtype::F32] {
-        let mut model = load_as(DEMO, dtype);
+    for mut model in backends(DEMO) {
+        let on = on(&model);
         let seqs: Vec<Vec<u32>> = PROMPTS
             .iter()
             .map(|p| model.tokenizer.encode(p).unwrap())
@@ -60,21 +78,20 @@ fn a_batched_pass_gives_each_row_the_logits_of_a_pass_alone() {
             );
         }
         // All of them: their prompts but the last id (in q8 in one pass of rows of different
-        // lengths; in f32 each alone, as `Batch` runs prompts: more than `batch_rows` f32 rows
+        // lengths; else each alone, as `Batch` runs prompts: more than `batch_rows` f32 rows
         // take candle's matmul), then every last id in one pass of single rows.
         block_on(model.kv_slots(seqs.len())).unwrap();
         let heads: Vec<(usize, &[u32], usize)> = (seqs.iter().enumerate())
             .filter(|(_, s)| s.len() > 1)
             .map(|(i, s)| (i, &s[..s.len() - 1], 0))
             .collect();
-        let mut out = Vec::new();
-        let per_pass = if dtype == CpuDtype::Q8 {
+        let per_pass = if model.backend().rows_alike() {
             heads.len()
         } else {
             1
         };
         for pass in heads.chunks(per_pass) {
-            block_on(model.predict_batch(pass, &mut out)).unwrap();
+            block_on(model.predict_batch(pass)).unwrap();
         }
         assert!(seqs.len() <= model.backend().batch_rows());
         let lasts: Vec<(usize, &[u32], usize)> = seqs
@@ -82,12 +99,12 @@ fn a_batched_pass_gives_each_row_the_logits_of_a_pass_alone() {
             .enumerate()
             .map(|(i, s)| (i, &s[..], s.len() - 1))
             .collect();
-        block_on(model.predict_batch(&lasts, &mut out)).unwrap();
+        let out = block_on(model.predict_batch(&lasts)).unwrap().to_vec();
         assert_eq!(out.len(), seqs.len() * v);
         for (i, w) in want.iter().enumerate() {
             assert!(
                 out[i * v..(i + 1) * v] == w[..],
-                "{dtype:?}: row {i} differs from its pass alone"
+                "{on}: row {i} differs from its pass alone"
             );
         }
     }
@@ -95,13 +112,12 @@ fn a_batched_pass_gives_each_row_the_logits_of_a_pass_alone() {
 
 #[test]
 fn every_sequence_of_a_batch_gets_the_tokens_it_gets_alone() {
-    for (dir, dtype) in [(DEMO, CpuDtype::Q8), (DEMO, CpuDtype::F32)] {
-        let mut model = load_as(dir, dtype);
+    for mut model in backends(DEMO) {
         for sampled in [false, true] {
             let want: Vec<_> = (PROMPTS.iter().enumerate())
                 .map(|(i, p)| alone(&mut model, p, params(i, sampled)))
                 .collect();
-            let what = format!("{dir} {dtype:?} sampled={sampled}");
+            let what = format!("{} sampled={sampled}", on(&model));
             // Three start together, the fourth joins after 2 steps, the fifth after 5; the
             // second is aborted after 4 steps.
             let mut batch = Batch::new();

@@ -33,7 +33,7 @@ fn a_model_past_the_budget_is_budget() {
 #[test]
 fn the_engine_used_out_of_turn_is_state_and_bad_ids_are_param() {
     let mut model = load(TINY);
-    let e = pollster::block_on(model.kv_use(7, 0)).unwrap_err();
+    let e = pollster::block_on(model.kv_copy(7, 0, 1)).unwrap_err();
     assert_eq!(e.code(), "state", "{e}");
     let e = model.more_logits(0, 1).unwrap_err();
     assert_eq!(e.code(), "state", "{e}");

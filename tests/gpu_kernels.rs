@@ -89,20 +89,30 @@ impl Gpu {
         pollster::block_on(self.ctx.download(buf)).unwrap()
     }
 
-    fn step(&self, t: usize, pos: usize) -> wgpu::Buffer {
-        let step = k::Step {
-            t: t as u32,
-            pos: pos as u32,
-            _pad: [0; 2],
-        };
-        self.ctx.uniform("step", &step)
+    fn step(&self, t: usize) -> wgpu::Buffer {
+        self.ctx.uniform("step", &k::Step::rows(t))
+    }
+
+    /// The row table of `(slot, pos, len)` sequences, uploaded; and each row's (first cache
+    /// row of its slot, position).
+    fn rows(
+        &self,
+        seqs: &[(usize, usize, usize)],
+        n_ctx: usize,
+    ) -> (wgpu::Buffer, Vec<(usize, usize)>) {
+        let table = k::row_table(seqs.iter().copied(), n_ctx);
+        let rows = table
+            .chunks(2)
+            .map(|r| (r[1] as usize, r[0] as usize))
+            .collect();
+        (self.ctx.upload("rows", &table), rows)
     }
 }
 
 #[test]
 fn embedding_adds_token_and_position_rows_across_chunks() {
     let Some(g) = setup() else { return };
-    let (v, c, n_ctx, t, pos) = (50, 37, 12, 7, 3);
+    let (v, c, n_ctx, t) = (50, 37, 12, 7);
     let mut rng = Rng::new(1);
     let wte = rng.vec(v * c, 1.0); // (V, C)
     let wpe = rng.vec(n_ctx * c, 1.0); // (n_ctx, C)
@@ -110,7 +120,9 @@ fn embedding_adds_token_and_position_rows_across_chunks() {
     let ids_buf = g.ctx.upload("ids", &ids);
     let wpe_buf = g.ctx.upload("wpe", &wpe);
     let x = g.ctx.upload("x", &vec![f32::NAN; n_ctx * c]);
-    let step = g.step(t, pos);
+    let step = g.step(t);
+    // Two sequences' rows: four from position 3 in slot 0, three from 0 in slot 1.
+    let (rows_buf, rows) = g.rows(&[(0, 3, 4), (1, 0, 3)], n_ctx);
     // Two chunks, rows 0..20 and 20..50, each dispatched over every position.
     for (start, rows) in [(0, 20), (20, 30)] {
         let chunk = g.ctx.upload("wte", &wte[start * c..(start + rows) * c]);
@@ -121,14 +133,14 @@ fn embedding_adds_token_and_position_rows_across_chunks() {
             v: 0, // the embedding does not use it
         };
         let dims = g.ctx.uniform("dims", &dims);
-        let bufs = [&step, &dims, &ids_buf, &chunk, &wpe_buf, &x];
+        let bufs = [&step, &dims, &ids_buf, &chunk, &wpe_buf, &rows_buf, &x];
         g.run(Kernel::Embedding, &bufs, k::elementwise_grid(t, c));
     }
     let got = g.read(&x);
     let want: Vec<f64> = (0..t * c)
         .map(|i| {
             let (r, col) = (i / c, i % c);
-            wte[ids[r] as usize * c + col] as f64 + wpe[(pos + r) * c + col] as f64
+            wte[ids[r] as usize * c + col] as f64 + wpe[rows[r].1 * c + col] as f64
         })
         .collect();
     assert_close(&got[..t * c], &want, 1e-6, 0.0, "embedding");
@@ -162,7 +174,7 @@ fn layernorm_matches_reference() {
         g.ctx.upload("w", &w),
         g.ctx.upload("b", &b),
     );
-    let step = g.step(t, 0);
+    let step = g.step(t);
     for last_only in [false, true] {
         let dims = k::LayerNormDims {
             c: c as u32,
@@ -209,7 +221,7 @@ fn matmuls_match_reference_for_every_epilogue() {
             g.ctx.upload("w", &w),
             g.ctx.upload("b", &b),
         );
-        let step = g.step(t, 0);
+        let step = g.step(t);
         for epilogue in [Epilogue::Bias, Epilogue::Gelu, Epilogue::Residual] {
             let dims = k::MatmulDims {
                 k: kk as u32,
@@ -273,7 +285,7 @@ fn gelu_stays_finite_for_huge_inputs() {
     // x = 1 row of K = 1 with w = 1: out = gelu(b) for b in the test values.
     let vals = [-1e30f32, -100.0, -10.0, -1.0, 0.0, 1.0, 10.0, 100.0, 1e30];
     let n = vals.len();
-    let step = g.step(1, 0);
+    let step = g.step(1);
     let dims = k::MatmulDims {
         k: 1,
         n: n as u32,
@@ -297,19 +309,22 @@ fn gelu_stays_finite_for_huge_inputs() {
 }
 
 #[test]
-fn kv_write_copies_new_keys_and_values_into_the_cache() {
+fn kv_write_copies_new_keys_and_values_into_each_rows_slot() {
     let Some(g) = setup() else { return };
-    let (c, n_ctx, t, pos) = (40, 9, 3, 5);
+    let (c, n_ctx, slots) = (40, 9, 3);
+    // Two rows from position 5 in slot 2, one at position 0 in slot 0: slot 1 untouched.
+    let (rows_buf, rows) = g.rows(&[(2, 5, 2), (0, 0, 1)], n_ctx);
+    let t = rows.len();
     let mut rng = Rng::new(4);
     let qkv = rng.vec(n_ctx * 3 * c, 1.0); // (n_ctx, 3C)
-    let old_k = rng.vec(n_ctx * c, 1.0);
-    let old_v = rng.vec(n_ctx * c, 1.0);
+    let old_k = rng.vec(slots * n_ctx * c, 1.0);
+    let old_v = rng.vec(slots * n_ctx * c, 1.0);
     let (qkv_buf, k_cache, v_cache) = (
         g.ctx.upload("qkv", &qkv),
         g.ctx.upload("k", &old_k),
         g.ctx.upload("v", &old_v),
     );
-    let step = g.step(t, pos);
+    let step = g.step(t);
     let dims = g.ctx.uniform(
         "dims",
         &k::KvDims {
@@ -317,39 +332,34 @@ fn kv_write_copies_new_keys_and_values_into_the_cache() {
             _pad: [0; 3],
         },
     );
-    let bufs = [&step, &dims, &qkv_buf, &k_cache, &v_cache];
+    let bufs = [&step, &dims, &qkv_buf, &rows_buf, &k_cache, &v_cache];
     g.run(Kernel::KvWrite, &bufs, k::elementwise_grid(t, c));
     for (cache, old, part) in [(&k_cache, &old_k, 1), (&v_cache, &old_v, 2)] {
-        let want: Vec<f64> = (0..n_ctx * c)
-            .map(|i| {
-                let (p, col) = (i / c, i % c);
-                if (pos..pos + t).contains(&p) {
-                    qkv[(p - pos) * 3 * c + part * c + col] as f64
-                } else {
-                    old[i] as f64
-                }
-            })
-            .collect();
+        let mut want: Vec<f64> = old.iter().map(|&x| x as f64).collect();
+        for (r, &(base, pos)) in rows.iter().enumerate() {
+            for col in 0..c {
+                want[(base + pos) * c + col] = qkv[r * 3 * c + part * c + col] as f64;
+            }
+        }
         assert_close(&g.read(cache), &want, 0.0, 0.0, "kv_write");
     }
 }
 
-/// Causal attention of T queries at pos.. over a cache of pos+T keys, in f64.
-#[allow(clippy::too_many_arguments)]
+/// Causal attention of each query row over its own slot's positions 0..=pos (`rows`: the
+/// slot's first cache row, the position), in f64.
 fn attention_ref(
     qkv: &[f32],
     kc: &[f32],
     vc: &[f32],
-    t: usize,
-    pos: usize,
-    nh: usize,
-    hs: usize,
+    rows: &[(usize, usize)],
+    (nh, hs): (usize, usize),
     scale: f64,
 ) -> Vec<f64> {
     let c = nh * hs;
-    let mut out = vec![0.0; t * c];
-    for i in 0..t {
-        let n = pos + i + 1;
+    let mut out = vec![0.0; rows.len() * c];
+    for (i, &(base, pos)) in rows.iter().enumerate() {
+        let n = pos + 1;
+        let (kc, vc) = (&kc[base * c..], &vc[base * c..]);
         for h in 0..nh {
             let q = &qkv[i * 3 * c + h * hs..][..hs];
             let scores: Vec<f64> = (0..n)
@@ -379,22 +389,27 @@ fn attention_ref(
 fn attention_matches_reference() {
     let Some(g) = setup() else { return };
     let mut rng = Rng::new(5);
-    // (NH, HS, n_ctx, T, pos, input scale): decode past one 64-key tile, a prefill from 0,
-    // a head size above the 64 threads, and large scores that only a max-subtracted softmax
-    // survives.
-    let cases = [
-        (3, 20, 80, 1, 70, 1.0),
-        (2, 32, 70, 70, 0, 1.0),
-        (2, 72, 40, 5, 30, 1.0),
-        (1, 16, 140, 3, 130, 6.0),
+    // (NH, HS, n_ctx, sequences (slot, pos, len), input scale): decode past one 64-key tile, a
+    // prefill from 0, a head size above the 64 threads, large scores that only a
+    // max-subtracted softmax survives, and a batch's decode rows, each in its own slot at its
+    // own position.
+    type Seqs = &'static [(usize, usize, usize)];
+    let cases: [(usize, usize, usize, Seqs, f32); 5] = [
+        (3, 20, 80, &[(0, 70, 1)], 1.0),
+        (2, 32, 70, &[(0, 0, 70)], 1.0),
+        (2, 72, 40, &[(0, 30, 5)], 1.0),
+        (1, 16, 140, &[(0, 130, 3)], 6.0),
+        (2, 24, 90, &[(2, 80, 1), (0, 3, 1), (1, 64, 1)], 1.0),
     ];
-    for (nh, hs, n_ctx, t, pos, amp) in cases {
+    for (nh, hs, n_ctx, seqs, amp) in cases {
         let c = nh * hs;
+        let (rows_buf, rows) = g.rows(seqs, n_ctx);
+        let (t, slots) = (rows.len(), 1 + seqs.iter().map(|s| s.0).max().unwrap());
         let qkv = rng.vec(n_ctx * 3 * c, amp); // (n_ctx, 3C)
-        let kc = rng.vec(n_ctx * c, amp); // (n_ctx, C), rows 0..pos+T used
-        let vc = rng.vec(n_ctx * c, 1.0);
+        let kc = rng.vec(slots * n_ctx * c, amp); // (slots · n_ctx, C)
+        let vc = rng.vec(slots * n_ctx * c, 1.0);
         let scale = 1.0 / (hs as f32).sqrt();
-        let step = g.step(t, pos);
+        let step = g.step(t);
         let dims = k::AttentionDims {
             c: c as u32,
             nh: nh as u32,
@@ -408,10 +423,10 @@ fn attention_matches_reference() {
             g.ctx.upload("v", &vc),
         );
         let out = g.ctx.storage("out", (n_ctx * c * 4) as u64);
-        let bufs = [&step, &dims, &qkv_buf, &k_buf, &v_buf, &out];
+        let bufs = [&step, &dims, &qkv_buf, &k_buf, &v_buf, &rows_buf, &out];
         g.run(Kernel::Attention, &bufs, k::attention_grid(nh, t));
-        let want = attention_ref(&qkv, &kc, &vc, t, pos, nh, hs, scale as f64);
-        let what = format!("attention NH={nh} HS={hs} T={t} pos={pos} amp={amp}");
+        let want = attention_ref(&qkv, &kc, &vc, &rows, (nh, hs), scale as f64);
+        let what = format!("attention NH={nh} HS={hs} rows={seqs:?} amp={amp}");
         assert_close(&g.read(&out)[..t * c], &want, 1e-5, 1e-4, &what);
     }
 }

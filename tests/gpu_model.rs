@@ -8,6 +8,7 @@ mod gpu_common;
 
 use common::{assert_close, fixture, forward_at, root, TINY};
 use gpt2_web::backend::gpu::{GpuBackend, GpuOptions};
+use gpt2_web::backend::{Seq, Want};
 use gpt2_web::weights::Gpt2Weights;
 use gpt2_web::{Backend, BackendChoice, Config, CpuDtype, Error, GenerateParams, Model};
 use pollster::block_on;
@@ -44,6 +45,12 @@ fn gpu_fills_the_whole_context() {
 }
 
 /// The tiny model's config and weights, for building backends with options.
+/// The logits of `ids` at `pos..` in slot 0 of a backend of its own.
+fn pass(backend: &mut Backend, ids: &[u32], pos: usize) -> Vec<f32> {
+    let seq = [Seq { slot: 0, ids, pos }];
+    block_on(backend.pass(&seq, Want::Last)).unwrap().to_vec()
+}
+
 fn tiny_parts() -> (Config, Vec<u8>) {
     let dir = root().join(TINY);
     let config = Config::from_json(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
@@ -73,12 +80,12 @@ fn split_embedding_under_default_limits_gives_the_same_logits() {
     let fx = fixture("tiny-random");
     for case in &fx.cases {
         let a = forward_at(&mut whole, &case.ids, 0).unwrap().to_vec();
-        let b = block_on(split.forward(&case.ids, 0)).unwrap().to_vec();
+        let b = pass(&mut split, &case.ids, 0);
         assert_close(&b, &a, 1e-6, 1e-6, "split wte vs whole, prefill");
         // A decode step whose token lives in the last chunk.
         let (next, pos) = (1998, case.ids.len());
         let a = forward_at(&mut whole, &[next], pos).unwrap().to_vec();
-        let b = block_on(split.forward(&[next], pos)).unwrap().to_vec();
+        let b = pass(&mut split, &[next], pos);
         assert_close(&b, &a, 1e-6, 1e-6, "split wte vs whole, decode");
     }
     // Chunks show in the dispatch count: embedding and head once per chunk. A decode step has
@@ -89,7 +96,7 @@ fn split_embedding_under_default_limits_gives_the_same_logits() {
         whole.backend().gpu_dispatches(),
         Some(1 + 6 * n_layer + 1 + 1)
     );
-    block_on(split.forward(&[5, 6, 7], 0)).unwrap(); // a prompt of three
+    pass(&mut split, &[5, 6, 7], 0); // a prompt of three
     assert_eq!(split.gpu_dispatches(), Some(4 + 8 * n_layer + 1 + 4));
 }
 

@@ -16,6 +16,8 @@ const LAYERS: &[&[&str]] = &[
     &["tokenizer", "sampling"],
     // A GGUF file holds its tokenizer: the weights' formats build it (or write its tokenizer.json).
     &["weights"],
+    // What a pass is asked (rows in, logits out): the one surface every backend implements.
+    &["backend::rows"],
     &["backend::cpu", "backend::gpu"],
     &["backend"],
     &["budget"],
@@ -75,7 +77,7 @@ fn target_of(path: &str) -> String {
         return reexport.to_string();
     }
     match (first.as_str(), it.next()) {
-        ("backend", Some(sub @ ("cpu" | "gpu"))) => format!("backend::{sub}"),
+        ("backend", Some(sub @ ("cpu" | "gpu" | "rows"))) => format!("backend::{sub}"),
         _ => first,
     }
 }

@@ -1,19 +1,24 @@
 //! Backends turn token ids into logits and nothing else: no sampling, no stopping, no text.
 //!
-//! `forward(ids, pos)` runs the model over `ids` placed at positions `pos..pos + ids.len()`,
-//! writing their keys and values into the backend's preallocated KV cache and attending to
-//! everything cached before them; it returns the logits of the last position. Prefill is one
-//! call with the whole prompt at `pos = 0`; each decode step is one call with one id. Calling
-//! again with a smaller `pos` overwrites the cache from there, so there is no separate reset.
+//! Their one surface is `Backend::pass`: rows in (`Seq`: each sequence's new ids, the positions
+//! they take and the KV cache slot they belong to), logits out (`Want`: the last row of each
+//! sequence, or every row of a verification pass), plus the slots themselves (`kv_slots`,
+//! `kv_copy`). Each slot is a preallocated KV cache; a pass writes its rows' keys and values into
+//! their slots and attends to everything a slot held before them. Prefill is a pass with the
+//! whole prompt at `pos = 0`, a decode step one with one id per sequence; a pass at a smaller
+//! `pos` overwrites the slot from there, so there is no separate reset. The kernels stay behind
+//! it (`cpu`, `gpu`); the rest of the enum's methods only read (names, limits, the last pass's
+//! hidden state and profile).
 
 pub mod cpu;
 pub mod gpu;
+pub(crate) mod rows;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
 
 pub use crate::config::MAX_VERIFY;
-pub use cpu::BatchRow;
+pub use rows::{Seq, Want};
 
 /// Which backend to use. The GPU backend is called "webgpu" everywhere (the JS API, the CLI,
 /// JSON, the docs): it is wgpu's WebGPU API, on the browser's WebGPU or natively on
@@ -59,81 +64,49 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// Logits (vocab_size) of the last of `ids`, placed at positions `pos..`.
-    pub async fn forward(&mut self, ids: &[u32], pos: usize) -> Result<&[f32]> {
-        self.config().check_ids(ids, pos)?;
+    /// One forward pass: `seqs`' rows through the model, each sequence in its own KV cache slot
+    /// (each slot at most once), and the logits `want` asks for. A row's logits are, bit for
+    /// bit, what the same rows give in a pass of their own, as long as the pass carries at most
+    /// `batch_rows` sequences. The CPU runs every matrix product once over all the rows; the GPU
+    /// does too for a batch's decode step (one id per sequence), and runs several prompts one
+    /// after another.
+    pub async fn pass(&mut self, seqs: &[Seq<'_>], want: Want) -> Result<&[f32]> {
+        self.check(seqs, want)?;
         match self {
-            Backend::Cpu(b) => b.forward(ids, pos, None),
-            Backend::WebGpu(b) => b.forward(ids, pos, false).await,
+            Backend::Cpu(b) => b.pass(seqs, want),
+            Backend::WebGpu(b) => b.pass(seqs, want).await,
         }
     }
 
-    /// The verification pass of speculative decoding: every one of `ids` placed at positions
-    /// `pos..` through the model, and the logits of (at least) the first `rows_out` of them, row
-    /// after row; `more_logits` gives the others'. At most `MAX_VERIFY` ids. Each row equals, bit
-    /// for bit, what `forward` of that id alone after the ones before it gives, so a speculative
-    /// greedy generation is token for token the plain one. (The CPU computes the head, most of
-    /// a small model's work, only for the rows asked for: after a rejected draft token the rest
-    /// are never needed. The GPU computes every row in the same submission.)
-    pub async fn forward_rows(
-        &mut self,
-        ids: &[u32],
-        pos: usize,
-        rows_out: usize,
-    ) -> Result<&[f32]> {
-        self.config().check_ids(ids, pos)?;
-        if ids.len() > MAX_VERIFY {
-            return Err(Error::param(
+    /// What every backend refuses: positions outside the context, ids outside the vocabulary,
+    /// a slot twice, and a verification pass over more than one sequence or `MAX_VERIFY` ids.
+    fn check(&self, seqs: &[Seq<'_>], want: Want) -> Result<()> {
+        if seqs.is_empty() {
+            return Err(Error::param("ids", "nothing to run: no sequences"));
+        }
+        for (i, s) in seqs.iter().enumerate() {
+            self.config().check_ids(s.ids, s.pos)?;
+            if seqs[..i].iter().any(|o| o.slot == s.slot) {
+                return Err(Error::State(format!(
+                    "KV cache slot {} twice in one pass",
+                    s.slot
+                )));
+            }
+        }
+        match (want, seqs) {
+            (Want::Last, _) => Ok(()),
+            (Want::Every(_), [s]) if s.ids.len() <= MAX_VERIFY => Ok(()),
+            (Want::Every(_), [s]) => Err(Error::param(
                 "ids",
                 format!(
                     "a verification pass takes at most {MAX_VERIFY} ids, not {}",
-                    ids.len()
+                    s.ids.len()
                 ),
-            ));
-        }
-        match self {
-            Backend::Cpu(b) => b.forward(ids, pos, Some(rows_out)),
-            Backend::WebGpu(b) => b.forward(ids, pos, true).await,
-        }
-    }
-
-    /// One forward pass over several sequences (a batch), each in its own KV cache slot: into
-    /// `out`, the logits of the last id of each, (rows.len(), vocab_size) in the order given.
-    /// Each row is, bit for bit, what `forward` of that sequence alone in its slot gives, as long
-    /// as the batch holds at most `batch_rows` sequences. The CPU runs every matrix product once
-    /// for all of them; the GPU backend runs them one after another for now.
-    pub async fn forward_batch(&mut self, rows: &[BatchRow<'_>], out: &mut Vec<f32>) -> Result<()> {
-        for r in rows {
-            self.config().check_ids(r.ids, r.pos)?;
-        }
-        out.clear();
-        match self {
-            Backend::Cpu(b) => out.extend_from_slice(b.forward_batch(rows)?),
-            Backend::WebGpu(b) => {
-                // One sequence after another; switching slots copies the active cache out and
-                // the next one in, whole: the one going out may be longer than the one coming in.
-                let (v, n_ctx) = (b.config().vocab_size, b.config().n_positions);
-                for r in rows {
-                    b.kv_use(r.slot, n_ctx).await?;
-                    out.extend_from_slice(&b.forward(r.ids, r.pos, false).await?[..v]);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether `forward_batch` runs its sequences in one pass (the CPU) rather than one after
-    /// another, switching whole KV caches (the GPU backend for now).
-    pub fn batches(&self) -> bool {
-        matches!(self, Backend::Cpu(_))
-    }
-
-    /// The KV cache slot forwards use now (`kv_use`; `forward_batch` on the GPU leaves its last
-    /// row's in use).
-    pub fn active_slot(&self) -> usize {
-        match self {
-            Backend::Cpu(b) => b.active_slot(),
-            Backend::WebGpu(b) => b.active_slot(),
+            )),
+            (Want::Every(_), _) => Err(Error::State(format!(
+                "a verification pass over {} sequences (it takes one)",
+                seqs.len()
+            ))),
         }
     }
 
@@ -146,17 +119,17 @@ impl Backend {
         matches!(self, Backend::Cpu(b) if b.dtype() == cpu::CpuDtype::Q8)
     }
 
-    /// The most sequences a `forward_batch` takes with each row exactly as alone.
+    /// The most sequences a `pass` takes with each row exactly as in a pass of its own.
     pub fn batch_rows(&self) -> usize {
         match self {
             Backend::Cpu(b) => b.batch_rows(),
-            Backend::WebGpu(_) => usize::MAX,
+            Backend::WebGpu(_) => MAX_VERIFY, // the rows its logits buffer holds
         }
     }
 
-    /// Makes `n` KV caches (slots), one per sequence kept at once (beam search); slot 0, the
-    /// one every backend starts with, is in use afterwards and keeps what it held. `n = 1` frees
-    /// the others.
+    /// Makes `n` KV caches (slots), one per sequence kept at once (a batch, beam search); slot
+    /// 0, the one every backend starts with, keeps what it held, and so does every slot below
+    /// `n`. Slots past `n` are freed.
     pub async fn kv_slots(&mut self, n: usize) -> Result<()> {
         match self {
             Backend::Cpu(b) => b.kv_slots(n),
@@ -164,17 +137,9 @@ impl Backend {
         }
     }
 
-    /// Makes `slot` the KV cache later forwards read and write; its first `len` positions (and
-    /// the previous slot's) are the ones that matter.
-    pub async fn kv_use(&mut self, slot: usize, len: usize) -> Result<()> {
-        match self {
-            Backend::Cpu(b) => b.kv_use(slot, len),
-            Backend::WebGpu(b) => b.kv_use(slot, len).await,
-        }
-    }
-
     /// Copies positions `0..len` of slot `from`'s KV cache into slot `to`'s (a beam that
-    /// continues another's sequence), without recomputing them.
+    /// continues another's sequence, a prompt that starts as another's), without recomputing
+    /// them.
     pub async fn kv_copy(&mut self, from: usize, to: usize, len: usize) -> Result<()> {
         match self {
             Backend::Cpu(b) => b.kv_copy(from, to, len),
@@ -198,19 +163,19 @@ impl Backend {
         }
     }
 
-    /// Row `r` of the last forward's final hidden state, after ln_f (what the output matrix
-    /// multiplies): of every row after `forward_rows`, else of the last row (row 0) — the
+    /// Row `r` of the last pass's final hidden state, after ln_f (what the output matrix
+    /// multiplies): of every row after a verification pass, else of the last row (row 0) of a
+    /// pass over one sequence — the
     /// state multi-token prediction's heads guess from.
     pub fn hidden(&self, r: usize) -> Result<&[f32]> {
         let row = match self {
             Backend::Cpu(b) => b.hidden(r),
             Backend::WebGpu(b) => b.hidden(r),
         };
-        row.ok_or_else(|| Error::State(format!("row {r} of the last forward's hidden state")))
+        row.ok_or_else(|| Error::State(format!("row {r} of the last pass's hidden state")))
     }
 
-    /// The logits the last forward returned, at the start of its buffer: the last position's
-    /// (V) after `forward`, every row's after `forward_rows`.
+    /// The logits the last pass returned, at the start of its buffer.
     pub fn logits(&self) -> &[f32] {
         match self {
             Backend::Cpu(b) => b.logits(),
@@ -250,7 +215,7 @@ impl Backend {
         }
     }
 
-    /// Compute dispatches the last forward recorded on the GPU (`None` on the CPU); after a
+    /// Compute dispatches the last pass recorded on the GPU (`None` on the CPU); after a
     /// decode step, the dispatches per token.
     pub fn gpu_dispatches(&self) -> Option<usize> {
         match self {
@@ -259,7 +224,7 @@ impl Backend {
         }
     }
 
-    /// Starts timing each phase of each CPU forward (clearing earlier sums), or stops; the GPU
+    /// Starts timing each phase of each CPU pass (clearing earlier sums), or stops; the GPU
     /// has no phase timers (its work is queued, not run, when the calls return).
     pub fn set_profiling(&mut self, on: bool) {
         if let Backend::Cpu(b) = self {

@@ -193,7 +193,9 @@ impl Batch {
                 Some((slot, seq, fed))
             })
             .collect();
-        model.predict_batch(&seqs, &mut self.logits).await?;
+        let logits = model.predict_batch(&seqs).await?;
+        self.logits.clear();
+        self.logits.extend_from_slice(logits);
         drop(seqs);
         if model.epoch != self.epoch {
             // A fall-back to the CPU during this pass: its sequences ran whole there; every

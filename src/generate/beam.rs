@@ -154,7 +154,7 @@ impl BeamSearch {
             self.make_slots(model).await?; // after a fall-back: every sequence from the start
         }
         let mut candidates: Vec<Candidate> = Vec::new();
-        if self.kv_cache && model.backend().batches() {
+        if self.kv_cache {
             // Every running beam in one forward pass, each in its own KV cache slot.
             let seqs: Vec<Vec<u32>> = (self.running.iter())
                 .map(|r| [prompt, &r.ids[..]].concat())
@@ -163,7 +163,9 @@ impl BeamSearch {
                 .map(|(r, s)| (r.slot, &s[..], r.fed.min(s.len() - 1)))
                 .collect();
             let (epoch, v) = (model.epoch, model.config.vocab_size);
-            model.predict_batch(&rows, &mut self.batch_logits).await?;
+            let logits = model.predict_batch(&rows).await?;
+            self.batch_logits.clear();
+            self.batch_logits.extend_from_slice(logits);
             for (b, s) in seqs.iter().enumerate() {
                 log_softmax(&self.batch_logits[b * v..(b + 1) * v], &mut self.logprobs);
                 let r = &mut self.running[b];
@@ -173,19 +175,14 @@ impl BeamSearch {
             }
             return self.settle(model, candidates, ends).await;
         }
+        // Without the KV cache: every beam's whole sequence, one pass each.
         let mut seq = Vec::new();
-        for b in 0..self.running.len() {
-            let r = &self.running[b];
+        for (b, r) in self.running.iter().enumerate() {
             seq.clear();
             seq.extend_from_slice(prompt);
             seq.extend_from_slice(&r.ids);
-            let len = seq.len();
-            let fed = self.enter(model, b, len).await?.min(len - 1);
-            let epoch = model.epoch;
-            let logits = model.predict(&seq, fed).await?;
+            let logits = model.predict(&seq, 0).await?;
             log_softmax(logits, &mut self.logprobs);
-            let r = &mut self.running[b];
-            r.fed = if model.epoch == epoch { seq.len() } else { 0 };
             sampler.apply_repetition_penalty(&mut self.logprobs, &seq);
             top_continuations(&self.logprobs, r.score, b, 2 * self.n, &mut candidates);
         }
@@ -208,23 +205,6 @@ impl BeamSearch {
         candidates.truncate(2 * self.n);
         self.choose(model, &candidates, ends).await?;
         Ok(forwards)
-    }
-
-    /// Makes beam `b`'s slot the one in use; returns how many of its ids the slot holds (0
-    /// without the cache, or when a fall-back emptied every cache).
-    async fn enter(&mut self, model: &mut Model, b: usize, len: usize) -> Result<usize> {
-        if !self.kv_cache {
-            return Ok(0);
-        }
-        loop {
-            if self.epoch != model.epoch {
-                self.make_slots(model).await?;
-            }
-            model.kv_use(self.running[b].slot, len).await?;
-            if self.epoch == model.epoch {
-                return Ok(self.running[b].fed);
-            }
-        }
     }
 
     /// (Re)makes a slot per beam; after a fall-back nothing is cached any more.

@@ -15,7 +15,7 @@ pub use load::{set_software_gpu_races, Loader};
 pub use race::BackendTimes;
 
 use crate::backend::cpu::CpuDtype;
-use crate::backend::{Backend, BackendChoice, BatchRow};
+use crate::backend::{Backend, BackendChoice, Seq, Want};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::tokenizer::Tokenizer;
@@ -167,94 +167,83 @@ impl Model {
     }
 
     /// The loop's "predict": the logits of the last of `seq`, whose first `cached` ids the
-    /// backend already holds in its KV cache (from earlier calls); the others run at positions
-    /// `cached..`. If the GPU fails, the model falls back to the CPU (`gpu_unavailable` says
-    /// why) and runs the whole of `seq`.
+    /// backend already holds in its KV cache (slot 0, from earlier calls); the others run at
+    /// positions `cached..`. If the GPU fails, the model falls back to the CPU
+    /// (`gpu_unavailable` says why) and runs the whole of `seq`.
     pub async fn predict(&mut self, seq: &[u32], cached: usize) -> Result<&[f32]> {
-        let new = seq.get(cached..).unwrap_or_default();
-        let ran = self.backend.forward(new, cached).await.map(drop);
-        let slot = self.backend.active_slot();
-        self.kv.keep(slot, cached); // what a failed forward may have written is not trusted
-        if self.recover(ran).await? {
-            self.kv.wrote(slot, 0, seq);
-            return self.backend.forward(seq, 0).await;
-        }
-        self.kv.wrote(slot, cached, new);
-        Ok(&self.backend.logits()[..self.config.vocab_size])
+        self.pass(&[(0, seq, cached)], Want::Last).await
     }
 
     /// `predict` for several sequences in one forward pass (a batch): each `(slot, seq, cached)`
-    /// runs `seq[cached..]` in KV cache slot `slot` (`kv_slots`), and `out` gets the logits of
-    /// the last of each seq, (seqs.len(), vocab_size) in the order given. After a fall-back the
-    /// slots are made again and every sequence runs whole (`epoch` tells the caller).
-    pub async fn predict_batch(
-        &mut self,
-        seqs: &[(usize, &[u32], usize)],
-        out: &mut Vec<f32>,
-    ) -> Result<()> {
-        fn row(slot: usize, seq: &[u32], cached: usize) -> BatchRow<'_> {
+    /// runs `seq[cached..]` in KV cache slot `slot` (`kv_slots`); the logits of the last of each
+    /// seq, (seqs.len(), vocab_size) in the order given. After a fall-back the slots are made
+    /// again and every sequence runs whole (`epoch` tells the caller).
+    pub async fn predict_batch(&mut self, seqs: &[(usize, &[u32], usize)]) -> Result<&[f32]> {
+        self.pass(seqs, Want::Last).await
+    }
+
+    /// The verification pass of speculative decoding over `seq[cached..]` (slot 0), the others
+    /// held in the KV cache already: the logits of the first `rows_out` new ids, row after row
+    /// (`more_logits` gives more), with the same fall-back as `predict`.
+    pub async fn verify(&mut self, seq: &[u32], cached: usize, rows_out: usize) -> Result<&[f32]> {
+        let rows_out = rows_out.min(seq.len().saturating_sub(cached));
+        self.pass(&[(0, seq, cached)], Want::Every(rows_out)).await
+    }
+
+    /// Every forward pass of the model: `Backend::pass` over `seqs[i].1[cached..]` in each slot,
+    /// the KV caches' record kept, and the fall-back to the CPU written once: after a GPU failure
+    /// the slots are made again there, what each slot held before its new ids is run first, and
+    /// then the pass itself (so a verification pass's rows stay as asked).
+    async fn pass(&mut self, seqs: &[(usize, &[u32], usize)], want: Want) -> Result<&[f32]> {
+        fn new<'a>(&(slot, seq, cached): &(usize, &'a [u32], usize)) -> Seq<'a> {
             let ids = seq.get(cached..).unwrap_or_default();
-            BatchRow {
+            Seq {
                 slot,
                 ids,
                 pos: cached,
             }
         }
-        let rows: Vec<BatchRow> = seqs.iter().map(|&(s, q, c)| row(s, q, c)).collect();
-        let ran = self.backend.forward_batch(&rows, out).await;
-        rows.iter().for_each(|r| self.kv.keep(r.slot, r.pos));
-        if self.recover(ran).await? {
-            let n = seqs.iter().map(|s| s.0 + 1).max().unwrap_or(1);
-            self.backend.kv_slots(n).await?;
-            self.kv.resize(n);
-            let whole: Vec<BatchRow> = seqs.iter().map(|&(s, q, _)| row(s, q, 0)).collect();
-            whole.iter().for_each(|r| self.kv.wrote(r.slot, 0, r.ids));
-            return self.backend.forward_batch(&whole, out).await;
-        }
-        rows.iter()
-            .for_each(|r| self.kv.wrote(r.slot, r.pos, r.ids));
-        Ok(())
-    }
-
-    /// The verification pass of speculative decoding over `seq[cached..]`, the others held in
-    /// the KV cache already: the logits of the first `rows_out` new ids, row after row (`more_logits`
-    /// gives more), with the same fall-back as `predict` (after which everything before the new
-    /// ids is recomputed on the CPU first).
-    pub async fn verify(&mut self, seq: &[u32], cached: usize, rows_out: usize) -> Result<&[f32]> {
-        let new = seq.get(cached..).unwrap_or_default();
-        let v = self.config.vocab_size;
-        let rows_out = rows_out.min(new.len());
-        let ran = self
-            .backend
-            .forward_rows(new, cached, rows_out)
-            .await
-            .map(drop);
-        let slot = self.backend.active_slot();
-        self.kv.keep(slot, cached);
-        if self.recover(ran).await? {
-            // Everything before the new ids once, then the new ids as one verification pass.
-            if cached > 0 {
-                self.backend.forward(&seq[..cached], 0).await?;
+        let rows: Vec<Seq> = seqs.iter().map(new).collect();
+        let ran = self.backend.pass(&rows, want).await.map(|l| l.len());
+        rows.iter().for_each(|r| self.kv.keep(r.slot, r.pos)); // a failed pass is not trusted
+        let len = match self.recover(ran).await? {
+            Some(len) => {
+                rows.iter()
+                    .for_each(|r| self.kv.wrote(r.slot, r.pos, r.ids));
+                len
             }
-            self.kv.wrote(slot, 0, seq);
-            return self.backend.forward_rows(new, cached, rows_out).await;
-        }
-        self.kv.wrote(slot, cached, new);
-        Ok(&self.backend.logits()[..rows_out * v])
+            None => {
+                let n = seqs.iter().map(|s| s.0 + 1).max().unwrap_or(1);
+                self.backend.kv_slots(n).await?;
+                self.kv.resize(n);
+                let before: Vec<Seq> = (seqs.iter())
+                    .filter(|s| s.2 > 0)
+                    .map(|&(slot, seq, cached)| new(&(slot, &seq[..cached], 0)))
+                    .collect();
+                if !before.is_empty() {
+                    self.backend.pass(&before, Want::Last).await?;
+                }
+                let len = self.backend.pass(&rows, want).await?.len();
+                seqs.iter()
+                    .for_each(|&(slot, seq, _)| self.kv.wrote(slot, 0, seq));
+                len
+            }
+        };
+        Ok(&self.backend.logits()[..len])
     }
 
-    /// The fall-back policy, once for every kind of forward: a GPU failure, when the weights
-    /// can be had again, moves the model to the CPU (`Ok(true)`: run it again there); other
-    /// errors pass through; success is `Ok(false)`.
-    async fn recover(&mut self, ran: Result<()>) -> Result<bool> {
+    /// The fall-back policy, once for every call that reaches the backend: a GPU failure, when
+    /// the weights can be had again, moves the model to the CPU (`Ok(None)`: run it again
+    /// there); other errors pass through; success is `Ok(Some(what it gave))`.
+    async fn recover<T>(&mut self, ran: Result<T>) -> Result<Option<T>> {
         match ran {
             Err(Error::Gpu(why)) if self.reload.is_some() => {
                 let why = format!("the GPU failed ({why}); continuing on the CPU");
                 self.fall_back_to_cpu(why).await?;
-                Ok(true)
+                Ok(None)
             }
             Err(e) => Err(e),
-            Ok(()) => Ok(false),
+            Ok(t) => Ok(Some(t)),
         }
     }
 
@@ -262,18 +251,10 @@ impl Model {
     /// one empty slot, and the caller makes its slots again and recomputes its sequences.
     pub async fn kv_slots(&mut self, n: usize) -> Result<()> {
         let ran = self.backend.kv_slots(n).await;
-        if !self.recover(ran).await? {
+        if self.recover(ran).await?.is_some() {
             self.kv.resize(n);
         }
         Ok(())
-    }
-
-    /// `Backend::kv_use` with the fall-back (see `kv_slots`).
-    pub async fn kv_use(&mut self, slot: usize, len: usize) -> Result<()> {
-        self.kv.keep(self.backend.active_slot(), len);
-        self.kv.keep(slot, len);
-        let ran = self.backend.kv_use(slot, len).await;
-        self.recover(ran).await.map(drop)
     }
 
     /// `Backend::kv_copy` with the fall-back (see `kv_slots`).
@@ -300,8 +281,8 @@ impl Model {
     }
 
     /// What runs the model, to read (its name, dtype, limits, the last pass's hidden state):
-    /// every forward pass goes through `predict`, `predict_batch` or `verify`, which keep the KV
-    /// cache's record and the fall-back to the CPU, so nothing runs the backend around them.
+    /// every forward pass goes through `predict`, `predict_batch` or `verify` (one `pass`), which
+    /// keep the KV cache's record and the fall-back to the CPU, so nothing runs the backend around them.
     pub fn backend(&self) -> &Backend {
         &self.backend
     }

@@ -8,7 +8,7 @@
 //! rule for big models) and the times say so. `Model::backend_times` keeps what was measured.
 
 use super::Model;
-use crate::backend::Backend;
+use crate::backend::{Backend, Seq, Want};
 use crate::error::{Error, Result};
 
 /// Tokens of the timed prompt, and decode steps after it.
@@ -50,12 +50,16 @@ async fn timed_run(backend: &mut Backend, vocab: usize) -> Result<(f64, Vec<f32>
     let ids: Vec<u32> = (0..PROMPT as u32)
         .map(|i| (i * 4099 + 13) % vocab as u32)
         .collect();
-    backend.forward(&ids[..2], 0).await?; // first use, untimed
+    fn at(ids: &[u32], pos: usize) -> [Seq<'_>; 1] {
+        [Seq { slot: 0, ids, pos }]
+    }
+    backend.pass(&at(&ids[..2], 0), Want::Last).await?; // first use, untimed
     let t = crate::platform::now_ms();
-    let logits = backend.forward(&ids, 0).await?.to_vec();
+    let logits = backend.pass(&at(&ids, 0), Want::Last).await?.to_vec();
     let mut next = crate::sampling::argmax(&logits);
     for i in 0..STEPS {
-        next = crate::sampling::argmax(backend.forward(&[next], PROMPT + i).await?);
+        let id = [next];
+        next = crate::sampling::argmax(backend.pass(&at(&id, PROMPT + i), Want::Last).await?);
     }
     Ok((crate::platform::now_ms() - t, logits))
 }

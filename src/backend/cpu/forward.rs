@@ -13,6 +13,7 @@ use super::matrix::Linear;
 use super::profile::{Phase, Profiler};
 use super::q8::Q8Act;
 use super::{grow, no_slot, CpuBackend, KvSet};
+use crate::backend::rows::{Seq, Want};
 use crate::config::Activation;
 use crate::error::{Error, Result};
 
@@ -44,15 +45,6 @@ fn linear(
     Ok(())
 }
 
-/// One sequence of a batched forward pass: its new `ids` at positions `pos..`, appended to KV
-/// cache slot `slot` (see `CpuBackend::kv_slots`).
-#[derive(Clone, Copy, Debug)]
-pub struct BatchRow<'a> {
-    pub slot: usize,
-    pub ids: &'a [u32],
-    pub pos: usize,
-}
-
 /// A sequence during a pass: its ids and the KV cache taken out of its slot.
 struct Seg<'a> {
     ids: &'a [u32],
@@ -62,53 +54,37 @@ struct Seg<'a> {
 }
 
 impl CpuBackend {
-    /// Logits of the last of `ids` at positions `pos..` (checked by the caller), in the slot in
-    /// use (`kv_use`). With `rows_out: Some(n)`, the verification pass of speculative decoding: every
-    /// row goes through ln_f, and the first n rows through the head, row after row (`more_logits`
-    /// adds the others); each row is the same, bit for bit, as a forward of that one id after the
-    /// ones before it.
-    pub fn forward(&mut self, ids: &[u32], pos: usize, rows_out: Option<usize>) -> Result<&[f32]> {
-        let row = BatchRow {
-            slot: self.active,
-            ids,
-            pos,
+    /// One forward pass (`Backend::pass`, which checks positions, ids and distinct slots): the
+    /// logits of the last row of each sequence, or, with `Want::Every(n)`, the verification pass
+    /// of speculative decoding: every row goes through ln_f, and the first n rows through the
+    /// head, row after row (`more_logits` adds the others); each row is the same, bit for bit,
+    /// as a pass of that one id after the ones before it.
+    pub fn pass(&mut self, seqs: &[Seq], want: Want) -> Result<&[f32]> {
+        let n = self.slots.len();
+        if let Some(s) = seqs.iter().find(|s| s.slot >= n) {
+            return Err(no_slot(s.slot, n));
+        }
+        let rows_out = match want {
+            Want::Last => None,
+            Want::Every(k) => Some(k),
         };
-        self.pass(&[row], rows_out)?;
-        let rows = rows_out.map_or(1, |n| n.min(ids.len()));
-        self.verify_rows = if rows_out.is_some() { ids.len() } else { 0 };
+        self.compute(seqs, rows_out)?;
+        let (rows, verify) = match want {
+            Want::Last => (seqs.len(), 0),
+            Want::Every(k) => (k.min(seqs[0].ids.len()), seqs[0].ids.len()),
+        };
+        self.verify_rows = verify;
         Ok(&self.logits[..rows * self.config.vocab_size])
     }
 
-    /// One forward pass over several sequences, each in its own KV cache slot (distinct): the
-    /// logits of the last id of each, (rows.len(), vocab) in the order given. Positions are
-    /// checked by the caller, as for `forward`.
-    pub fn forward_batch(&mut self, rows: &[BatchRow]) -> Result<&[f32]> {
-        let n = self.slots.len();
-        for (i, r) in rows.iter().enumerate() {
-            if r.slot >= n {
-                return Err(no_slot(r.slot, n));
-            }
-            if r.ids.is_empty() || rows[..i].iter().any(|o| o.slot == r.slot) {
-                return Err(Error::State(format!(
-                    "a batch row of slot {} with {} ids (each slot once, each with ids)",
-                    r.slot,
-                    r.ids.len()
-                )));
-            }
-        }
-        self.pass(rows, None)?;
-        self.verify_rows = 0;
-        Ok(&self.logits[..rows.len() * self.config.vocab_size])
-    }
-
-    /// The pass itself, for `forward` and `forward_batch`: each row's slot taken out for it and
-    /// put back after, whatever the outcome.
-    fn pass(&mut self, rows: &[BatchRow], rows_out: Option<usize>) -> Result<()> {
+    /// The pass itself: each sequence's slot taken out for it and put back after, whatever the
+    /// outcome.
+    fn compute(&mut self, rows: &[Seq], rows_out: Option<usize>) -> Result<()> {
         // With a thread pool, the whole forward runs on one of its threads: one hop into the
         // pool per call, and the matrix products and heads inside split with no further hops.
         #[cfg(feature = "threads")]
         if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
-            return rayon::scope(move |_| self.pass(rows, rows_out));
+            return rayon::scope(move |_| self.compute(rows, rows_out));
         }
         let mut segs: Vec<Seg> = rows
             .iter()
@@ -134,7 +110,7 @@ impl CpuBackend {
         Ok(())
     }
 
-    /// The head over rows `from..to` of the last verification pass (`forward` with `rows_out`),
+    /// The head over rows `from..to` of the last verification pass (`Want::Every`),
     /// into those rows of the logits.
     pub fn more_logits(&mut self, from: usize, to: usize) -> Result<&[f32]> {
         #[cfg(feature = "threads")]

@@ -19,7 +19,6 @@ mod profile;
 pub mod q8;
 mod vmath;
 
-pub use forward::BatchRow;
 pub use parts::CpuParts;
 pub use profile::{Phase, Phases, Profile};
 pub use vmath::gemv;
@@ -71,12 +70,10 @@ pub struct CpuBackend {
     wpe: Vec<f32>, // (n_ctx, C)
     blocks: Vec<Block>,
     ln_f: LayerNorm,
-    k_cache: Vec<KvRows>, // n_layer × (n_head, n_ctx, head_size)
-    v_cache: Vec<KvRows>, // n_layer × (n_head, n_ctx, head_size)
-    /// The KV caches of the other sequences (beam search): slot `active`'s is `k_cache` and
-    /// `v_cache`, and its entry here is empty until another slot is used.
+    /// A KV cache per sequence kept at once (a batch, beam search), each n_layer × (n_head,
+    /// n_ctx, head_size) for keys and for values; slot 0 made at load. A pass takes a slot's
+    /// out while it runs (`take_set`) and puts it back.
     slots: Vec<KvSet>,
-    active: usize,
     logits: Vec<f32>, // (V,)
     profile: Option<Profile>,
     scratch: forward::Scratch,
@@ -115,10 +112,10 @@ impl CpuBackend {
             wpe,
             blocks,
             ln_f,
-            k_cache: cache(true)?,
-            v_cache: cache(false)?,
-            slots: vec![KvSet::default()],
-            active: 0,
+            slots: vec![KvSet {
+                k: cache(true)?,
+                v: cache(false)?,
+            }],
             logits: vec![0.0; config.vocab_size],
             profile: None,
             scratch: Default::default(),
@@ -150,17 +147,14 @@ impl CpuBackend {
             + self.wte.allocated_bytes()
             + 4 * self.wpe.capacity()
             + self.ln_f.allocated_bytes();
-        let parked = self.slots.iter().flat_map(|s| s.k.iter().chain(&s.v));
-        let kv: usize = (self.k_cache.iter().chain(&self.v_cache).chain(parked))
-            .map(KvRows::allocated_bytes)
-            .sum();
+        let caches = self.slots.iter().flat_map(|s| s.k.iter().chain(&s.v));
+        let kv: usize = caches.map(KvRows::allocated_bytes).sum();
         (weights, kv)
     }
 
-    /// Makes `n` KV cache slots (at least 1), each a whole cache: slot 0 is the one the
-    /// backend started with and is the one in use afterwards; slots past `n` are freed.
+    /// Makes `n` KV cache slots (at least 1), each a whole cache; the first `n` keep what they
+    /// held, slots past `n` are freed.
     pub fn kv_slots(&mut self, n: usize) -> Result<()> {
-        self.kv_use(0, 0)?;
         let n = n.max(1);
         self.slots.truncate(n);
         while self.slots.len() < n {
@@ -186,24 +180,6 @@ impl CpuBackend {
         Ok(())
     }
 
-    /// Makes `slot` the KV cache later forwards read and write (an exchange of pointers: `len`,
-    /// the positions that matter, is for backends that copy).
-    pub fn kv_use(&mut self, slot: usize, _len: usize) -> Result<()> {
-        if slot >= self.slots.len() {
-            return Err(no_slot(slot, self.slots.len()));
-        }
-        if slot != self.active {
-            let parked = &mut self.slots[self.active];
-            std::mem::swap(&mut self.k_cache, &mut parked.k);
-            std::mem::swap(&mut self.v_cache, &mut parked.v);
-            let next = &mut self.slots[slot];
-            std::mem::swap(&mut self.k_cache, &mut next.k);
-            std::mem::swap(&mut self.v_cache, &mut next.v);
-            self.active = slot;
-        }
-        Ok(())
-    }
-
     /// Copies positions `0..len` of slot `from`'s KV cache into slot `to`'s.
     pub fn kv_copy(&mut self, from: usize, to: usize, len: usize) -> Result<()> {
         let n = self.slots.len();
@@ -225,34 +201,16 @@ impl CpuBackend {
         Ok(())
     }
 
-    /// The slot forwards use now.
-    pub fn active_slot(&self) -> usize {
-        self.active
-    }
-
-    /// Takes slot `slot`'s caches out, wherever they are (the active one's are `k_cache` and
-    /// `v_cache`); `put_set` puts them back.
+    /// Takes slot `slot`'s caches out for a pass; `put_set` puts them back.
     fn take_set(&mut self, slot: usize) -> KvSet {
-        if slot == self.active {
-            KvSet {
-                k: std::mem::take(&mut self.k_cache),
-                v: std::mem::take(&mut self.v_cache),
-            }
-        } else {
-            std::mem::take(&mut self.slots[slot])
-        }
+        std::mem::take(&mut self.slots[slot])
     }
 
     fn put_set(&mut self, slot: usize, set: KvSet) {
-        if slot == self.active {
-            self.k_cache = set.k;
-            self.v_cache = set.v;
-        } else {
-            self.slots[slot] = set;
-        }
+        self.slots[slot] = set;
     }
 
-    /// The most sequences one batched pass (`forward_batch`) may carry with each giving the
+    /// The most sequences one pass may carry with each giving the
     /// logits it gets alone: f32 products of up to `GEMV_ROWS` rows take the GEMV, which gives
     /// each row the same result whatever rows are beside it (more take candle's matmul, which
     /// does not promise that); the 8-bit products are row by row at any count.
@@ -263,7 +221,7 @@ impl CpuBackend {
         }
     }
 
-    /// Row `r` of the last forward's final hidden state (after ln_f): of every row after a
+    /// Row `r` of the last pass's final hidden state (after ln_f): of every row after a
     /// verification pass, else of each sequence's last row (row 0 for one sequence).
     pub fn hidden(&self, r: usize) -> Option<&[f32]> {
         let c = self.config.n_embd;
@@ -280,7 +238,7 @@ impl CpuBackend {
         }
     }
 
-    /// The logits of the last forward, at the start of the buffer (see `Backend::logits`).
+    /// The logits of the last pass, at the start of the buffer (see `Backend::logits`).
     pub fn logits(&self) -> &[f32] {
         &self.logits
     }

@@ -4,24 +4,61 @@
 
 use super::kernels::{self as k, Kernel};
 use super::{GpuBackend, Linear};
+use crate::backend::rows::{Seq, Want};
+use crate::config::MAX_VERIFY;
 use crate::error::Result;
 
 impl GpuBackend {
-    /// Logits of the last of `ids` at positions `pos..` (checked by the caller), or with `all`
-    /// of every one of them (at most `MAX_VERIFY`), row after row: then every product takes the
-    /// GEMV kernel, whose rows do not depend on each other, so each row is the same as a decode
-    /// step of that id.
-    pub async fn forward(&mut self, ids: &[u32], pos: usize, all: bool) -> Result<&[f32]> {
+    /// One forward pass (`Backend::pass`, which checks positions, ids and distinct slots). One
+    /// sequence, or several with one id each (a batch's decode step), run as the rows of one
+    /// submission, each attending over its own slot; the logits of the last row of each, or of
+    /// every row (`Want::Every`). Several sequences with several ids each (prompts) run one
+    /// after another, their last rows' logits gathered.
+    pub async fn pass(&mut self, seqs: &[Seq<'_>], want: Want) -> Result<&[f32]> {
+        for s in seqs {
+            self.check_slot(s.slot)?;
+        }
+        let decode = seqs.len() <= MAX_VERIFY && seqs.iter().all(|s| s.ids.len() == 1);
+        if seqs.len() == 1 || decode {
+            // With several sequences every row is one's last: the head runs over every row.
+            return self
+                .forward(seqs, want != Want::Last || seqs.len() > 1)
+                .await;
+        }
+        let v = self.config.vocab_size;
+        let mut rows = std::mem::take(&mut self.gathered);
+        rows.clear();
+        for s in seqs {
+            rows.extend_from_slice(&self.forward(std::slice::from_ref(s), false).await?[..v]);
+        }
+        // The gathered rows become the last pass's logits (with no hidden state after them).
+        std::mem::swap(&mut self.logits_host, &mut rows);
+        self.gathered = rows;
+        self.read_rows = seqs.len();
+        Ok(&self.logits_host[..seqs.len() * v])
+    }
+
+    /// The rows of `seqs` in one submission: the logits of the last row, or with `all` of every
+    /// row (at most `MAX_VERIFY`), row after row: then every product takes the GEMV kernel,
+    /// whose rows do not depend on each other, so each row is the same as a decode step of that
+    /// id alone.
+    async fn forward(&mut self, seqs: &[Seq<'_>], all: bool) -> Result<&[f32]> {
         self.ctx.check()?;
-        let (t, c, v) = (ids.len(), self.config.n_embd, self.config.vocab_size);
-        let step = k::Step {
-            t: t as u32,
-            pos: pos as u32,
-            _pad: [0; 2],
-        };
+        let (c, v, n_ctx) = (
+            self.config.n_embd,
+            self.config.vocab_size,
+            self.config.n_positions,
+        );
+        self.ids_host.clear();
+        seqs.iter()
+            .for_each(|s| self.ids_host.extend_from_slice(s.ids));
+        let t = self.ids_host.len();
+        let table = k::row_table(seqs.iter().map(|s| (s.slot, s.pos, s.ids.len())), n_ctx);
         let q = &self.ctx.queue;
-        q.write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
-        q.write_buffer(&self.ids, 0, bytemuck::cast_slice(ids));
+        let inputs = &self.kv_inputs;
+        q.write_buffer(&inputs.step, 0, bytemuck::bytes_of(&k::Step::rows(t)));
+        q.write_buffer(&self.ids, 0, bytemuck::cast_slice(&self.ids_host));
+        q.write_buffer(&inputs.rows, 0, bytemuck::cast_slice(&table));
 
         let scopes = self.ctx.scopes();
         let mut enc = self

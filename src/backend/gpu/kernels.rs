@@ -111,13 +111,13 @@ impl Kernel {
 
     fn bindings(self) -> &'static [Binding] {
         match self {
-            Kernel::Embedding => &[Uniform, Uniform, Read, Read, Read, ReadWrite],
+            Kernel::Embedding => &[Uniform, Uniform, Read, Read, Read, Read, ReadWrite],
             Kernel::LayerNorm => &[Uniform, Uniform, Read, Read, Read, ReadWrite],
             Kernel::MatmulTiled | Kernel::MatmulGemv => {
                 &[Uniform, Uniform, Read, Read, Read, ReadWrite]
             }
-            Kernel::KvWrite => &[Uniform, Uniform, Read, ReadWrite, ReadWrite],
-            Kernel::Attention => &[Uniform, Uniform, Read, Read, Read, ReadWrite],
+            Kernel::KvWrite => &[Uniform, Uniform, Read, Read, ReadWrite, ReadWrite],
+            Kernel::Attention => &[Uniform, Uniform, Read, Read, Read, Read, ReadWrite],
             Kernel::LmHead => &[Uniform, Read, Read, ReadWrite],
             Kernel::MatmulGemvLn => &[Uniform, Uniform, Read, Read, Read, Read, Read, ReadWrite],
         }
@@ -132,15 +132,36 @@ impl Kernel {
     }
 }
 
-/// Per-forward values every kernel but the head reads: `Step` in the WGSL.
+/// Per-pass values every kernel but the head reads: `Step` in the WGSL.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub struct Step {
-    /// New positions in this forward (T).
+    /// Rows in this pass (T).
     pub t: u32,
-    /// Position of the first of them.
-    pub pos: u32,
-    pub _pad: [u32; 2],
+    pub _pad: [u32; 3],
+}
+
+impl Step {
+    pub fn rows(t: usize) -> Step {
+        Step {
+            t: t as u32,
+            _pad: [0; 3],
+        }
+    }
+}
+
+/// The row table the embedding, kv_write and attention read (`rows` in their WGSL): for each row
+/// of a pass, its position and the first cache row of its sequence's slot (slot · n_ctx); the
+/// rows of `(slot, pos, len)` after one another. A sequence's row at position p attends to the
+/// positions 0..=p of its own slot only, so rows of several sequences share a pass.
+pub fn row_table(seqs: impl IntoIterator<Item = (usize, usize, usize)>, n_ctx: usize) -> Vec<u32> {
+    let mut rows = Vec::new();
+    for (slot, pos, len) in seqs {
+        for p in pos..pos + len {
+            rows.extend([p as u32, (slot * n_ctx) as u32]);
+        }
+    }
+    rows
 }
 
 /// `Dims` of embedding.wgsl and lm_head.wgsl: one vocab chunk of wte.

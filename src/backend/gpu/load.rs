@@ -5,7 +5,7 @@
 
 use super::context::{Context, GpuOptions};
 use super::kernels::{self as k, Epilogue, Kernel, Kernels};
-use super::{Block, GpuBackend, Linear, WteChunk};
+use super::{Block, GpuBackend, KvInputs, Linear, WteChunk};
 use crate::config::{Activation, Config, MAX_VERIFY};
 use crate::error::{Error, Result};
 use crate::weights::table::{self, Pair, Role};
@@ -131,8 +131,9 @@ impl Uploaded {
 
 /// Buffers shared by every layer: the activations, sized for the whole context.
 struct Activations {
-    step: wgpu::Buffer,    // uniform Step: T, pos
+    step: wgpu::Buffer,    // uniform Step: T
     ids: wgpu::Buffer,     // (n_ctx,) u32
+    rows: wgpu::Buffer,    // (n_ctx, 2) u32: each row's position and slot (`k::row_table`)
     x: wgpu::Buffer,       // (n_ctx, C) residual stream
     xn: wgpu::Buffer,      // (n_ctx, C) LayerNorm output
     qkv: wgpu::Buffer,     // (n_ctx, 3C)
@@ -187,6 +188,7 @@ impl Builder<'_> {
         let Activations {
             step,
             ids,
+            rows,
             x,
             xn,
             qkv,
@@ -195,8 +197,8 @@ impl Builder<'_> {
             logits,
             staging,
         } = a;
-        let mut buffers = vec![wpe, x, qkv, att, fc];
-        buffers.extend([s.ln_rows, s.ln_last, s.kv_dims, s.c_attn]);
+        let mut buffers = vec![wpe, x, fc];
+        buffers.extend([s.ln_rows, s.ln_last, s.c_attn]);
         buffers.extend([s.attn_c_proj, s.c_fc, s.mlp_c_proj]);
         buffers.extend(ln_f_bufs);
         buffers.extend(ln_f_all_bufs);
@@ -209,7 +211,6 @@ impl Builder<'_> {
             blocks,
             ln_f,
             ln_f_all,
-            step,
             ids,
             logits,
             staging,
@@ -217,8 +218,17 @@ impl Builder<'_> {
             read_rows: 1,
             _buffers: buffers,
             dispatches: 0,
-            slots: Vec::new(),
-            active: 0,
+            kv_inputs: KvInputs {
+                step,
+                kv_dims: s.kv_dims,
+                qkv,
+                rows,
+                att,
+            },
+            slots: 1,
+            capacity: 1,
+            ids_host: Vec::new(),
+            gathered: Vec::new(),
         })
     }
 
@@ -228,6 +238,7 @@ impl Builder<'_> {
         Activations {
             step: ctx.uniform("step", &k::Step::default()),
             ids: ctx.storage("ids", f32s(n_ctx)),
+            rows: ctx.storage("rows", f32s(2 * n_ctx)),
             x: ctx.storage("x", f32s(n_ctx * c)),
             xn: ctx.storage("xn", f32s(n_ctx * c)),
             qkv: ctx.storage("qkv", f32s(n_ctx * 3 * c)),
@@ -291,7 +302,7 @@ impl Builder<'_> {
             };
             start += rows;
             let dims = self.ctx.uniform("wte chunk dims", &dims);
-            let embedding = [&a.step, &dims, &a.ids, &buf, wpe, &a.x];
+            let embedding = [&a.step, &dims, &a.ids, &buf, wpe, &a.rows, &a.x];
             let lm_head = [&dims, &a.xn, &buf, &a.logits];
             chunks.push(WteChunk {
                 rows,
@@ -363,8 +374,15 @@ impl Builder<'_> {
         };
         let (ln_1, ln_1_bufs) = self.layer_norm("ln_1", ln(&n.ln_1)?, &s.ln_rows, a);
         let (ln_2, ln_2_bufs) = self.layer_norm("ln_2", ln(&n.ln_2)?, &s.ln_rows, a);
-        let kv_write = [&a.step, &s.kv_dims, &a.qkv, &k_cache, &v_cache];
-        let attention = [&a.step, &att_dims, &a.qkv, &k_cache, &v_cache, &a.att];
+        let inputs = KvInputs {
+            step: a.step.clone(),
+            kv_dims: s.kv_dims.clone(),
+            qkv: a.qkv.clone(),
+            rows: a.rows.clone(),
+            att: a.att.clone(),
+        };
+        let kv = [k_cache, v_cache];
+        let [kv_write, attention] = inputs.bind(&self.kernels, &ctx.device, &att_dims, &kv);
         let (c_attn, attn_c_proj) = (&n.c_attn, &n.attn_c_proj);
         Ok(Block {
             ln_1,
@@ -376,8 +394,8 @@ impl Builder<'_> {
                 a,
                 Some(&ln_1_bufs),
             )?,
-            kv_write: self.bind(Kernel::KvWrite, "kv_write", &kv_write),
-            attention: self.bind(Kernel::Attention, "attention", &attention),
+            kv_write,
+            attention,
             attn_c_proj: self.linear(
                 attn_c_proj,
                 up,
@@ -403,12 +421,9 @@ impl Builder<'_> {
                 a,
                 None,
             )?,
-            kv: [k_cache.clone(), v_cache.clone()],
-            _buffers: [k_cache, v_cache, att_dims]
-                .into_iter()
-                .chain(ln_1_bufs)
-                .chain(ln_2_bufs)
-                .collect(),
+            kv,
+            att_dims,
+            _buffers: ln_1_bufs.into_iter().chain(ln_2_bufs).collect(),
         })
     }
 }

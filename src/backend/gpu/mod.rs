@@ -3,9 +3,11 @@
 //! (`load`) and GPT-2's forward pass as a fixed sequence of dispatches (`forward`).
 //!
 //! Everything is made at load: f32 weights uploaded once, activations sized for the whole
-//! context, the KV cache, the uniform buffers, and one bind group per dispatch. A forward then
-//! writes the ids and (T, pos), records every dispatch into one compute pass, copies the logits
-//! of the last position to a staging buffer, submits once and reads V floats back.
+//! context, the KV cache, the uniform buffers, and one bind group per dispatch. A pass then
+//! writes the ids, T and the row table (each row's position and KV cache slot), records every
+//! dispatch into one compute pass, copies the logits it needs to a staging buffer, submits once
+//! and reads them back. The rows of a pass may belong to several sequences (a batch's decode
+//! step): the products run over all of them, attention over each row's own slot.
 
 pub mod context;
 mod forward;
@@ -48,9 +50,22 @@ struct Block {
     ln_2: wgpu::BindGroup,
     c_fc: Linear,       // (C, H)
     mlp_c_proj: Linear, // (H, C)
-    /// The KV cache the kernels are bound to: keys and values, (n_ctx, C) each.
+    /// The KV caches of every slot: keys and values, (capacity · n_ctx, C) each, slot s's
+    /// rows from s · n_ctx on.
     kv: [wgpu::Buffer; 2],
+    /// Attention's uniform (its scale differs per layer), kept to bind a grown cache.
+    att_dims: wgpu::Buffer,
     _buffers: Vec<wgpu::Buffer>,
+}
+
+/// What kv_write and attention bind besides a block's KV cache, kept so that their bind groups
+/// can be made again when the caches grow to hold more slots (`slots.rs`).
+struct KvInputs {
+    step: wgpu::Buffer,
+    kv_dims: wgpu::Buffer,
+    qkv: wgpu::Buffer,
+    rows: wgpu::Buffer, // (n_ctx, 2) u32: the row table (`kernels::row_table`)
+    att: wgpu::Buffer,
 }
 
 /// The GPU backend: weights, activations and KV cache on one device.
@@ -62,7 +77,6 @@ pub struct GpuBackend {
     blocks: Vec<Block>,
     ln_f: wgpu::BindGroup,       // the last row into xn's row 0
     ln_f_all: wgpu::BindGroup,   // every row (the verification pass)
-    step: wgpu::Buffer,          // uniform Step: T, pos
     ids: wgpu::Buffer,           // (n_ctx,) u32
     logits: wgpu::Buffer,        // (MAX_VERIFY, V)
     staging: wgpu::Buffer,       // (MAX_VERIFY, V + C) mappable copy of logits, then xn's rows
@@ -71,11 +85,13 @@ pub struct GpuBackend {
     xn: wgpu::Buffer,      // (n_ctx, C) LayerNorm output: ln_f's rows after a forward
     _buffers: Vec<wgpu::Buffer>, // wpe, activations, uniforms: kept for the bind groups
     dispatches: usize,
-    /// The KV caches of several sequences (beam search), slot × layer × [k, v]; empty with one.
-    /// The kernels always use the blocks' caches, so making a slot active copies its positions
-    /// in there, after copying the active one's out.
-    slots: Vec<Vec<[wgpu::Buffer; 2]>>,
-    active: usize,
+    kv_inputs: KvInputs,
+    /// KV cache slots made (`kv_slots`), and how many the blocks' caches have room for.
+    slots: usize,
+    capacity: usize,
+    /// The ids of a pass, and the logits of a pass over sequences run one after another.
+    ids_host: Vec<u32>,
+    gathered: Vec<f32>,
 }
 
 impl GpuBackend {
@@ -114,7 +130,7 @@ impl GpuBackend {
         self.dispatches
     }
 
-    /// The logits of the last forward (see `Backend::logits`).
+    /// The logits of the last pass (see `Backend::logits`).
     pub fn logits(&self) -> &[f32] {
         &self.logits_host[..self.read_rows * self.config.vocab_size]
     }
@@ -127,8 +143,9 @@ impl GpuBackend {
         })
     }
 
-    /// Row `r` of the last forward's final hidden state (after ln_f): of every row after a
-    /// verification pass, else of its last row (row 0).
+    /// Row `r` of the last pass's final hidden state (after ln_f): of every row after a
+    /// verification pass, else of its last row (row 0); none after a pass over several
+    /// sequences.
     pub fn hidden(&self, r: usize) -> Option<&[f32]> {
         let (c, v) = (self.config.n_embd, self.config.vocab_size);
         self.logits_host[self.read_rows * v..].get(r * c..(r + 1) * c)

@@ -1,5 +1,6 @@
-// attention: causal self-attention of the T new queries over the KV cache, one head each,
-// out[t, h·HS:(h+1)·HS] = softmax(q·Kᵀ·scale over positions 0..pos+t) · V.
+// attention: causal self-attention of the T new queries over the KV cache, one head each, each
+// query over its own sequence's slot: out[t, h·HS:(h+1)·HS] = softmax(q·Kᵀ·scale over
+// positions 0..=pos_t of slot_t) · V. Rows of several sequences may share a pass.
 //
 // kv_write.wgsl has already put the new keys and values in the cache. The keys are visited
 // in tiles of 64 positions with an online softmax: a running max m and sum l, and the output
@@ -8,19 +9,20 @@
 // lid, lid+64, ... (HS ≤ 256).
 //
 // Bindings (group 0):
-//   0 run: Step   uniform   T, pos
+//   0 run: Step   uniform   T
 //   1 dims: Dims  uniform   C, NH, HS, scale (1/√HS, over layer+1 if the config says so)
 //   2 qkv         storage, read        (n_ctx, 3C), first T rows used: q | k | v
-//   3 k_cache     storage, read        (n_ctx, C), rows 0..pos+T valid
-//   4 v_cache     storage, read        (n_ctx, C)
-//   5 out         storage, read_write  (n_ctx, C), first T rows written
+//   3 k_cache     storage, read        (slots·n_ctx, C), a slot's rows 0..=pos_t valid
+//   4 v_cache     storage, read        (slots·n_ctx, C)
+//   5 rows        storage, read        (n_ctx, 2) u32: pos_t, slot_t·n_ctx
+//   6 out         storage, read_write  (n_ctx, C), first T rows written
 // Workgroup: 64 threads per (head, query).  Grid: (NH, T, 1).
 
 struct Step {
     T: u32,
-    pos: u32,
     _pad0: u32,
     _pad1: u32,
+    _pad2: u32,
 }
 
 struct Dims {
@@ -35,7 +37,8 @@ struct Dims {
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;
 @group(0) @binding(3) var<storage, read> k_cache: array<f32>;
 @group(0) @binding(4) var<storage, read> v_cache: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read> rows: array<u32>;
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
 const WG: u32 = 64u;
 const MAX_HS: u32 = 256u;
@@ -86,7 +89,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let C = dims.C;
     let HS = dims.HS;
     let head = h * HS;
-    let n = run.pos + t + 1u; // positions this query sees
+    let n = rows[2u * t] + 1u; // positions this query sees, in its own sequence's slot
+    let base = rows[2u * t + 1u] * C;
 
     for (var d = lid; d < HS; d = d + WG) {
         q[d] = qkv[t * 3u * C + head + d] * dims.scale;
@@ -102,7 +106,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (p < n) {
             s = 0.0;
             for (var d = 0u; d < HS; d = d + 1u) {
-                s = s + q[d] * k_cache[p * C + head + d];
+                s = s + q[d] * k_cache[base + p * C + head + d];
             }
         }
         let m_new = max(m, reduce_max(s, lid));
@@ -120,7 +124,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (d < HS) {
                 var a = acc[j] * corr;
                 for (var k = 0u; k < count; k = k + 1u) {
-                    a = a + w[k] * v_cache[(start + k) * C + head + d];
+                    a = a + w[k] * v_cache[base + (start + k) * C + head + d];
                 }
                 acc[j] = a;
             }

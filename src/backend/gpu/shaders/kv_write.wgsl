@@ -1,20 +1,22 @@
-// kv_write: copies the keys and values of the T new positions from qkv into the layer's cache,
-// k_cache[pos + t, :] = qkv[t, C:2C] and v_cache[pos + t, :] = qkv[t, 2C:3C]. A dispatch of its
-// own because attention must see every new key before any query reads them.
+// kv_write: copies the keys and values of the T new rows from qkv into the layer's cache, each
+// into its own sequence's slot at its position: k_cache[slot_t·n_ctx + pos_t, :] = qkv[t, C:2C]
+// and v_cache likewise from qkv[t, 2C:3C]. A dispatch of its own because attention must see
+// every new key before any query reads them.
 //
 // Bindings (group 0):
-//   0 run: Step   uniform   T, pos
+//   0 run: Step   uniform   T
 //   1 dims: Dims  uniform   C
 //   2 qkv         storage, read        (n_ctx, 3C), first T rows used: q | k | v
-//   3 k_cache     storage, read_write  (n_ctx, C)
-//   4 v_cache     storage, read_write  (n_ctx, C)
+//   3 rows        storage, read        (n_ctx, 2) u32: pos_t, slot_t·n_ctx
+//   4 k_cache     storage, read_write  (slots·n_ctx, C)
+//   5 v_cache     storage, read_write  (slots·n_ctx, C)
 // Workgroup: 256 threads, one per (t, c).  Grid: (ceil(T·C / 256), 1, 1).
 
 struct Step {
     T: u32,
-    pos: u32,
     _pad0: u32,
     _pad1: u32,
+    _pad2: u32,
 }
 
 struct Dims {
@@ -27,8 +29,9 @@ struct Dims {
 @group(0) @binding(0) var<uniform> run: Step;
 @group(0) @binding(1) var<uniform> dims: Dims;
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;
-@group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;
-@group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;
+@group(0) @binding(3) var<storage, read> rows: array<u32>;
+@group(0) @binding(4) var<storage, read_write> k_cache: array<f32>;
+@group(0) @binding(5) var<storage, read_write> v_cache: array<f32>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -39,7 +42,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let t = i / C;
     let c = i % C;
-    let dst = (run.pos + t) * C + c;
+    let dst = (rows[2u * t + 1u] + rows[2u * t]) * C + c; // the row's slot, its position
     k_cache[dst] = qkv[t * 3u * C + C + c];
     v_cache[dst] = qkv[t * 3u * C + 2u * C + c];
 }

@@ -6,7 +6,7 @@
 // variance from cancelling; both sums are tree reductions in workgroup memory.
 //
 // Bindings (group 0):
-//   0 run: Step   uniform   T, pos
+//   0 run: Step   uniform   T
 //   1 dims: Dims  uniform   C, last_only, eps
 //   2 x           storage, read        (n_ctx, C)
 //   3 weight      storage, read        (C,)
@@ -16,9 +16,9 @@
 
 struct Step {
     T: u32,
-    pos: u32,
     _pad0: u32,
     _pad1: u32,
+    _pad2: u32,
 }
 
 struct Dims {

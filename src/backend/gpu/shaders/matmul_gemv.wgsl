@@ -21,9 +21,9 @@
 
 struct Step {
     T: u32,
-    pos: u32,
     _pad0: u32,
     _pad1: u32,
+    _pad2: u32,
 }
 
 struct Dims {

@@ -1,0 +1,23 @@
+//! What a forward pass is asked, the one surface of every backend: rows in — each sequence's new
+//! ids, their positions and the KV cache slot they belong to — and logits out.
+
+/// One sequence's part of a forward pass: its new `ids`, placed at positions `pos..` and written
+/// into KV cache slot `slot` (`Backend::kv_slots`), attending to the `pos` positions the slot
+/// holds before them.
+#[derive(Clone, Copy, Debug)]
+pub struct Seq<'a> {
+    pub slot: usize,
+    pub ids: &'a [u32],
+    pub pos: usize,
+}
+
+/// Which rows of a pass give logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    /// The last row of each sequence: (sequences, vocab_size), in the order given.
+    Last,
+    /// Speculative decoding's verification pass, over one sequence of at most `MAX_VERIFY` ids:
+    /// every row through ln_f (its hidden state kept), and the logits of (at least) the first
+    /// `n` rows, row after row; `Backend::more_logits` gives the others'.
+    Every(usize),
+}
