@@ -436,7 +436,8 @@ fn lm_head_dots_each_vocab_row_of_its_chunk() {
     let Some(g) = setup() else { return };
     let (c, v, start, rows) = (100, 60, 10, 37); // neither C nor rows a workgroup multiple
     let mut rng = Rng::new(6);
-    let xn = rng.vec(3 * c, 1.0); // (n_ctx, C): row 0 for a decode step, all 3 to verify
+    // (n_ctx, C): row 0 for a decode step, 3 to verify, 11 for a batch's decode step.
+    let xn = rng.vec(11 * c, 1.0);
     let wte = rng.vec(rows * c, 1.0); // (rows, C)
     let dims = k::ChunkDims {
         c: c as u32,
@@ -446,8 +447,8 @@ fn lm_head_dots_each_vocab_row_of_its_chunk() {
     };
     let dims = g.ctx.uniform("dims", &dims);
     let (xn_buf, wte_buf) = (g.ctx.upload("xn", &xn), g.ctx.upload("wte", &wte));
-    for positions in [1, 3] {
-        let logits = g.ctx.upload("logits", &vec![f32::NAN; 3 * v]);
+    for positions in [1, 3, 11] {
+        let logits = g.ctx.upload("logits", &vec![f32::NAN; 11 * v]);
         let bufs = [&dims, &xn_buf, &wte_buf, &logits];
         g.run(Kernel::LmHead, &bufs, k::lm_head_grid(rows, positions));
         let got = g.read(&logits);
@@ -466,5 +467,70 @@ fn lm_head_dots_each_vocab_row_of_its_chunk() {
         assert!(got[positions * v..].iter().all(|x| x.is_nan()));
         assert!(got[..start].iter().all(|x| x.is_nan()));
         assert!(got[start + rows..v].iter().all(|x| x.is_nan()));
+    }
+}
+
+/// A batch's decode step gives each sequence the bits of its step alone: every GEMV-shaped
+/// kernel (the products, the fused LayerNorm and product, the head) over 11 rows in one
+/// dispatch against each row run by itself.
+#[test]
+fn gemv_rows_give_the_same_bits_together_as_alone() {
+    let Some(g) = setup() else { return };
+    let mut rng = Rng::new(7);
+    let (t, kk, n) = (11, 300, 70);
+    let x = rng.vec(t * kk, 1.0);
+    let (w, b) = (g.ctx.upload("w", &rng.vec(kk * n, 0.3)), rng.vec(n, 0.5));
+    let (lw, lb) = (rng.vec(kk, 1.0), rng.vec(kk, 0.5));
+    let (b, lw, lb) = (
+        g.ctx.upload("b", &b),
+        g.ctx.upload("lw", &lw),
+        g.ctx.upload("lb", &lb),
+    );
+    let dims = k::MatmulDims {
+        k: kk as u32,
+        n: n as u32,
+        epilogue: Epilogue::Gelu as u32,
+        eps: 1e-5,
+    };
+    let dims = g.ctx.uniform("dims", &dims);
+    let head = k::ChunkDims {
+        c: kk as u32,
+        chunk_start: 0,
+        chunk_rows: n as u32,
+        v: n as u32,
+    };
+    let head = g.ctx.uniform("head dims", &head);
+    // Each kernel over `rows` rows of `x`, its output read back.
+    let run = |kernel: Kernel, x: &[f32], rows: usize| -> Vec<f32> {
+        let (x, step) = (g.ctx.upload("x", x), g.step(rows));
+        let out = g.ctx.upload("out", &vec![0.0f32; rows * n]);
+        match kernel {
+            Kernel::MatmulGemv => g.run(
+                kernel,
+                &[&step, &dims, &x, &w, &b, &out],
+                k::matmul_grid(kernel, rows, n),
+            ),
+            Kernel::MatmulGemvLn => g.run(
+                kernel,
+                &[&step, &dims, &x, &w, &b, &lw, &lb, &out],
+                k::matmul_grid(kernel, rows, n),
+            ),
+            _ => g.run(kernel, &[&head, &x, &w, &out], k::lm_head_grid(n, rows)),
+        }
+        g.read(&out)
+    };
+    for kernel in [Kernel::MatmulGemv, Kernel::MatmulGemvLn, Kernel::LmHead] {
+        let together = run(kernel, &x, t);
+        for r in 0..t {
+            let alone = run(kernel, &x[r * kk..(r + 1) * kk], 1);
+            let row = &together[r * n..(r + 1) * n];
+            assert!(
+                row.iter()
+                    .zip(&alone)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{}: row {r} of {t} differs from the row alone",
+                kernel.name()
+            );
+        }
     }
 }
