@@ -119,6 +119,40 @@ fn a_model_over_the_limits_is_a_clear_error() {
 }
 
 #[test]
+fn more_sequences_than_one_buffer_holds_is_a_budget_error() {
+    if gpu_common::gpu().is_none() {
+        return;
+    }
+    let (config, bytes) = tiny_parts();
+    let w = Gpt2Weights::load("model.safetensors", &bytes, &config).unwrap();
+    let limit = 200 << 10;
+    let opts = GpuOptions {
+        default_limits: true,
+        max_binding_bytes: Some(limit as u64),
+        ..Default::default()
+    };
+    let mut gpu = Backend::WebGpu(block_on(GpuBackend::new(&config, &w, &opts)).unwrap());
+    // Every slot's keys (and values) of a block share one buffer of n_ctx × C floats a slot.
+    let most = limit / (config.n_positions * config.n_embd * 4);
+    assert!(most >= 2, "the test wants room for two slots, not {most}");
+    pass(&mut gpu, &[5, 6], 0);
+    let before = pass(&mut gpu, &[7], 2);
+    block_on(gpu.kv_slots(most)).unwrap();
+    let e = block_on(gpu.kv_slots(most + 1)).unwrap_err();
+    assert_eq!(e.code(), "budget", "{e}");
+    assert!(
+        e.to_string().contains(&format!("({most} sequences)")),
+        "{e}"
+    );
+    // What slot 0 held survives the growth and the refusal: the same step again, the same bits.
+    let after = pass(&mut gpu, &[7], 2);
+    assert!(
+        before == after,
+        "slot 0's cache changed when the caches grew"
+    );
+}
+
+#[test]
 fn backend_choice_gpu_and_auto() {
     let Some(model) = gpu_model(TINY) else {
         return;

@@ -1,5 +1,6 @@
-//! The 8-bit dot-product kernels (which one runs is `choice`'s), and the length checks in front
-//! of them: the only place that calls into the kernels' `unsafe` functions.
+//! The 8-bit dot-product kernels (which one runs is `choice`'s), and the length check in front
+//! of them (`blocks`, one for every call's shape): the only place that calls into the kernels'
+//! `unsafe` functions.
 
 #[cfg(target_arch = "x86_64")]
 use super::avx2;
@@ -7,6 +8,31 @@ use super::portable;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 use super::simd128;
 use super::{QK, RG, TILE};
+
+/// The shape of one kernel call: weight groups (of `RG` interleaved rows), activation rows, and
+/// the bytes of one activation block as the kernel reads it (`Simd::x_block`, or `QK` for a
+/// single row).
+#[derive(Clone, Copy)]
+struct Shape {
+    groups: usize,
+    rows: usize,
+    x_block: usize,
+}
+
+/// Blocks per row of a call, after checking every length against `shape`: the one check in front
+/// of the `unsafe` kernels.
+#[inline(always)]
+fn blocks(w: &[i8], ws: &[f32], x: &[i8], xs: &[f32], xo: &[i32], shape: Shape) -> usize {
+    let Shape {
+        groups,
+        rows,
+        x_block,
+    } = shape;
+    let nb = xs.len() / rows;
+    assert!(xs.len() == rows * nb && xo.len() == rows * nb && x.len() == rows * nb * x_block);
+    assert!(w.len() == groups * nb * RG * QK && ws.len() == groups * nb * RG);
+    nb
+}
 
 /// The dot-product kernel in use: four interleaved weight rows against one activation row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,9 +70,14 @@ impl Simd {
         xo: &[i32],
         out: &mut [f32; RG],
     ) {
-        let nb = xs.len();
-        assert!(w.len() == nb * RG * QK && ws.len() == nb * RG && x.len() == nb * QK);
-        assert!(xo.len() == nb);
+        let one = Shape {
+            groups: 1,
+            rows: 1,
+            x_block: QK,
+        };
+        // Only the x86-64 kernel takes the block count; the others read it from the slices.
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+        let nb = blocks(w, ws, x, xs, xo, one);
         match self {
             Simd::Portable => portable::dot4(w, ws, x, xs, xo, out),
             // SAFETY: the lengths are checked above (one group of `nb` blocks, one activation row
@@ -73,10 +104,14 @@ impl Simd {
         xo: &[i32],
         out: &mut [[f32; RG]; TILE],
     ) {
-        let nb = xs.len() / TILE;
-        let xb = self.x_block();
-        assert!(w.len() == nb * RG * QK && ws.len() == nb * RG && x.len() == TILE * nb * xb);
-        assert!(xs.len() == TILE * nb && xo.len() == TILE * nb);
+        let tile = Shape {
+            groups: 1,
+            rows: TILE,
+            x_block: self.x_block(),
+        };
+        // Only the x86-64 kernel takes the block count; the others read it from the slices.
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+        let nb = blocks(w, ws, x, xs, xo, tile);
         match self {
             // SAFETY: the lengths are checked above: one group of `nb` blocks, `TILE`
             // activation rows of `nb` blocks.
@@ -128,10 +163,14 @@ impl Simd {
         xo: &[i32],
         out: &mut [[f32; RG]; 2],
     ) {
-        let nb = xs.len() / 2;
-        let xb = self.x_block();
-        assert!(w.len() == nb * RG * QK && ws.len() == nb * RG && x.len() == 2 * nb * xb);
-        assert!(xs.len() == 2 * nb && xo.len() == 2 * nb);
+        let two = Shape {
+            groups: 1,
+            rows: 2,
+            x_block: self.x_block(),
+        };
+        // Only the x86-64 kernel takes the block count; the others read it from the slices.
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+        let nb = blocks(w, ws, x, xs, xo, two);
         match self {
             // SAFETY: the lengths are checked above: one group of `nb` blocks, two spread
             // activation rows of `nb` blocks; the CPU features were detected in `choice`.
@@ -153,9 +192,12 @@ impl Simd {
         xo: &[i32],
         out: [&mut [f32; RG]; 2],
     ) {
-        let nb = xs.len();
-        assert!(w.len() == 2 * nb * RG * QK && ws.len() == 2 * nb * RG);
-        assert!(x.len() == nb * QK && xo.len() == nb);
+        let pair = Shape {
+            groups: 2,
+            rows: 1,
+            x_block: QK,
+        };
+        let nb = blocks(w, ws, x, xs, xo, pair);
         let [o0, o1] = out;
         match self {
             // SAFETY: the lengths are checked above: two groups of `nb` blocks, one activation
@@ -192,9 +234,12 @@ impl Simd {
         xo: &[i32],
         out: &mut [[[f32; RG]; TILE]; 2],
     ) {
-        let nb = xs.len() / TILE;
-        assert!(w.len() == 2 * nb * RG * QK && ws.len() == 2 * nb * RG);
-        assert!(x.len() == TILE * nb * self.x_block() && xo.len() == TILE * nb);
+        let tiles = Shape {
+            groups: 2,
+            rows: TILE,
+            x_block: self.x_block(),
+        };
+        let nb = blocks(w, ws, x, xs, xo, tiles);
         match self {
             // SAFETY: the lengths are checked above: two groups of `nb` blocks, `TILE`
             // activation rows of `nb` blocks.
