@@ -119,6 +119,36 @@ fn a_model_over_the_limits_is_a_clear_error() {
 }
 
 #[test]
+fn a_batchs_decode_step_is_one_pass_with_one_sequences_dispatches() {
+    let Some(mut model) = gpu_model(TINY) else {
+        return;
+    };
+    block_on(model.kv_slots(3)).unwrap();
+    let seqs: [&[u32]; 3] = [&[5, 6, 7], &[9], &[1, 2]];
+    // Each prompt but its last id, alone (a prompt of one id has nothing before its last).
+    for (slot, s) in seqs.iter().enumerate().filter(|(_, s)| s.len() > 1) {
+        block_on(model.predict_batch(&[(slot, &s[..s.len() - 1], 0)])).unwrap();
+    }
+    // One sequence's decode step, then the three sequences' last ids in one step.
+    block_on(model.predict(&[5, 6, 7], 2)).unwrap();
+    let one = model.backend().gpu_dispatches().unwrap();
+    let rows: Vec<(usize, &[u32], usize)> = (seqs.iter().enumerate())
+        .map(|(slot, s)| (slot, *s, s.len() - 1))
+        .collect();
+    let logits = block_on(model.predict_batch(&rows)).unwrap();
+    assert_eq!(logits.len(), 3 * model.config.vocab_size);
+    assert_eq!(model.backend().gpu_dispatches(), Some(one));
+    // Prompts of several ids run one after another: their dispatches add up.
+    let prompts: Vec<(usize, &[u32], usize)> = vec![(0, &[5, 6, 7], 0), (2, &[1, 2], 0)];
+    block_on(model.predict_batch(&prompts)).unwrap();
+    let each = model.backend().gpu_dispatches().unwrap();
+    assert!(
+        each > 2 * one,
+        "{each} dispatches for two prompts, {one} for a step"
+    );
+}
+
+#[test]
 fn more_sequences_than_one_buffer_holds_is_a_budget_error() {
     if gpu_common::gpu().is_none() {
         return;

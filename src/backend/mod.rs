@@ -215,8 +215,8 @@ impl Backend {
         }
     }
 
-    /// Compute dispatches the last pass recorded on the GPU (`None` on the CPU); after a
-    /// decode step, the dispatches per token.
+    /// Compute dispatches the last pass recorded on the GPU, all its submissions together
+    /// (`None` on the CPU); after a decode step, the dispatches per token.
     pub fn gpu_dispatches(&self) -> Option<usize> {
         match self {
             Backend::Cpu(_) => None,

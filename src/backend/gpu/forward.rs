@@ -28,10 +28,13 @@ impl GpuBackend {
         let v = self.config.vocab_size;
         let mut rows = std::mem::take(&mut self.gathered);
         rows.clear();
+        let mut dispatches = 0;
         for s in seqs {
             rows.extend_from_slice(&self.forward(std::slice::from_ref(s), false).await?[..v]);
+            dispatches += self.dispatches;
         }
-        // The gathered rows become the last pass's logits (with no hidden state after them).
+        self.dispatches = dispatches; // the pass's, all its submissions together
+                                      // The gathered rows become the last pass's logits (with no hidden state after them).
         std::mem::swap(&mut self.logits_host, &mut rows);
         self.gathered = rows;
         self.read_rows = seqs.len();
