@@ -2,7 +2,7 @@
 //! www/api/options.js and the marked block of www/api/gpt2.d.ts must be what the table renders today.
 //! `GPT2_BLESS=1 cargo test --test generated` rewrites them after a change to the table.
 
-use gpt2_web::generate::options::{render_dts, render_js};
+use gpt2_web::generate::generated::{render_dts, render_js};
 use gpt2_web::{GenerateParams, OPTIONS};
 use std::path::Path;
 

@@ -23,6 +23,7 @@ use std::collections::VecDeque;
 
 mod batch;
 mod beam;
+pub mod generated;
 mod next;
 pub mod options;
 mod plain;

@@ -2,7 +2,7 @@
 //! and documentation. The generated www/api/options.js (`LOAD_OPTIONS`, which gpt2.js checks
 //! every load against: an unknown option is refused with a sentence naming it and the known
 //! ones) and the `LoadOptions` interface of www/api/gpt2.d.ts follow from it
-//! (`generate::options::render_js`, `render_dts`).
+//! (`generate::generated::render_js`, `render_dts`).
 
 /// How gpt2.js checks a load option's value (an absent one is not checked).
 #[derive(Clone, Copy, Debug)]
@@ -11,7 +11,7 @@ pub enum Check {
     Any,
     /// A string.
     Text,
-    /// One of the names of a generated list (`generate::options::lists`), by its JS name.
+    /// One of the names of a generated list (`generate::generated::lists`), by its JS name.
     List(&'static str),
     /// A whole number in `min..=max`.
     Whole {

@@ -25,84 +25,27 @@
 //! usable while a GPU step awaits its readback, and a trap inside one model's step loses that
 //! model only (`fail_model`).
 
+mod answer;
+mod events;
 mod job;
 mod lane;
+#[cfg(not(target_arch = "wasm32"))]
+mod run;
 
+pub use events::{Choice, Completion, Event, Logits, Output};
 pub use job::{Job, ModelId, Prompt, RequestId};
+#[cfg(not(target_arch = "wasm32"))]
+pub use run::run;
 
 use crate::error::{Error, Result};
-use crate::generate::TokenEvent;
-use crate::generate::{choice_params, GenerateParams, GenerationResult, Metrics, StopReason};
+use crate::generate::{choice_params, GenerateParams, GenerationResult};
 use crate::model::Model;
 use crate::speculate::Draft;
 use lane::{Lane, Member, Outcome};
-use serde::Serialize;
 use std::borrow::BorrowMut;
 use std::collections::HashMap;
 
 pub use crate::generate::MAX_QUEUE;
-
-/// One choice of a request of `n` choices. `metrics` is `None` for a choice that never ran
-/// (aborted while queued).
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Choice {
-    pub index: usize,
-    pub text: String,
-    pub tokens: Vec<u32>,
-    pub stop_reason: StopReason,
-    pub metrics: Option<Metrics>,
-}
-
-/// A generation's answer: the first choice's result, every choice (when `n` > 1) and, with
-/// `profile` on the CPU, where the forward passes spent their time.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Completion {
-    #[serde(flatten)]
-    pub result: GenerationResult,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub choices: Vec<Choice>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub profile: Option<crate::backend::cpu::Profile>,
-}
-
-/// A `logits` request's answer: the logits after its ids, how many of them came from the KV
-/// cache, and the milliseconds the pass took. `None` when it was aborted while queued.
-#[derive(Clone, Debug)]
-pub struct Logits {
-    pub logits: Vec<f32>,
-    pub reused: usize,
-    pub ms: f64,
-}
-
-#[derive(Debug)]
-pub enum Output {
-    Completion(Box<Completion>),
-    Logits(Option<Logits>),
-}
-
-/// What a step did, request by request.
-#[derive(Debug)]
-pub enum Event {
-    /// A token of choice `choice` (`None` for a request without choices, `n` = 1).
-    Token {
-        id: RequestId,
-        choice: Option<usize>,
-        event: TokenEvent,
-    },
-    /// The request ended; its answer.
-    Done { id: RequestId, output: Output },
-    /// The request failed (its other choices end with it); nothing more comes for it.
-    Failed { id: RequestId, error: Error },
-    /// The model the request runs on moved to the CPU during this step (the GPU was lost):
-    /// `backend` is what runs now, `reason` why.
-    Backend {
-        id: RequestId,
-        backend: &'static str,
-        reason: Option<String>,
-    },
-}
 
 /// A request in flight: its model and its choices' results as they end.
 struct Request {
@@ -551,117 +494,6 @@ impl<M: BorrowMut<Model>> Scheduler<M> {
             _ => false,
         })
     }
-
-    /// One member's outcome into its request's events.
-    fn fold(&mut self, o: Outcome) {
-        match o {
-            Outcome::Token { id, choice, event } => {
-                if let Some(r) = self.requests.get(&id) {
-                    let choice = (r.results.len() > 1).then_some(choice);
-                    self.events.push(Event::Token { id, choice, event });
-                }
-            }
-            Outcome::Ended {
-                id,
-                choice,
-                result,
-                profile,
-            } => {
-                let Some(r) = self.requests.get_mut(&id) else {
-                    return;
-                };
-                if let Some(slot) = r.results.get_mut(choice) {
-                    *slot = Some(*result);
-                }
-                r.profile = r.profile.take().or(profile);
-                r.left = r.left.saturating_sub(1);
-                if r.left == 0 {
-                    self.answer(id);
-                }
-            }
-            Outcome::Logits {
-                id,
-                logits,
-                reused,
-                ms,
-            } => {
-                if self.requests.remove(&id).is_some() {
-                    let output = Output::Logits(Some(Logits { logits, reused, ms }));
-                    self.events.push(Event::Done { id, output });
-                }
-            }
-            Outcome::Failed { id, error } => self.fail(id, error),
-        }
-    }
-
-    /// Request `id` fails: its other choices leave (queued) or end (running; their events are
-    /// dropped), and one `Failed` event says why.
-    fn fail(&mut self, id: RequestId, error: Error) {
-        let Some(r) = self.requests.remove(&id) else {
-            return;
-        };
-        if let Some(Place::Home(lane)) = self.lanes.get_mut(r.model) {
-            lane.abort(id);
-        }
-        self.events.push(Event::Failed { id, error });
-    }
-
-    /// Request `id` has no choice left running: its answer, the choices assembled.
-    fn answer(&mut self, id: RequestId) {
-        let Some(r) = self.requests.remove(&id) else {
-            return;
-        };
-        if r.logits {
-            let output = Output::Logits(None);
-            self.events.push(Event::Done { id, output });
-            return;
-        }
-        let n = r.results.len();
-        let first = r.results.iter().flatten().next().cloned();
-        let result = first.unwrap_or_else(never_ran);
-        let choices = if n > 1 {
-            (r.results.into_iter().enumerate())
-                .map(|(index, res)| match res {
-                    Some(g) => Choice {
-                        index,
-                        text: g.text,
-                        tokens: g.tokens,
-                        stop_reason: g.stop_reason,
-                        metrics: Some(g.metrics),
-                    },
-                    None => Choice {
-                        index,
-                        text: String::new(),
-                        tokens: Vec::new(),
-                        stop_reason: StopReason::Abort,
-                        metrics: None,
-                    },
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let output = Output::Completion(Box::new(Completion {
-            result,
-            choices,
-            profile: r.profile,
-        }));
-        self.events.push(Event::Done { id, output });
-    }
-}
-
-/// The result of a generation aborted before it ran.
-fn never_ran() -> GenerationResult {
-    GenerationResult {
-        text: String::new(),
-        tokens: Vec::new(),
-        stop_reason: StopReason::Abort,
-        metrics: Metrics {
-            batch_size: 0,
-            ..Metrics::default()
-        },
-        beams: Vec::new(),
-    }
 }
 
 fn gone() -> Error {
@@ -670,49 +502,4 @@ fn gone() -> Error {
 
 fn busy_model() -> Error {
     Error::State("the model is busy with a step; wait for it to finish".into())
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-/// One request on `model` alone, natively, pumped to its end: `on_token(choice, event)` for each
-/// token, `cancelled` asked before every step (true: the request is aborted). `draft` drafts for
-/// `Draft::Model`. What the CLI and the tests run.
-pub fn run(
-    model: &mut Model,
-    draft: Option<&mut Model>,
-    prompt: Prompt,
-    params: GenerateParams,
-    on_token: &mut dyn FnMut(usize, &TokenEvent),
-    cancelled: &dyn Fn() -> bool,
-) -> Result<Completion> {
-    let mut s: Scheduler<&mut Model> = Scheduler::new();
-    let target = s.add_model(model);
-    let draft = draft.map(|d| s.add_model(d));
-    const ID: RequestId = 0;
-    s.submit(
-        ID,
-        target,
-        Job::Generate {
-            prompt,
-            params,
-            draft,
-        },
-    )?;
-    let mut aborted = false;
-    loop {
-        if !aborted && cancelled() {
-            s.abort(ID);
-            aborted = true;
-        }
-        for ev in pollster::block_on(s.step()) {
-            match ev {
-                Event::Token { choice, event, .. } => on_token(choice.unwrap_or(0), &event),
-                Event::Done {
-                    output: Output::Completion(c),
-                    ..
-                } => return Ok(*c),
-                Event::Failed { error, .. } => return Err(error),
-                Event::Done { .. } | Event::Backend { .. } => {}
-            }
-        }
-    }
 }
