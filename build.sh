@@ -192,8 +192,9 @@ run_tests() {
 
 # ./build.sh gpu-check [--quick]: the GPU check, made to run in one call on a machine lent with a
 # GPU (under 8 minutes on one) and in CI on software adapters (lavapipe natively, SwiftShader in
-# Chromium), so it cannot rot. Each native line: ms/token, TTFT, compute dispatches per decode
-# token and the adapter (gpt2 bench), then the CPU's q8 on the same model for the ratio.
+# Chromium), so it cannot rot. Each native line: ms/token, TTFT, the submissions, dispatches and
+# bytes read back per decode token and the adapter (gpt2 bench), then the CPU's q8 on the same
+# model for the ratio.
 gpu_check() {
   local quick=0 prebuilt="" bin models=() shape m lengths prompt t
   [ "${1:-}" = --quick ] && quick=1

@@ -1,7 +1,7 @@
 //! Batching is exact: every sequence of a batch gets the tokens it gets alone — greedy and
 //! seeded sampling, in q8 and f32 on the CPU and on WebGPU — with prompts of different lengths
 //! joining at different steps and one aborted midway; and a batched pass gives each row the
-//! logits of a pass alone, bit for bit. One body per behaviour, run on every backend (WebGPU on
+//! logits of a pass alone, bit for bit, and greedy's pass their argmaxes. One body per behaviour, run on every backend (WebGPU on
 //! lavapipe in CI; elsewhere without an adapter a loud note, and CI=true fails).
 
 mod common;
@@ -107,6 +107,10 @@ fn a_batched_pass_gives_each_row_the_logits_of_a_pass_alone() {
                 "{on}: row {i} differs from its pass alone"
             );
         }
+        // Greedy's pass (on the GPU chosen there, no logits read back): each row's argmax.
+        let chosen = block_on(model.predict_argmax(&lasts)).unwrap().to_vec();
+        let argmaxes: Vec<u32> = out.chunks(v).map(gpt2_web::sampling::argmax).collect();
+        assert_eq!(chosen, argmaxes, "{on}: greedy's pass chose other ids");
     }
 }
 

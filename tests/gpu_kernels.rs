@@ -534,3 +534,50 @@ fn gemv_rows_give_the_same_bits_together_as_alone() {
         }
     }
 }
+
+/// Greedy's choice on the device is `sampling::argmax`'s: the first of the largest in each row,
+/// with ties across the threads' strides, every value -inf, a row of equal values and a maximum
+/// at the last index; rows not a multiple of the workgroup's 256 threads long.
+#[test]
+fn argmax_takes_the_first_of_the_largest_in_each_row() {
+    let Some(g) = setup() else { return };
+    let v = 1000;
+    let mut rng = Rng::new(8);
+    let mut rows: Vec<Vec<f32>> = vec![rng.vec(v, 5.0)];
+    let mut tied = rng.vec(v, 1.0);
+    for i in [700, 3, 999, 259] {
+        tied[i] = 2.0;
+    }
+    rows.push(tied);
+    rows.push(vec![f32::NEG_INFINITY; v]);
+    rows.push(vec![0.5; v]);
+    // Values in tenths: many ties below the maximum, which sits at the last index.
+    let mut coarse: Vec<f32> = rng
+        .vec(v, 1.0)
+        .iter()
+        .map(|x| (x * 10.0).round() / 10.0)
+        .collect();
+    coarse[v - 1] = 1.5;
+    rows.push(coarse);
+    let dims = k::ArgmaxDims {
+        v: v as u32,
+        _pad: [0; 3],
+    };
+    let dims = g.ctx.uniform("dims", &dims);
+    let logits = g.ctx.upload("logits", &rows.concat());
+    let chosen = g.ctx.upload("chosen", &vec![u32::MAX; rows.len() + 1]);
+    g.run(
+        Kernel::Argmax,
+        &[&dims, &logits, &chosen],
+        k::argmax_grid(rows.len()),
+    );
+    let got: Vec<u32> = g.read(&chosen).iter().map(|x| x.to_bits()).collect();
+    let want: Vec<u32> = rows.iter().map(|r| gpt2_web::sampling::argmax(r)).collect();
+    assert_eq!(want[1..], [3, 0, 0, 999], "the rows test what they should");
+    assert_eq!(got[..rows.len()], want[..]);
+    assert_eq!(
+        got[rows.len()],
+        u32::MAX,
+        "only the grid's rows are written"
+    );
+}

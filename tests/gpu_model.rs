@@ -135,9 +135,22 @@ fn a_batchs_decode_step_is_one_pass_with_one_sequences_dispatches() {
     let rows: Vec<(usize, &[u32], usize)> = (seqs.iter().enumerate())
         .map(|(slot, s)| (slot, *s, s.len() - 1))
         .collect();
+    let (v, c) = (model.config.vocab_size, model.config.n_embd);
+    let before = model.backend().gpu_totals().unwrap();
     let logits = block_on(model.predict_batch(&rows)).unwrap();
-    assert_eq!(logits.len(), 3 * model.config.vocab_size);
-    assert_eq!(model.backend().gpu_dispatches(), Some(one));
+    assert_eq!(logits.len(), 3 * v);
+    let step = model.backend().gpu_totals().unwrap() - before;
+    let read = 3 * (v + c) * 4; // the logits and the final hidden rows
+    assert_eq!((step.submissions, step.dispatches), (1, one));
+    assert_eq!(step.readback_bytes, read);
+    assert_eq!(model.backend().gpu_last_pass(), Some(step));
+    // Greedy's step: the same submission with the argmax after the head, 4 bytes per sequence.
+    let before = model.backend().gpu_totals().unwrap();
+    let chosen = block_on(model.predict_argmax(&rows)).unwrap().len();
+    let step = model.backend().gpu_totals().unwrap() - before;
+    assert_eq!(chosen, 3);
+    assert_eq!((step.submissions, step.dispatches), (1, one + 1));
+    assert_eq!(step.readback_bytes, 3 * 4);
     // Prompts of several ids run one after another: their dispatches add up.
     let prompts: Vec<(usize, &[u32], usize)> = vec![(0, &[5, 6, 7], 0), (2, &[1, 2], 0)];
     block_on(model.predict_batch(&prompts)).unwrap();
@@ -146,6 +159,10 @@ fn a_batchs_decode_step_is_one_pass_with_one_sequences_dispatches() {
         each > 2 * one,
         "{each} dispatches for two prompts, {one} for a step"
     );
+    let argmax = block_on(model.predict_argmax(&prompts)).unwrap().len();
+    let counted = model.backend().gpu_last_pass().unwrap();
+    assert_eq!((argmax, counted.submissions), (2, 2));
+    assert_eq!(counted.readback_bytes, 2 * 4);
 }
 
 #[test]

@@ -94,7 +94,7 @@ impl Backend {
             }
         }
         match (want, seqs) {
-            (Want::Last, _) => Ok(()),
+            (Want::Last | Want::Argmax, _) => Ok(()),
             (Want::Every(_), [s]) if s.ids.len() <= MAX_VERIFY => Ok(()),
             (Want::Every(_), [s]) => Err(Error::param(
                 "ids",
@@ -175,6 +175,14 @@ impl Backend {
         row.ok_or_else(|| Error::State(format!("row {r} of the last pass's hidden state")))
     }
 
+    /// Each sequence's argmax after a `Want::Argmax` pass, in the order given.
+    pub fn chosen(&self) -> &[u32] {
+        match self {
+            Backend::Cpu(b) => b.chosen(),
+            Backend::WebGpu(b) => b.chosen(),
+        }
+    }
+
     /// The logits the last pass returned, at the start of its buffer.
     pub fn logits(&self) -> &[f32] {
         match self {
@@ -218,9 +226,23 @@ impl Backend {
     /// Compute dispatches the last pass recorded on the GPU, all its submissions together
     /// (`None` on the CPU); after a decode step, the dispatches per token.
     pub fn gpu_dispatches(&self) -> Option<usize> {
+        self.gpu_last_pass().map(|c| c.dispatches)
+    }
+
+    /// What the last pass asked of the GPU, all its submissions together (`None` on the CPU).
+    pub fn gpu_last_pass(&self) -> Option<gpu::GpuCounters> {
         match self {
             Backend::Cpu(_) => None,
-            Backend::WebGpu(b) => Some(b.dispatches()),
+            Backend::WebGpu(b) => Some(b.last_pass()),
+        }
+    }
+
+    /// What every GPU pass since load asked of the device: submissions, dispatches and bytes read
+    /// back (`None` on the CPU). The difference over a run, per step, is what a step costs.
+    pub fn gpu_totals(&self) -> Option<gpu::GpuCounters> {
+        match self {
+            Backend::Cpu(_) => None,
+            Backend::WebGpu(b) => Some(b.totals()),
         }
     }
 

@@ -20,4 +20,9 @@ pub enum Want {
     /// every row through ln_f (its hidden state kept), and the logits of (at least) the first
     /// `n` rows, row after row; `Backend::more_logits` gives the others'.
     Every(usize),
+    /// Greedy's choice and nothing else: the index of the largest logit of each sequence's last
+    /// row (the first of equal ones, as `sampling::argmax` scans), in `Backend::chosen`; the
+    /// pass returns no logits. On the GPU it is chosen there, and a step reads back 4 bytes per
+    /// sequence instead of a vocabulary's logits.
+    Argmax,
 }

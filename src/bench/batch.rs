@@ -2,6 +2,7 @@
 //! (`generate::Batch`), beside the ceiling a batch of B rows can reach, a prompt of B tokens.
 
 use super::runs::{median, prompt_ids, run_once};
+use crate::backend::gpu::GpuCounters;
 use crate::error::Result;
 use crate::generate::GenerateParams;
 use crate::model::Model;
@@ -21,6 +22,42 @@ pub struct BatchRun {
     pub speedup: f64,
     /// Whether every sequence of the batch gave the tokens of the batch of one (they must).
     pub identical: bool,
+    /// On the GPU, what one decode step of the whole batch asked of it.
+    #[serde(flatten)]
+    pub gpu: Option<StepCounters>,
+}
+
+/// What a decode step asks of the GPU besides its kernels' work, averaged over a run's steps:
+/// queue submissions, compute dispatches, and bytes read back to the host (a greedy step reads
+/// back its sequences' chosen ids, 4 bytes each; sampling reads their logits).
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepCounters {
+    pub submissions_per_step: f64,
+    pub dispatches_per_step: f64,
+    pub readback_bytes_per_step: f64,
+}
+
+impl StepCounters {
+    /// `counted` over `steps` steps.
+    pub fn per_step(counted: GpuCounters, steps: usize) -> StepCounters {
+        let per = |n: usize| n as f64 / steps.max(1) as f64;
+        StepCounters {
+            submissions_per_step: per(counted.submissions),
+            dispatches_per_step: per(counted.dispatches),
+            readback_bytes_per_step: per(counted.readback_bytes),
+        }
+    }
+
+    /// The table's columns: submissions, dispatches, bytes read back.
+    fn cells(c: Option<&StepCounters>) -> String {
+        c.map_or_else(String::new, |c| {
+            format!(
+                " {:>7.1} {:>10.1} {:>10.0}",
+                c.submissions_per_step, c.dispatches_per_step, c.readback_bytes_per_step
+            )
+        })
+    }
 }
 
 /// `gpt2 bench --batch`: decode throughput against the number of sequences per step, beside
@@ -66,11 +103,13 @@ pub fn batch(
     for &b in sizes {
         let mut times = Vec::new();
         let mut identical = true;
+        let mut counted = None;
         for _ in 0..reps.max(1) {
-            let (ms, got) = once(model, b)?;
+            let (ms, got, gpu) = once(model, b)?;
             let first = alone.get_or_insert_with(|| got[0].clone());
             identical &= got.iter().all(|g| g == first);
             times.push(ms);
+            counted = gpu;
         }
         let ms = median(times);
         let steps = (tokens - 1) as f64; // the first token came with the prompt
@@ -82,6 +121,7 @@ pub fn batch(
             step_ms: ms / steps,
             speedup: tokens_per_sec / base,
             identical,
+            gpu: counted.map(|c| StepCounters::per_step(c, tokens - 1)),
         });
     }
     // The ceiling: a prompt of max_b tokens, the same products over max_b rows.
@@ -124,14 +164,22 @@ impl BatchReport {
             "× batch 1",
             "identical"
         );
+        if self.runs.iter().any(|r| r.gpu.is_some()) {
+            // The GPU's per-step counters as three more columns.
+            s.insert_str(
+                s.len() - 1,
+                &format!(" {:>7} {:>10} {:>10}", "subm.", "dispatches", "readback B"),
+            );
+        }
         for r in &self.runs {
             s += &format!(
-                "{:>6} {:>13.1} {:>15.2} {:>10.2} {:>10}\n",
+                "{:>6} {:>13.1} {:>15.2} {:>10.2} {:>10}{}\n",
                 r.batch,
                 r.tokens_per_sec,
                 r.step_ms,
                 r.speedup,
-                if r.identical { "yes" } else { "NO" }
+                if r.identical { "yes" } else { "NO" },
+                StepCounters::cells(r.gpu.as_ref())
             );
         }
         let last = self.runs.last().map_or(0.0, |r| r.tokens_per_sec);
@@ -165,13 +213,14 @@ impl BatchReport {
 }
 
 /// `b` generations of `prompt` through the scheduler, which batches them: the milliseconds of
-/// their decode after the first step, and every sequence's tokens.
+/// their decode after the first step, every sequence's tokens, and on the GPU what the decode
+/// steps asked of it.
 fn batch_once(
     model: &mut Model,
     prompt: &[u32],
     params: &GenerateParams,
     b: usize,
-) -> Result<(f64, Vec<Vec<u32>>)> {
+) -> Result<(f64, Vec<Vec<u32>>, Option<GpuCounters>)> {
     use crate::platform::now_ms;
     use crate::scheduler::{Event, Job, Prompt, Scheduler};
     let mut s: Scheduler<&mut Model> = Scheduler::new();
@@ -186,6 +235,8 @@ fn batch_once(
     }
     let mut got = vec![Vec::new(); b];
     let mut started = None;
+    let totals = |s: &Scheduler<&mut Model>| s.model(m).ok()?.backend().gpu_totals();
+    let mut before = None;
     while s.has_work() {
         for ev in pollster::block_on(s.step()) {
             match ev {
@@ -194,7 +245,13 @@ fn batch_once(
                 Event::Done { .. } | Event::Backend { .. } => {}
             }
         }
-        started.get_or_insert_with(now_ms); // after the prompts and the first tokens
+        if started.is_none() {
+            // After the prompts and the first tokens: the decode steps start.
+            started = Some(now_ms());
+            before = totals(&s);
+        }
     }
-    Ok((now_ms() - started.unwrap_or_else(now_ms), got))
+    let ms = now_ms() - started.unwrap_or_else(now_ms);
+    let counted = totals(&s).zip(before).map(|(after, before)| after - before);
+    Ok((ms, got, counted))
 }

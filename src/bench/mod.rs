@@ -10,7 +10,7 @@ use serde::Serialize;
 
 mod batch;
 mod runs;
-pub use batch::{batch, BatchReport, BatchRun};
+pub use batch::{batch, BatchReport, BatchRun, StepCounters};
 use runs::{alone, median, prompt_ids, run_once};
 
 /// One output length, median of the repetitions.
@@ -34,8 +34,9 @@ pub struct BenchReport {
     pub kernel: Option<String>,
     /// The GPU adapter, when on the GPU.
     pub adapter: Option<String>,
-    /// Compute dispatches of one decode step, when on the GPU.
-    pub gpu_dispatches_per_token: Option<usize>,
+    /// What one decode step asked of the GPU, when on it.
+    #[serde(flatten)]
+    pub gpu: Option<StepCounters>,
     pub n_params: usize,
     pub weight_bytes_per_token: f64,
     pub read_gb_per_s: f64,
@@ -156,8 +157,8 @@ pub fn run(
         .iter()
         .map(|&n| length_run(model, &prompt, n, reps))
         .collect::<Result<Vec<_>>>()?;
-    // The last forward was a decode step.
-    let dispatches = model.backend().gpu_dispatches();
+    // The last pass was a decode step.
+    let gpu = (model.backend().gpu_last_pass()).map(|c| StepCounters::per_step(c, 1));
     let longest = lengths.iter().copied().max().unwrap_or(1);
     let profile = profiled(model, &prompt, longest)?;
     let xs: Vec<f64> = runs.iter().map(|r| r.n as f64).collect();
@@ -181,7 +182,7 @@ pub fn run(
         kernel: (model.backend().name() == "cpu" && model.backend().dtype_name() == "q8")
             .then(crate::backend::cpu::q8::kernel),
         adapter: model.backend().gpu_adapter().map(str::to_string),
-        gpu_dispatches_per_token: dispatches,
+        gpu,
         n_params: model.config.n_params(),
         weight_bytes_per_token: bytes,
         read_gb_per_s: bw / 1e9,
@@ -219,8 +220,12 @@ impl BenchReport {
             "TTFT ms",
             "TPOT ms"
         );
-        if let (Some(a), Some(d)) = (&self.adapter, self.gpu_dispatches_per_token) {
-            s = format!("adapter: {a} | {d} compute dispatches per decode token\n") + &s;
+        if let (Some(a), Some(c)) = (&self.adapter, &self.gpu) {
+            let per = format!(
+                "per decode token: {} submission, {} compute dispatches, {} bytes read back",
+                c.submissions_per_step, c.dispatches_per_step, c.readback_bytes_per_step
+            );
+            s = format!("adapter: {a} | {per}\n") + &s;
         }
         for r in &self.runs {
             s += &format!(

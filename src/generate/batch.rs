@@ -8,6 +8,7 @@
 //! prompt runs in a pass of its own, as alone; decode rows share passes of at most
 //! `Backend::batch_rows` sequences, within which every row is computed as alone.
 
+use super::plain::Row;
 use super::{GenerateParams, Generation, Move};
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -29,6 +30,7 @@ pub const MAX_CHOICES: usize = 16;
 pub struct Batch {
     members: Vec<Option<Generation>>,
     logits: Vec<f32>,
+    chosen: Vec<u32>,
     /// The model's `epoch` when the slots were made: a fall-back empties every KV cache.
     epoch: usize,
     /// The most sequences that shared one forward pass so far.
@@ -193,9 +195,19 @@ impl Batch {
                 Some((slot, seq, fed))
             })
             .collect();
-        let logits = model.predict_batch(&seqs).await?;
+        // When every sequence of the pass only takes the argmax, only the argmaxes come back.
+        let argmax =
+            (pass.iter()).all(|p| self.members[p.0].as_ref().is_some_and(|g| g.argmax_only()));
         self.logits.clear();
-        self.logits.extend_from_slice(logits);
+        self.chosen.clear();
+        match argmax {
+            true => self
+                .chosen
+                .extend_from_slice(model.predict_argmax(&seqs).await?),
+            false => self
+                .logits
+                .extend_from_slice(model.predict_batch(&seqs).await?),
+        }
         drop(seqs);
         if model.epoch != self.epoch {
             // A fall-back to the CPU during this pass: its sequences ran whole there; every
@@ -211,7 +223,11 @@ impl Batch {
         self.widest = self.widest.max(pass.len());
         for (i, &(slot, _)) in pass.iter().enumerate() {
             if let Some(g) = self.members[slot].as_mut() {
-                g.batch_output(&self.logits[i * v..(i + 1) * v], started, pass.len());
+                let row = match argmax {
+                    true => Row::Chosen(self.chosen[i]),
+                    false => Row::Logits(&self.logits[i * v..(i + 1) * v]),
+                };
+                g.batch_output(row, started, pass.len());
             }
         }
         Ok(())

@@ -381,20 +381,27 @@ impl Generation {
         }
     }
 
-    /// For a batch: the logits of the step `batch_input` asked for, sampled; `next` hands the
-    /// token out. `started`: when the step began (`now_ms`), for the prefill time; `shared`:
-    /// the sequences of that forward pass.
-    pub(crate) fn batch_output(&mut self, logits: &[f32], started: f64, shared: usize) {
+    /// For a batch: the logits of the step `batch_input` asked for, sampled (or the token
+    /// chosen from them already); `next` hands the token out. `started`: when the step began
+    /// (`now_ms`), for the prefill time; `shared`: the sequences of that forward pass.
+    pub(crate) fn batch_output(&mut self, row: plain::Row<'_>, started: f64, shared: usize) {
         self.batch_size = self.batch_size.max(shared);
         if let Strategy::Plain(p) = &mut self.strategy {
             let (sampler, n_top) = (&mut self.sampler, self.params.top_logprobs);
-            let token = p.sample(logits, sampler, &self.t.ids, n_top);
+            let token = p.sample(row, sampler, &self.t.ids, n_top);
             self.pending.push_back(token);
             if self.forwards == 0 {
                 self.t.prefill_ms = now_ms() - started;
             }
             self.forwards += 1;
         }
+    }
+
+    /// For a batch: whether this generation's next token is the argmax of its logits and
+    /// nothing else is read from them (greedy, no repetition penalty, no `top_logprobs`), so
+    /// the backend may choose it (`Want::Argmax`) and read back no logits.
+    pub(crate) fn argmax_only(&self) -> bool {
+        self.params.top_logprobs == 0 && self.params.sampling().picks_argmax()
     }
 
     /// For a batch, before this generation's first step: its prompt, when it may start from keys

@@ -7,6 +7,13 @@
 use super::Pending;
 use crate::sampling::Sampler;
 
+/// What a model step gave a sequence of the plain loop: the logits of its last row, or the token
+/// the backend chose from them already (`Want::Argmax`, when `Generation::argmax_only`).
+pub(crate) enum Row<'a> {
+    Logits(&'a [f32]),
+    Chosen(u32),
+}
+
 /// One sequence, one token per forward pass.
 pub(super) struct Plain {
     /// How many of the ids the backend's KV cache holds.
@@ -63,16 +70,27 @@ impl Plain {
     }
 
     /// Sample: the next token from the logits of the last of `ids` (this step's predict, in the
-    /// batch), with the sampler's `n_top` candidates.
+    /// batch), with the sampler's `n_top` candidates; or the token the backend chose already.
     pub fn sample(
         &mut self,
-        logits: &[f32],
+        row: Row<'_>,
         sampler: &mut Sampler,
         ids: &[u32],
         n_top: usize,
     ) -> Pending {
         self.started = true;
         self.fed = ids.len();
+        let logits = match row {
+            Row::Logits(logits) => logits,
+            Row::Chosen(id) => {
+                return Pending {
+                    id,
+                    drafted: false,
+                    top: Vec::new(),
+                    prob: None,
+                }
+            }
+        };
         self.logits.clear();
         self.logits.extend_from_slice(logits);
         let mut top = Vec::new();

@@ -182,6 +182,13 @@ impl Model {
         self.pass(seqs, Want::Last).await
     }
 
+    /// `predict_batch` for greedy sequences: only each one's next id, the argmax of its last
+    /// row's logits (chosen on the GPU there: a step reads back 4 bytes per sequence).
+    pub async fn predict_argmax(&mut self, seqs: &[(usize, &[u32], usize)]) -> Result<&[u32]> {
+        self.pass(seqs, Want::Argmax).await?;
+        Ok(self.backend.chosen())
+    }
+
     /// The verification pass of speculative decoding over `seq[cached..]` (slot 0), the others
     /// held in the KV cache already: the logits of the first `rows_out` new ids, row after row
     /// (`more_logits` gives more), with the same fall-back as `predict`.

@@ -35,6 +35,12 @@ impl SamplingParams {
     pub fn is_greedy(&self) -> bool {
         self.temperature < GREEDY_BELOW
     }
+
+    /// Whether the pick is `argmax` of the logits as they come (greedy, no repetition penalty):
+    /// then a backend may choose it where the logits are (`Want::Argmax`, on the GPU).
+    pub fn picks_argmax(&self) -> bool {
+        self.is_greedy() && self.repetition_penalty == 1.0
+    }
 }
 
 /// One candidate of the distribution the sampler drew from.

@@ -65,16 +65,28 @@ impl CpuBackend {
             return Err(no_slot(s.slot, n));
         }
         let rows_out = match want {
-            Want::Last => None,
+            Want::Last | Want::Argmax => None,
             Want::Every(k) => Some(k),
         };
         self.compute(seqs, rows_out)?;
+        let v = self.config.vocab_size;
         let (rows, verify) = match want {
             Want::Last => (seqs.len(), 0),
             Want::Every(k) => (k.min(seqs[0].ids.len()), seqs[0].ids.len()),
+            Want::Argmax => {
+                self.chosen.clear();
+                let last = self.logits[..seqs.len() * v].chunks_exact(v);
+                self.chosen.extend(last.map(crate::sampling::argmax));
+                (0, 0)
+            }
         };
         self.verify_rows = verify;
-        Ok(&self.logits[..rows * self.config.vocab_size])
+        Ok(&self.logits[..rows * v])
+    }
+
+    /// Each sequence's argmax after a `Want::Argmax` pass.
+    pub fn chosen(&self) -> &[u32] {
+        &self.chosen
     }
 
     /// The pass itself: each sequence's slot taken out for it and put back after, whatever the

@@ -75,6 +75,8 @@ pub struct CpuBackend {
     /// out while it runs (`take_set`) and puts it back.
     slots: Vec<KvSet>,
     logits: Vec<f32>, // (V,)
+    /// Each sequence's argmax after a `Want::Argmax` pass.
+    chosen: Vec<u32>,
     profile: Option<Profile>,
     scratch: forward::Scratch,
     /// Rows of the last verification pass whose ln_f output the scratch still holds.
@@ -120,6 +122,7 @@ impl CpuBackend {
             profile: None,
             scratch: Default::default(),
             verify_rows: 0,
+            chosen: Vec::new(),
         })
     }
 

@@ -186,10 +186,15 @@ impl Context {
         })
     }
 
-    /// Waits for the submitted work, then reads `out.len()` floats from the start of `staging`
-    /// (already copied there by that work).
-    pub async fn read_f32(&self, staging: &wgpu::Buffer, out: &mut [f32]) -> Result<()> {
-        let slice = staging.slice(..(out.len() * 4) as u64);
+    /// Waits for the submitted work, then reads `out.len()` values (f32 logits, u32 ids) from
+    /// the start of `staging` (already copied there by that work).
+    pub async fn read<T: bytemuck::Pod>(
+        &self,
+        staging: &wgpu::Buffer,
+        out: &mut [T],
+    ) -> Result<()> {
+        let out: &mut [u8] = bytemuck::cast_slice_mut(out);
+        let slice = staging.slice(..out.len() as u64);
         let (tx, rx) = futures_channel::oneshot::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             // The receiver outlives the callback unless the whole read was abandoned.
@@ -209,9 +214,7 @@ impl Context {
             let view = slice
                 .get_mapped_range()
                 .map_err(|e| Error::Gpu(format!("reading back from the GPU failed: {e:?}")))?;
-            for (o, b) in out.iter_mut().zip(view.chunks_exact(4)) {
-                *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            }
+            out.copy_from_slice(&view); // little-endian, as every WebGPU host is
         }
         staging.unmap();
         self.check()
@@ -227,7 +230,7 @@ impl Context {
         enc.copy_buffer_to_buffer(src, 0, &staging, 0, bytes);
         self.queue.submit([enc.finish()]);
         let mut out = vec![0.0f32; (bytes / 4) as usize];
-        self.read_f32(&staging, &mut out).await?;
+        self.read(&staging, &mut out).await?;
         Ok(out)
     }
 

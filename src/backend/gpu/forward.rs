@@ -1,9 +1,9 @@
 //! GPT-2's forward pass on the GPU, following transformers' `modeling_gpt2.py` like the CPU
 //! backend does: every dispatch of the model recorded into one compute pass, one submit, the
-//! last position's logits read back.
+//! last position's logits read back (or, for greedy, only the id it chooses).
 
 use super::kernels::{self as k, Kernel};
-use super::{GpuBackend, Linear};
+use super::{GpuBackend, GpuCounters, Linear};
 use crate::backend::rows::{Seq, Want};
 use crate::config::MAX_VERIFY;
 use crate::error::Result;
@@ -12,29 +12,40 @@ impl GpuBackend {
     /// One forward pass (`Backend::pass`, which checks positions, ids and distinct slots). One
     /// sequence, or several with one id each (a batch's decode step), run as the rows of one
     /// submission, each attending over its own slot; the logits of the last row of each, or of
-    /// every row (`Want::Every`). Several sequences with several ids each (prompts) run one
-    /// after another, their last rows' logits gathered.
+    /// every row (`Want::Every`), or only each last row's argmax (`Want::Argmax`, chosen on the
+    /// device). Several sequences with several ids each (prompts) run one after another, their
+    /// last rows' logits (or argmaxes) gathered.
     pub async fn pass(&mut self, seqs: &[Seq<'_>], want: Want) -> Result<&[f32]> {
         for s in seqs {
             self.check_slot(s.slot)?;
         }
+        let argmax = want == Want::Argmax;
         let decode = seqs.len() <= MAX_VERIFY && seqs.iter().all(|s| s.ids.len() == 1);
         if seqs.len() == 1 || decode {
             // With several sequences every row is one's last: the head runs over every row.
-            return self
-                .forward(seqs, want != Want::Last || seqs.len() > 1)
-                .await;
+            let all = matches!(want, Want::Every(_)) || seqs.len() > 1;
+            return self.forward(seqs, all, argmax).await;
         }
         let v = self.config.vocab_size;
         let mut rows = std::mem::take(&mut self.gathered);
         rows.clear();
-        let mut dispatches = 0;
+        let mut ids = Vec::with_capacity(seqs.len());
+        let mut counted = GpuCounters::default();
         for s in seqs {
-            rows.extend_from_slice(&self.forward(std::slice::from_ref(s), false).await?[..v]);
-            dispatches += self.dispatches;
+            self.forward(std::slice::from_ref(s), false, argmax).await?;
+            match argmax {
+                true => ids.push(self.chosen_host[0]),
+                false => rows.extend_from_slice(&self.logits_host[..v]),
+            }
+            counted += self.last_pass; // the pass's, all its submissions together
         }
-        self.dispatches = dispatches; // the pass's, all its submissions together
-                                      // The gathered rows become the last pass's logits (with no hidden state after them).
+        self.last_pass = counted;
+        if argmax {
+            self.chosen_host = ids;
+            self.gathered = rows;
+            return Ok(&[]);
+        }
+        // The gathered rows become the last pass's logits (with no hidden state after them).
         std::mem::swap(&mut self.logits_host, &mut rows);
         self.gathered = rows;
         self.read_rows = seqs.len();
@@ -44,8 +55,9 @@ impl GpuBackend {
     /// The rows of `seqs` in one submission: the logits of the last row, or with `all` of every
     /// row (at most `MAX_VERIFY`), row after row: then every product takes the GEMV kernel,
     /// whose rows do not depend on each other, so each row is the same as a decode step of that
-    /// id alone.
-    async fn forward(&mut self, seqs: &[Seq<'_>], all: bool) -> Result<&[f32]> {
+    /// id alone. With `argmax` only those rows' argmaxes are read back (`chosen_host`), no
+    /// logits.
+    async fn forward(&mut self, seqs: &[Seq<'_>], all: bool, argmax: bool) -> Result<&[f32]> {
         self.ctx.check()?;
         let (c, v, n_ctx) = (
             self.config.n_embd,
@@ -70,35 +82,49 @@ impl GpuBackend {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("forward"),
             });
-        let n = self.record(&mut enc, t, all);
+        let n = self.record(&mut enc, t, all, argmax);
         let rows = if all { t } else { 1 };
-        let floats = rows * v;
-        let hidden = rows * c; // ln_f's rows, after the logits in the same readback
-        enc.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (floats * 4) as u64);
-        enc.copy_buffer_to_buffer(
-            &self.xn,
-            0,
-            &self.staging,
-            (floats * 4) as u64,
-            (hidden * 4) as u64,
-        );
+        let (floats, hidden) = match argmax {
+            true => (0, 0),
+            false => (rows * v, rows * c), // ln_f's rows after the logits, in one readback
+        };
+        let bytes = match argmax {
+            true => {
+                enc.copy_buffer_to_buffer(&self.chosen, 0, &self.staging, 0, (rows * 4) as u64);
+                rows * 4
+            }
+            false => {
+                let staging = &self.staging;
+                enc.copy_buffer_to_buffer(&self.logits, 0, staging, 0, (floats * 4) as u64);
+                let at = (floats * 4) as u64;
+                enc.copy_buffer_to_buffer(&self.xn, 0, staging, at, (hidden * 4) as u64);
+                (floats + hidden) * 4
+            }
+        };
         q.submit([enc.finish()]);
         let verdict = scopes.close("running the model on the GPU");
         self.logits_host.resize(floats + hidden, 0.0);
-        let read = self
-            .ctx
-            .read_f32(&self.staging, &mut self.logits_host)
-            .await;
+        self.chosen_host.resize(if argmax { rows } else { 0 }, 0);
+        let read = match argmax {
+            true => self.ctx.read(&self.staging, &mut self.chosen_host).await,
+            false => self.ctx.read(&self.staging, &mut self.logits_host).await,
+        };
         verdict.await?;
         read?;
-        self.read_rows = rows;
-        self.dispatches = n;
+        self.read_rows = if argmax { 0 } else { rows };
+        self.last_pass = GpuCounters {
+            submissions: 1,
+            dispatches: n,
+            readback_bytes: bytes,
+        };
+        self.totals += self.last_pass;
         Ok(&self.logits_host[..floats])
     }
 
     /// Every dispatch of the model over `t` rows into one compute pass of `enc` (`all`: every
-    /// row's logits, by the GEMV); how many dispatches.
-    fn record(&self, enc: &mut wgpu::CommandEncoder, t: usize, all: bool) -> usize {
+    /// row's logits, by the GEMV; `argmax`: then each of those rows' argmax); how many
+    /// dispatches.
+    fn record(&self, enc: &mut wgpu::CommandEncoder, t: usize, all: bool, argmax: bool) -> usize {
         let c = self.config.n_embd;
         let mut n = 0;
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -149,6 +175,9 @@ impl GpuBackend {
                 &chunk.lm_head,
                 k::lm_head_grid(chunk.rows, rows),
             );
+        }
+        if argmax {
+            run(Kernel::Argmax, &self.argmax, k::argmax_grid(rows));
         }
         n
     }

@@ -26,6 +26,8 @@ pub enum Kernel {
     LmHead,
     /// `MatmulGemv` of LayerNorm(x): decode's ln_1 → c_attn and ln_2 → c_fc, one dispatch each.
     MatmulGemvLn,
+    /// The index of each logits row's largest value: greedy's choice, read back in 4 bytes.
+    Argmax,
 }
 
 /// How a kernel sees one binding.
@@ -40,7 +42,7 @@ use Binding::{Read, ReadWrite, Uniform};
 
 impl Kernel {
     /// Every kernel, in the enum's order (`kernel as usize` indexes the pipelines).
-    pub const ALL: [Kernel; 8] = [
+    pub const ALL: [Kernel; 9] = [
         Kernel::Embedding,
         Kernel::LayerNorm,
         Kernel::MatmulTiled,
@@ -49,6 +51,7 @@ impl Kernel {
         Kernel::Attention,
         Kernel::LmHead,
         Kernel::MatmulGemvLn,
+        Kernel::Argmax,
     ];
 
     /// The file stem under `src/backend/gpu/shaders/`.
@@ -62,6 +65,7 @@ impl Kernel {
             Kernel::Attention => "attention",
             Kernel::LmHead => "lm_head",
             Kernel::MatmulGemvLn => "matmul_gemv_ln",
+            Kernel::Argmax => "argmax",
         }
     }
 
@@ -106,6 +110,7 @@ impl Kernel {
             Kernel::Attention => include_str!("shaders/attention.wgsl"),
             Kernel::LmHead => include_str!("shaders/lm_head.wgsl"),
             Kernel::MatmulGemvLn => include_str!("shaders/matmul_gemv_ln.wgsl"),
+            Kernel::Argmax => include_str!("shaders/argmax.wgsl"),
         }
     }
 
@@ -120,6 +125,7 @@ impl Kernel {
             Kernel::Attention => &[Uniform, Uniform, Read, Read, Read, Read, ReadWrite],
             Kernel::LmHead => &[Uniform, Read, Read, ReadWrite],
             Kernel::MatmulGemvLn => &[Uniform, Uniform, Read, Read, Read, Read, Read, ReadWrite],
+            Kernel::Argmax => &[Uniform, Read, ReadWrite],
         }
     }
 
@@ -175,6 +181,15 @@ pub struct ChunkDims {
     pub chunk_rows: u32,
     /// The whole vocabulary: the stride between the logits of two positions.
     pub v: u32,
+}
+
+/// `Dims` of argmax.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct ArgmaxDims {
+    /// The vocabulary: each row's length.
+    pub v: u32,
+    pub _pad: [u32; 3],
 }
 
 /// `Dims` of layernorm.wgsl.
@@ -275,6 +290,11 @@ pub fn attention_grid(nh: usize, t: usize) -> [u32; 3] {
 /// Grid of lm_head.wgsl: 8 vocab rows per workgroup, for `positions` rows of xn.
 pub fn lm_head_grid(rows: usize, positions: usize) -> [u32; 3] {
     [groups(rows, 8), positions as u32, 1]
+}
+
+/// Grid of argmax.wgsl: a workgroup per logits row.
+pub fn argmax_grid(rows: usize) -> [u32; 3] {
+    [rows as u32, 1, 1]
 }
 
 /// Every kernel's layout and pipeline on one device.

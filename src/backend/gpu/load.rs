@@ -197,7 +197,14 @@ impl Builder<'_> {
             logits,
             staging,
         } = a;
-        let mut buffers = vec![wpe, x, fc];
+        let chosen = self.ctx.storage("chosen", f32s(MAX_VERIFY));
+        let argmax_dims = k::ArgmaxDims {
+            v: self.config.vocab_size as u32,
+            _pad: [0; 3],
+        };
+        let argmax_dims = self.ctx.uniform("argmax dims", &argmax_dims);
+        let argmax = self.bind(Kernel::Argmax, "argmax", &[&argmax_dims, &logits, &chosen]);
+        let mut buffers = vec![wpe, x, fc, argmax_dims];
         buffers.extend([s.ln_rows, s.ln_last, s.c_attn]);
         buffers.extend([s.attn_c_proj, s.c_fc, s.mlp_c_proj]);
         buffers.extend(ln_f_bufs);
@@ -216,8 +223,12 @@ impl Builder<'_> {
             staging,
             xn,
             read_rows: 1,
+            argmax,
+            chosen,
+            chosen_host: Vec::new(),
             _buffers: buffers,
-            dispatches: 0,
+            last_pass: Default::default(),
+            totals: Default::default(),
             kv_inputs: KvInputs {
                 step,
                 kv_dims: s.kv_dims,

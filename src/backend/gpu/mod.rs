@@ -5,8 +5,8 @@
 //! Everything is made at load: f32 weights uploaded once, activations sized for the whole
 //! context, the KV cache, the uniform buffers, and one bind group per dispatch. A pass then
 //! writes the ids, T and the row table (each row's position and KV cache slot), records every
-//! dispatch into one compute pass, copies the logits it needs to a staging buffer, submits once
-//! and reads them back. The rows of a pass may belong to several sequences (a batch's decode
+//! dispatch into one compute pass, copies the logits it needs to a staging buffer (or, for
+//! greedy, each sequence's argmax chosen on the device), submits once and reads them back. The rows of a pass may belong to several sequences (a batch's decode
 //! step): the products run over all of them, attention over each row's own slot.
 
 pub mod context;
@@ -20,6 +20,34 @@ pub use load::GpuParts;
 
 use crate::config::Config;
 use kernels::Kernels;
+
+/// What passes asked of the GPU: queue submissions, compute dispatches and bytes read back to
+/// the host: what a step costs besides its kernels' own work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpuCounters {
+    pub submissions: usize,
+    pub dispatches: usize,
+    pub readback_bytes: usize,
+}
+
+impl std::ops::AddAssign for GpuCounters {
+    fn add_assign(&mut self, o: Self) {
+        self.submissions += o.submissions;
+        self.dispatches += o.dispatches;
+        self.readback_bytes += o.readback_bytes;
+    }
+}
+
+impl std::ops::Sub for GpuCounters {
+    type Output = Self;
+    fn sub(self, o: Self) -> Self {
+        GpuCounters {
+            submissions: self.submissions - o.submissions,
+            dispatches: self.dispatches - o.dispatches,
+            readback_bytes: self.readback_bytes - o.readback_bytes,
+        }
+    }
+}
 
 /// One vocab chunk of wte: wte (V, C) is split into chunks, each its own buffer, when it exceeds
 /// the device's storage-binding limit (GPT-2 small's is 147 MiB against WebGPU's default
@@ -83,8 +111,12 @@ pub struct GpuBackend {
     logits_host: Vec<f32>, // (rows, V) logits, then (rows, C) ln_f's rows, of the last forward
     read_rows: usize,      // the rows the last forward read back
     xn: wgpu::Buffer,      // (n_ctx, C) LayerNorm output: ln_f's rows after a forward
+    argmax: wgpu::BindGroup, // the logits' rows into `chosen`
+    chosen: wgpu::Buffer,  // (MAX_VERIFY,) u32: each row's argmax
+    chosen_host: Vec<u32>, // the argmaxes of the last pass, when it asked for them
     _buffers: Vec<wgpu::Buffer>, // wpe, activations, uniforms: kept for the bind groups
-    dispatches: usize,
+    last_pass: GpuCounters,
+    totals: GpuCounters,
     kv_inputs: KvInputs,
     /// KV cache slots made (`kv_slots`), and how many the blocks' caches have room for.
     slots: usize,
@@ -125,9 +157,25 @@ impl GpuBackend {
         self.wte.len()
     }
 
-    /// Compute dispatches the last forward recorded.
+    /// Compute dispatches the last pass recorded, all its submissions together.
     pub fn dispatches(&self) -> usize {
-        self.dispatches
+        self.last_pass.dispatches
+    }
+
+    /// What the last pass asked of the GPU, all its submissions together.
+    pub fn last_pass(&self) -> GpuCounters {
+        self.last_pass
+    }
+
+    /// What every pass since the model was loaded asked of the GPU, and the KV cache copies'
+    /// submissions.
+    pub fn totals(&self) -> GpuCounters {
+        self.totals
+    }
+
+    /// Each sequence's argmax after a `Want::Argmax` pass.
+    pub fn chosen(&self) -> &[u32] {
+        &self.chosen_host
     }
 
     /// The logits of the last pass (see `Backend::logits`).

@@ -74,6 +74,7 @@ impl GpuBackend {
             }
         }
         self.ctx.queue.submit([enc.finish()]);
+        self.totals.submissions += 1;
         scopes.close("copying a KV cache slot").await
     }
 

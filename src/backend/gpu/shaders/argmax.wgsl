@@ -1,0 +1,66 @@
+// argmax: greedy decoding's choice made on the device. For each row r of the logits, the index of
+// its largest value (the first of equal ones, as `sampling::argmax` scans), so a greedy step
+// reads back 4 bytes per sequence instead of its vocabulary's logits (201 KB for GPT-2).
+//
+// Each thread scans a stride of the row keeping the first of its largest, then a tree reduction
+// in workgroup memory keeps, of two candidates, the larger, or the earlier of equal ones: the
+// order of the comparisons differs from a scan's, the answer does not (for logits without NaN).
+//
+// Bindings (group 0):
+//   0 dims: Dims  uniform   V
+//   1 logits      storage, read        (MAX_VERIFY, V), the first grid.x rows read
+//   2 chosen      storage, read_write  (MAX_VERIFY,) u32: each row's index
+// Workgroup: 256 threads striding one row.  Grid: (rows, 1, 1).
+
+struct Dims {
+    V: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> dims: Dims;
+@group(0) @binding(1) var<storage, read> logits: array<f32>;
+@group(0) @binding(2) var<storage, read_write> chosen: array<u32>;
+
+const THREADS: u32 = 256u;
+const NONE: u32 = 0xffffffffu; // a thread's index before it has seen a value
+var<workgroup> best_value: array<f32, THREADS>;
+var<workgroup> best_index: array<u32, THREADS>;
+
+// Whether (v, i) goes before (w, j): a larger value, or an equal one at an earlier index.
+fn before(v: f32, i: u32, w: f32, j: u32) -> bool {
+    return v > w || (v == w && i < j);
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let V = dims.V;
+    let row = wid.x * V;
+    var v = bitcast<f32>(0xff800000u); // -inf: any value, even -inf, at a real index beats it
+    var i = NONE;
+    for (var c = lid.x; c < V; c = c + THREADS) {
+        let x = logits[row + c];
+        if (before(x, c, v, i)) {
+            v = x;
+            i = c;
+        }
+    }
+    best_value[lid.x] = v;
+    best_index[lid.x] = i;
+    workgroupBarrier();
+    for (var stride = THREADS / 2u; stride > 0u; stride = stride / 2u) {
+        if (lid.x < stride) {
+            let w = best_value[lid.x + stride];
+            let j = best_index[lid.x + stride];
+            if (before(w, j, best_value[lid.x], best_index[lid.x])) {
+                best_value[lid.x] = w;
+                best_index[lid.x] = j;
+            }
+        }
+        workgroupBarrier();
+    }
+    if (lid.x == 0u) {
+        chosen[wid.x] = best_index[0];
+    }
+}
