@@ -28,8 +28,12 @@ const NONE: u32 = 0xffffffffu; // a thread's index before it has seen a value
 var<workgroup> best_value: array<f32, THREADS>;
 var<workgroup> best_index: array<u32, THREADS>;
 
-// Whether (v, i) goes before (w, j): a larger value, or an equal one at an earlier index.
+// Whether (v, i) goes before (w, j): a larger value, or an equal one at an earlier index; a
+// candidate that is none (a thread past the row's end) goes after every value, even -inf.
 fn before(v: f32, i: u32, w: f32, j: u32) -> bool {
+    if (j == NONE || i == NONE) {
+        return j == NONE && i != NONE;
+    }
     return v > w || (v == w && i < j);
 }
 
@@ -37,7 +41,7 @@ fn before(v: f32, i: u32, w: f32, j: u32) -> bool {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let V = dims.V;
     let row = wid.x * V;
-    var v = bitcast<f32>(0xff800000u); // -inf: any value, even -inf, at a real index beats it
+    var v = 0.0; // (no -inf literal: Chromium's compiler refuses a constant that is not finite)
     var i = NONE;
     for (var c = lid.x; c < V; c = c + THREADS) {
         let x = logits[row + c];
