@@ -413,3 +413,49 @@ fn a_batch_on_the_gpu_gives_each_sequence_the_tokens_it_gets_alone() {
         "a batch on the GPU differs from each sequence alone"
     );
 }
+
+/// What a generation and the model say of the GPU: `metrics.gpu` counts one submission per pass,
+/// 4 bytes read back per greedy pass and the logits and final hidden row per sampled one; the
+/// model's memory is its weights' f32 bytes and each KV cache slot it has room for.
+#[test]
+fn a_generation_reports_its_gpu_work_and_the_model_its_memory() {
+    let Some(mut model) = gpu_model(TINY) else {
+        return;
+    };
+    let c = model.config.clone();
+    let (weights, kv) = model.backend().memory();
+    assert_eq!(
+        weights,
+        4 * c.n_params() as u64,
+        "every tensor once, in f32"
+    );
+    let slot = (2 * c.n_layer * c.n_positions * c.n_embd * 4) as u64; // keys and values
+    assert_eq!(kv, slot);
+    block_on(model.kv_slots(3)).unwrap();
+    assert_eq!(
+        model.backend().memory().1,
+        4 * slot,
+        "room for 3 slots is room for 4"
+    );
+    let greedy = GenerateParams {
+        max_tokens: 6,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let r = common::generate(&mut model, "ab", greedy.clone(), &mut |_| {}, &|| false).unwrap();
+    let gpu = r.metrics.gpu.expect("metrics.gpu on the GPU");
+    assert_eq!((gpu.passes, gpu.submissions), (6, 6));
+    assert_eq!(gpu.readback_bytes, 4 * 6);
+    let sampled = GenerateParams {
+        temperature: 0.8,
+        seed: 1,
+        ..greedy.clone()
+    };
+    let r = common::generate(&mut model, "ab", sampled, &mut |_| {}, &|| false).unwrap();
+    let gpu = r.metrics.gpu.unwrap();
+    assert_eq!(gpu.passes, 6);
+    assert_eq!(gpu.readback_bytes, (c.vocab_size + c.n_embd) * 4 * 6);
+    let mut cpu = common::load(TINY);
+    let r = common::generate(&mut cpu, "ab", greedy, &mut |_| {}, &|| false).unwrap();
+    assert!(r.metrics.gpu.is_none(), "no GPU, no counters");
+}

@@ -125,7 +125,7 @@ async function oursLoad({ dtype, threads, prompt, build, tokens, backend = 'cpu'
     });
     const total = performance.now() - start;
     const ttft = first - start;
-    return { ttftMs: ttft, tpotMs: (total - ttft) / (count - 1), totalMs: total, newTokens: count, ids: r.tokens };
+    return { ttftMs: ttft, tpotMs: (total - ttft) / (count - 1), totalMs: total, newTokens: count, ids: r.tokens, gpu: r.metrics.gpu };
   };
   const first = await one(tokens); // the first generation after load, as a student's first Generate
   window.bench = { model, one, prompt };
@@ -324,6 +324,7 @@ async function benchEngine(engine) {
       if (o.outside.length) throw new Error(`${c.engine} asked for ${o.outside.join(', ')}: the benchmark must be offline`);
       if (load.promptTokens !== 64) throw new Error(`${c.engine}: the prompt is ${load.promptTokens} tokens, not 64`);
       if (runs.some((x) => x.newTokens !== TOKENS)) throw new Error(`${c.engine}: a run did not give ${TOKENS} tokens`);
+      if (c.backend === 'webgpu' && !runs.at(-1).gpu) throw new Error(`${c.engine}: the result has no metrics.gpu`);
       const row = {
         ...c,
         browser: engine.name,
@@ -337,6 +338,7 @@ async function benchEngine(engine) {
         tpotMs: median(runs.map((x) => x.tpotMs)),
         totalMs: median(runs.map((x) => x.totalMs)),
         ids: runs.at(-1).ids,
+        gpu: runs.at(-1).gpu, // what its passes asked of the GPU (WebGPU)
         profile: o.profile,
         readGBs: o.readGBs,
       };
@@ -369,6 +371,11 @@ async function ownBuild(engine) {
     await page.close();
   }
 }
+
+/** metrics.gpu per pass, in words: what one step asked of the GPU besides its kernels' work. */
+const perPass = ({ passes, submissions, dispatches, readbackBytes }) =>
+  `${(submissions / passes).toFixed(1)} submission(s), ${(dispatches / passes).toFixed(1)} dispatches and ` +
+  `${(readbackBytes / passes).toFixed(0)} bytes read back (averaged over its ${passes} passes, the prompt's among them)`;
 
 // The table: every row against each peer's best figure in the same browser and thread count.
 const best = (r, key, peer = 'transformers.js') => {
@@ -411,7 +418,8 @@ for (const g of rows.filter((r) => r.engine === 'gpt2-web WebGPU')) {
   const cpu = ours.find((r) => r.browser === g.browser && r.dtype === 'q8' && r.threadsUsed === 1 && !r.forced);
   lines.push('', g.failed ? `WebGPU in ${g.browser}: does not run: ${g.failed}`
     : `WebGPU in ${g.browser} ÷ its CPU (q8, 1 thread): TTFT ${fmt(g.ttftMs / cpu.ttftMs, 2)}×, ms/token ${fmt(g.tpotMs / cpu.tpotMs, 2)}× ` +
-      `(${fmt(g.tpotMs, 1)} vs ${fmt(cpu.tpotMs, 1)} ms/token; the target is ≤ 0.5×, twice as fast)`);
+      `(${fmt(g.tpotMs, 1)} vs ${fmt(cpu.tpotMs, 1)} ms/token; the target is ≤ 0.5×, twice as fast); ` +
+      `a step asked of the GPU ${perPass(g.gpu)}`);
 }
 lines.push('', 'First generation after load ÷ the later ones (TTFT / ms per token), gpt2-web:');
 for (const r of ours) {

@@ -237,6 +237,18 @@ impl Backend {
         }
     }
 
+    /// Bytes this model holds for its weights and for its KV caches: allocated in (wasm) memory on
+    /// the CPU, in buffers on the GPU's device; in the dtype it runs.
+    pub fn memory(&self) -> (u64, u64) {
+        match self {
+            Backend::Cpu(b) => {
+                let (w, kv) = b.allocated_bytes();
+                (w as u64, kv as u64)
+            }
+            Backend::WebGpu(b) => b.memory(),
+        }
+    }
+
     /// What every GPU pass since load asked of the device: submissions, dispatches and bytes read
     /// back (`None` on the CPU). The difference over a run, per step, is what a step costs.
     pub fn gpu_totals(&self) -> Option<gpu::GpuCounters> {

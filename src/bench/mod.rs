@@ -38,6 +38,10 @@ pub struct BenchReport {
     #[serde(flatten)]
     pub gpu: Option<StepCounters>,
     pub n_params: usize,
+    /// Bytes the model holds for its weights and for its KV caches, in the dtype it runs (in
+    /// memory on the CPU, in the device's buffers on the GPU).
+    pub weights_bytes: u64,
+    pub kv_cache_bytes: u64,
     pub weight_bytes_per_token: f64,
     pub read_gb_per_s: f64,
     pub bound_ms_per_token: f64,
@@ -184,6 +188,8 @@ pub fn run(
         adapter: model.backend().gpu_adapter().map(str::to_string),
         gpu,
         n_params: model.config.n_params(),
+        weights_bytes: model.backend().memory().0,
+        kv_cache_bytes: model.backend().memory().1,
         weight_bytes_per_token: bytes,
         read_gb_per_s: bw / 1e9,
         bound_ms_per_token: bound_ms,
@@ -205,6 +211,7 @@ impl BenchReport {
     pub fn table(&self) -> String {
         let mut s = format!(
             "backend {} ({} weights{}) | {:.1}M parameters | {:.1} MB of weights read per token\n\
+             memory: weights {:.1} MB, KV cache {:.1} MB\n\
              prompt: {} tokens; greedy, forced length; median of runs\n\n\
              {:>6} {:>12} {:>10} {:>10}\n",
             self.backend,
@@ -214,6 +221,8 @@ impl BenchReport {
                 .map_or(String::new(), |k| format!(", kernel {k}")),
             self.n_params as f64 / 1e6,
             self.weight_bytes_per_token / 1e6,
+            self.weights_bytes as f64 / 1e6,
+            self.kv_cache_bytes as f64 / 1e6,
             self.prompt_tokens,
             "tokens",
             "total ms",

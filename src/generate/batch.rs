@@ -221,13 +221,14 @@ impl Batch {
             self.epoch = model.epoch;
         }
         self.widest = self.widest.max(pass.len());
+        let gpu = model.backend().gpu_last_pass();
         for (i, &(slot, _)) in pass.iter().enumerate() {
             if let Some(g) = self.members[slot].as_mut() {
                 let row = match argmax {
                     true => Row::Chosen(self.chosen[i]),
                     false => Row::Logits(&self.logits[i * v..(i + 1) * v]),
                 };
-                g.batch_output(row, started, pass.len());
+                g.batch_output(row, started, pass.len(), gpu);
             }
         }
         Ok(())

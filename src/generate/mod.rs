@@ -13,6 +13,7 @@
 //! `max_tokens`, the context limit, or cancellation. The text of the events always concatenates
 //! to the result's text, and every delta is valid UTF-8.
 
+use crate::backend::gpu::GpuCounters;
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::platform::now_ms;
@@ -189,6 +190,11 @@ pub struct Metrics {
     /// Prompt tokens whose keys and values an earlier generation had computed (prefix caching):
     /// reused, not run. `prefill_tokens_per_sec` counts the others.
     pub cached_prompt_tokens: usize,
+    /// On the GPU, what the forward passes of the plain loop that gave this generation its tokens
+    /// asked of it, summed (a pass a batch shared counts whole for each of its sequences): per
+    /// pass, the submissions, dispatches and bytes read back of a step. Absent on the CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuCounters>,
 }
 
 /// The outcome of a generation: `{ text, tokens, stopReason, metrics }` in JSON.
@@ -246,6 +252,8 @@ pub struct Generation {
     forwards: usize,
     /// The most sequences a forward pass of this one carried.
     batch_size: usize,
+    /// On the GPU, what the passes this generation's tokens came from asked of it.
+    gpu: Option<GpuCounters>,
 }
 
 impl Generation {
@@ -303,6 +311,7 @@ impl Generation {
             pending: VecDeque::new(),
             forwards: 0,
             batch_size: 1,
+            gpu: None,
             params,
         })
     }
@@ -384,8 +393,18 @@ impl Generation {
     /// For a batch: the logits of the step `batch_input` asked for, sampled (or the token
     /// chosen from them already); `next` hands the token out. `started`: when the step began
     /// (`now_ms`), for the prefill time; `shared`: the sequences of that forward pass.
-    pub(crate) fn batch_output(&mut self, row: plain::Row<'_>, started: f64, shared: usize) {
+    /// `gpu`: what that pass asked of the GPU, when it ran there.
+    pub(crate) fn batch_output(
+        &mut self,
+        row: plain::Row<'_>,
+        started: f64,
+        shared: usize,
+        gpu: Option<GpuCounters>,
+    ) {
         self.batch_size = self.batch_size.max(shared);
+        if let Some(c) = gpu {
+            *self.gpu.get_or_insert_with(Default::default) += c;
+        }
         if let Strategy::Plain(p) = &mut self.strategy {
             let (sampler, n_top) = (&mut self.sampler, self.params.top_logprobs);
             let token = p.sample(row, sampler, &self.t.ids, n_top);

@@ -22,6 +22,7 @@ impl Generation {
             stop_reason: t.done.unwrap_or(StopReason::Abort),
             metrics: Metrics {
                 batch_size: self.batch_size,
+                gpu: self.gpu,
                 ..t.metrics(self.forwards, (drafted, accepted), cached)
             },
             beams: match &self.strategy {

@@ -198,6 +198,7 @@ impl Transcript {
             accepted_draft_tokens: accepted,
             batch_size: 1,
             cached_prompt_tokens: cached,
+            gpu: None,
         }
     }
 }

@@ -265,24 +265,27 @@ impl Scheduler {
         })
     }
 
-    /// Bytes `model` holds in wasm memory on the CPU, `{ weights, kvCache }` (allocated, as
-    /// `budget::Footprint` predicts them); `undefined` on the GPU, whose weights are on the device.
+    /// Bytes `model` holds, `{ weights, kvCache, on }`: in wasm memory on the CPU (allocated, as
+    /// `budget::Footprint` predicts them), in the device's buffers on WebGPU (`on` says which:
+    /// "cpu" or "webgpu"), in the dtype it runs.
     #[wasm_bindgen(js_name = memoryUse)]
     pub fn memory_use(&self, model: u32) -> Result<JsValue, JsValue> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct Use {
-            weights: usize,
-            kv_cache: usize,
+            weights: u64,
+            kv_cache: u64,
+            on: &'static str,
         }
-        let bytes = self.with(model, |m| match &m.backend() {
-            crate::Backend::Cpu(b) => Some(b.allocated_bytes()),
-            crate::Backend::WebGpu(_) => None,
+        let (weights, kv_cache, on) = self.with(model, |m| {
+            let (w, kv) = m.backend().memory();
+            (w, kv, m.backend().name())
         })?;
-        match bytes {
-            Some((weights, kv_cache)) => to_js(&Use { weights, kv_cache }),
-            None => Ok(JsValue::UNDEFINED),
-        }
+        to_js(&Use {
+            weights,
+            kv_cache,
+            on,
+        })
     }
 
     /// Token ids of `text` by `model`'s tokenizer.

@@ -414,6 +414,13 @@ export interface Metrics {
   batchSize: number;
   /** Prompt tokens whose keys and values an earlier generation on this model had computed (prefix caching, `prefixCache`): reused, not run; `prefillTokensPerSec` counts the others. */
   cachedPromptTokens: number;
+  /**
+   * On WebGPU: what the forward passes that gave this generation its tokens asked of the GPU,
+   * summed (a pass a batch shared counts whole for each of its generations). Divided by `passes`,
+   * a step's queue submissions (1), compute dispatches, and bytes read back: 4 per sequence when
+   * greedy, the vocabulary's logits when sampling. Absent on the CPU, and with beams or a draft.
+   */
+  gpu?: { passes: number; submissions: number; dispatches: number; readbackBytes: number };
 }
 
 export interface GenerateResult {
@@ -594,9 +601,10 @@ export declare class Gpt2 {
   /**
    * The worker's WebAssembly memory in bytes, shared by every model of the page (weights, KV
    * caches, buffers). It grows and never shrinks while the worker lives, so it is also the peak.
-   * On the CPU also this model's `weights` and `kvCache` bytes, as allocated.
+   * Also this model's `weights` and `kvCache` bytes, in the dtype it runs: allocated in that
+   * memory on the CPU, in the device's buffers on WebGPU (`on`: 'cpu' or 'webgpu').
    */
-  memory(): Promise<{ wasmBytes: number; weights?: number; kvCache?: number }>;
+  memory(): Promise<{ wasmBytes: number; weights: number; kvCache: number; on: 'cpu' | 'webgpu' }>;
 
   /** What this model was predicted to need on the CPU before it loaded (from config.json alone). */
   readonly plan: MemoryPlan;

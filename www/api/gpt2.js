@@ -495,8 +495,9 @@ export class Gpt2 {
   /**
    * Memory: `wasmBytes`, the size of the WebAssembly memory of the worker all models of this page
    * share (weights, KV caches and buffers of every loaded model; it grows and never shrinks until
-   * the last model is disposed and the worker stops, so it is also the peak), and on the CPU this
-   * model's `weights` and `kvCache` bytes.
+   * the last model is disposed and the worker stops, so it is also the peak), and this model's
+   * `weights` and `kvCache` bytes in the dtype it runs: in that memory on the CPU, in the device's
+   * buffers on WebGPU (`on`: 'cpu' or 'webgpu').
    */
   async memory() {
     if (this.#disposed) throw new Error('this model has been disposed');

@@ -150,7 +150,8 @@ async function loadModel(source, backend, dtype) {
     $('max-tokens').max = String(c.nPositions);
     const used = await model.memory();
     record.memoryUse = { plan: model.plan, ...used };
-    $('memory-info').textContent = memoryText(model.plan, model.backend === 'cpu' ? used.wasmBytes : null);
+    $('memory-info').textContent = memoryText(model.plan, model.backend === 'cpu' ? used.wasmBytes : null) +
+      (used.on === 'webgpu' ? ` On the GPU: weights ${fmtMB(used.weights)} (${model.dtype}), KV cache ${fmtMB(used.kvCache)}.` : '');
   } catch (e) {
     bar.value = 0;
     text.textContent = model ? 'The previous model is still loaded.' : 'Not loaded.';

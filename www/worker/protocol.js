@@ -26,7 +26,7 @@ export const REQUESTS = {
   tokenize: '{ id, op, model, text } → done [ids]',
   decode: '{ id, op, model, ids } → done text',
   dispose: '{ id, op, model } → done; the model\'s requests, queued or running, get error',
-  memory: '{ id, op, model } → done { wasmBytes, …the model\'s weights and KV cache on the CPU }',
+  memory: '{ id, op, model } → done { wasmBytes, weights, kvCache, on }',
 };
 
 /** worker → page: type → what the reply holds. */

@@ -39,6 +39,7 @@ impl GpuBackend {
             }
             counted += self.last_pass; // the pass's, all its submissions together
         }
+        counted.passes = 1; // one pass, in several submissions
         self.last_pass = counted;
         if argmax {
             self.chosen_host = ids;
@@ -113,6 +114,7 @@ impl GpuBackend {
         read?;
         self.read_rows = if argmax { 0 } else { rows };
         self.last_pass = GpuCounters {
+            passes: 1,
             submissions: 1,
             dispatches: n,
             readback_bytes: bytes,

@@ -104,12 +104,15 @@ impl GpuParts {
     /// The backend, once every tensor has been added.
     pub async fn finish(mut self) -> Result<GpuBackend> {
         let scopes = self.scopes.take();
-        let backend = Builder {
+        let sizes = self.uploaded.values().chain(self.wte.iter().map(|w| &w.1));
+        let weight_bytes = sizes.map(wgpu::Buffer::size).sum();
+        let mut backend = Builder {
             config: &self.config,
             ctx: self.ctx,
             kernels: self.kernels,
         }
         .build(Uploaded(self.uploaded), self.wte)?;
+        backend.weight_bytes = weight_bytes;
         if let Some(scopes) = scopes {
             scopes.close("loading the model onto the GPU").await?;
         }
@@ -227,6 +230,7 @@ impl Builder<'_> {
             chosen,
             chosen_host: Vec::new(),
             _buffers: buffers,
+            weight_bytes: 0,
             last_pass: Default::default(),
             totals: Default::default(),
             kv_inputs: KvInputs {

@@ -22,9 +22,13 @@ use crate::config::Config;
 use kernels::Kernels;
 
 /// What passes asked of the GPU: queue submissions, compute dispatches and bytes read back to
-/// the host: what a step costs besides its kernels' own work.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// the host: what a step costs besides its kernels' own work. `{ passes, submissions, dispatches,
+/// readbackBytes }` in JSON.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct GpuCounters {
+    /// Forward passes.
+    pub passes: usize,
     pub submissions: usize,
     pub dispatches: usize,
     pub readback_bytes: usize,
@@ -32,6 +36,7 @@ pub struct GpuCounters {
 
 impl std::ops::AddAssign for GpuCounters {
     fn add_assign(&mut self, o: Self) {
+        self.passes += o.passes;
         self.submissions += o.submissions;
         self.dispatches += o.dispatches;
         self.readback_bytes += o.readback_bytes;
@@ -42,6 +47,7 @@ impl std::ops::Sub for GpuCounters {
     type Output = Self;
     fn sub(self, o: Self) -> Self {
         GpuCounters {
+            passes: self.passes - o.passes,
             submissions: self.submissions - o.submissions,
             dispatches: self.dispatches - o.dispatches,
             readback_bytes: self.readback_bytes - o.readback_bytes,
@@ -115,6 +121,8 @@ pub struct GpuBackend {
     chosen: wgpu::Buffer,  // (MAX_VERIFY,) u32: each row's argmax
     chosen_host: Vec<u32>, // the argmaxes of the last pass, when it asked for them
     _buffers: Vec<wgpu::Buffer>, // wpe, activations, uniforms: kept for the bind groups
+    /// Bytes of the weights' buffers on the device.
+    weight_bytes: u64,
     last_pass: GpuCounters,
     totals: GpuCounters,
     kv_inputs: KvInputs,
@@ -155,6 +163,13 @@ impl GpuBackend {
     /// How many buffers wte is split over (1 when it fits one storage binding).
     pub fn wte_chunks(&self) -> usize {
         self.wte.len()
+    }
+
+    /// Bytes on the device for the weights (their buffers, in the dtype they hold) and for the
+    /// KV caches (every slot they have room for).
+    pub fn memory(&self) -> (u64, u64) {
+        let kv = 2 * self.blocks.len() as u64 * self.capacity as u64 * self.slot_bytes();
+        (self.weight_bytes, kv)
     }
 
     /// Compute dispatches the last pass recorded, all its submissions together.

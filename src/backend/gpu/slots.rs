@@ -90,7 +90,7 @@ impl GpuBackend {
     }
 
     /// Bytes of one slot in one block's keys (or values): n_ctx × C floats.
-    fn slot_bytes(&self) -> u64 {
+    pub(super) fn slot_bytes(&self) -> u64 {
         self.config.n_positions as u64 * self.config.n_embd as u64 * 4
     }
 
