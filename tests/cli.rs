@@ -518,3 +518,108 @@ fn the_docs_synopsis_names_only_flags_the_cli_has() {
     }
     assert!(checked >= 25, "only {checked} flags in the synopsis");
 }
+
+/// `gpt2 args…` with `stdin` piped in and `env` set.
+fn gpt2_with(args: &[&str], stdin: &str, env: &[(&str, &std::path::Path)]) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpt2"))
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run gpt2");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// llama.cpp's habits: the prompt from stdin (`-p -`, or piped in with no prompt flag), its short
+/// flags (`-m`, `-p`, `-n`, `-s`, `-t`), and a model named as the local Hugging Face cache holds it
+/// (never downloaded; a name it lacks is a sentence saying where it looked).
+#[test]
+fn the_prompt_from_stdin_short_flags_and_the_hugging_face_cache() {
+    let tokens = |o: &Output| stdout_json_lines(o).last().unwrap()["tokens"].clone();
+    let sampled = ["--temperature", "0.8", "--json"];
+    let long = [
+        &[
+            "generate",
+            "--model",
+            TINY,
+            "--prompt",
+            "ab",
+            "--max-tokens",
+            "5",
+        ][..],
+        &["--seed", "3"],
+        &sampled,
+    ];
+    let want = tokens(&gpt2(&long.concat()));
+    assert_eq!(want.as_array().unwrap().len(), 5);
+    let short = [
+        &[
+            "generate", "-m", TINY, "-p", "ab", "-n", "5", "-s", "3", "-t", "1",
+        ][..],
+        &sampled,
+    ];
+    assert_eq!(tokens(&gpt2(&short.concat())), want, "short flags");
+    let dash = [
+        &["generate", "-m", TINY, "-p", "-", "-n", "5", "-s", "3"][..],
+        &sampled,
+    ];
+    assert_eq!(tokens(&gpt2_with(&dash.concat(), "ab", &[])), want, "-p -");
+    let piped = [
+        &["generate", "-m", TINY, "-n", "5", "-s", "3"][..],
+        &sampled,
+    ];
+    assert_eq!(
+        tokens(&gpt2_with(&piped.concat(), "ab", &[])),
+        want,
+        "piped"
+    );
+    let o = gpt2_with(&["generate", "-m", TINY, "-n", "5"], "", &[]);
+    assert_eq!(o.status.code(), Some(2), "an empty stdin is no prompt");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no prompt"));
+
+    // The cache as huggingface-cli leaves it: refs/main names the snapshot's folder.
+    let hub = std::env::temp_dir().join(format!("gpt2-web-hub-{}", std::process::id()));
+    let snapshot = hub.join("models--course--tiny/snapshots/abc123");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(hub.join("models--course--tiny/refs")).unwrap();
+    std::fs::write(hub.join("models--course--tiny/refs/main"), "abc123\n").unwrap();
+    for f in std::fs::read_dir(root().join(TINY)).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, snapshot.join(f.file_name().unwrap())).unwrap();
+    }
+    let env = [("HF_HUB_CACHE", hub.as_path())];
+    let cached = [
+        &[
+            "generate",
+            "-m",
+            "course/tiny",
+            "-p",
+            "ab",
+            "-n",
+            "5",
+            "-s",
+            "3",
+        ][..],
+        &sampled,
+    ];
+    let o = gpt2_with(&cached.concat(), "", &env);
+    assert_eq!(tokens(&o), want, "the model from the cache");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("from the Hugging Face cache"));
+    let o = gpt2_with(&["generate", "-m", "course/absent", "-p", "ab"], "", &env);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no snapshot of \"course/absent\""), "{err}");
+    assert!(err.contains("models--course--absent/refs/main"), "{err}");
+    std::fs::remove_dir_all(&hub).unwrap();
+}

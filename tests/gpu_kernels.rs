@@ -559,25 +559,33 @@ fn argmax_takes_the_first_of_the_largest_in_each_row() {
         .collect();
     coarse[v - 1] = 1.5;
     rows.push(coarse);
-    let dims = k::ArgmaxDims {
-        v: v as u32,
-        _pad: [0; 3],
+    let argmax = |rows: &[Vec<f32>]| -> Vec<u32> {
+        let dims = k::ArgmaxDims {
+            v: rows[0].len() as u32,
+            _pad: [0; 3],
+        };
+        let dims = g.ctx.uniform("dims", &dims);
+        let logits = g.ctx.upload("logits", &rows.concat());
+        let chosen = g.ctx.upload("chosen", &vec![u32::MAX; rows.len() + 1]);
+        let grid = k::argmax_grid(rows.len());
+        g.run(Kernel::Argmax, &[&dims, &logits, &chosen], grid);
+        let got: Vec<u32> = g.read(&chosen).iter().map(|x| x.to_bits()).collect();
+        assert_eq!(
+            got[rows.len()],
+            u32::MAX,
+            "only the grid's rows are written"
+        );
+        got[..rows.len()].to_vec()
     };
-    let dims = g.ctx.uniform("dims", &dims);
-    let logits = g.ctx.upload("logits", &rows.concat());
-    let chosen = g.ctx.upload("chosen", &vec![u32::MAX; rows.len() + 1]);
-    g.run(
-        Kernel::Argmax,
-        &[&dims, &logits, &chosen],
-        k::argmax_grid(rows.len()),
-    );
-    let got: Vec<u32> = g.read(&chosen).iter().map(|x| x.to_bits()).collect();
     let want: Vec<u32> = rows.iter().map(|r| gpt2_web::sampling::argmax(r)).collect();
     assert_eq!(want[1..], [3, 0, 0, 999], "the rows test what they should");
-    assert_eq!(got[..rows.len()], want[..]);
-    assert_eq!(
-        got[rows.len()],
-        u32::MAX,
-        "only the grid's rows are written"
-    );
+    assert_eq!(argmax(&rows), want);
+    // Rows shorter than the workgroup: threads past the end hold no index and lose to every value.
+    let short: Vec<Vec<f32>> = rows.iter().map(|r| r[..100].to_vec()).collect();
+    let want: Vec<u32> = short
+        .iter()
+        .map(|r| gpt2_web::sampling::argmax(r))
+        .collect();
+    assert_eq!(want[1..4], [3, 0, 0]);
+    assert_eq!(argmax(&short), want);
 }

@@ -13,6 +13,8 @@ use std::process::ExitCode;
 
 #[path = "gpt2/bench.rs"]
 mod bench;
+#[path = "gpt2/hub.rs"]
+mod hub;
 #[path = "gpt2/options.rs"]
 mod options;
 use bench::BenchCmd;
@@ -67,8 +69,9 @@ enum DtypeArg {
 #[derive(Args, Clone)]
 struct ModelArgs {
     /// A folder with config.json, model.safetensors and tokenizer.json, or a GGUF file (which
-    /// holds its config and tokenizer)
-    #[arg(long, value_name = "PATH")]
+    /// holds its config and tokenizer), or the name of a model in the local Hugging Face cache
+    /// (`gpt2`, `openai-community/gpt2`; never downloaded)
+    #[arg(short = 'm', long, value_name = "PATH")]
     model: PathBuf,
     #[arg(long, value_enum, default_value = "auto")]
     backend: BackendArg,
@@ -79,6 +82,9 @@ struct ModelArgs {
     /// avx-vnni, avx512-vnni, portable); the same integer sums in each, for timing them
     #[arg(long, default_value = "auto", value_name = "NAME")]
     kernel: String,
+    /// Threads for the CPU's matrix products (a build with the `threads` feature; else 1)
+    #[arg(short = 't', long, value_name = "N")]
+    threads: Option<usize>,
 }
 
 impl ModelArgs {
@@ -89,21 +95,68 @@ impl ModelArgs {
             BackendArg::Webgpu => BackendChoice::WebGpu,
         };
         gpt2_web::backend::cpu::q8::set_kernel(&self.kernel)?;
+        set_threads(self.threads)?;
+        let path = model_path(&self.model)?;
         let (dtype, f16) = match self.dtype {
             DtypeArg::Q8 => (CpuDtype::Q8, false),
             DtypeArg::F32 => (CpuDtype::F32, false),
             DtypeArg::F16 => (CpuDtype::Q8, true),
         };
-        Ok(Model::load_dir_with(&self.model, backend, dtype, f16)?)
+        Ok(Model::load_dir_with(&path, backend, dtype, f16)?)
     }
 }
 
-/// A text given inline or as a file.
+/// `--model` as given, or the snapshot in the Hugging Face cache it names (said on stderr).
+fn model_path(given: &Path) -> CliResult<PathBuf> {
+    let path = hub::resolve(given).map_err(|why| Fail(1, format!("--model {why}")))?;
+    if path != given {
+        eprintln!(
+            "[--model {}: from the Hugging Face cache, {}]",
+            given.display(),
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// `--threads N`: the matrix products' thread pool, made once per process (a draft model's
+/// load, which carries the same flags, finds it made).
+fn set_threads(n: Option<usize>) -> CliResult<()> {
+    static MADE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    if MADE.get().is_some() {
+        return Ok(());
+    }
+    let made = make_threads(n);
+    if made.is_ok() {
+        let _ = MADE.set(());
+    }
+    made
+}
+
+fn make_threads(n: Option<usize>) -> CliResult<()> {
+    match n {
+        None => Ok(()),
+        Some(0) => Err(usage("--threads 0: give at least 1")),
+        #[cfg(feature = "threads")]
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .map_err(|e| Fail(1, format!("--threads {n}: {e}"))),
+        #[cfg(not(feature = "threads"))]
+        Some(1) => Ok(()),
+        #[cfg(not(feature = "threads"))]
+        Some(n) => Err(usage(format!(
+            "--threads {n}: this gpt2 was built for one thread (cargo build --release --features threads runs the products on several)"
+        ))),
+    }
+}
+
+/// A text given inline, as a file, or on stdin.
 #[derive(Args)]
-#[group(required = true, multiple = false)]
+#[group(required = false, multiple = false)]
 struct PromptArg {
-    /// The prompt
-    #[arg(long, value_name = "TEXT")]
+    /// The prompt; `-` reads it from stdin, as does a prompt piped in with neither flag
+    #[arg(short = 'p', long, value_name = "TEXT")]
     prompt: Option<String>,
     /// The prompt, from a UTF-8 file
     #[arg(long, value_name = "PATH")]
@@ -112,11 +165,29 @@ struct PromptArg {
 
 impl PromptArg {
     fn text(&self) -> CliResult<String> {
-        text_of(
-            self.prompt.as_ref(),
-            self.prompt_file.as_deref(),
-            "--prompt-file",
-        )
+        use std::io::{IsTerminal, Read};
+        let none = || {
+            usage("no prompt: give --prompt TEXT (- for stdin), --prompt-file PATH, or pipe one in")
+        };
+        // What stdin holds, without the one line end `echo` adds; nothing is no prompt.
+        let piped = || -> CliResult<String> {
+            let mut text = String::new();
+            (std::io::stdin().read_to_string(&mut text))
+                .map_err(|e| usage(format!("the prompt on stdin: {e}")))?;
+            let text = (text.strip_suffix('\n'))
+                .map(|t| t.strip_suffix('\r').unwrap_or(t))
+                .unwrap_or(&text);
+            match text.is_empty() {
+                true => Err(none()),
+                false => Ok(text.to_string()),
+            }
+        };
+        match (self.prompt.as_deref(), self.prompt_file.as_deref()) {
+            (Some("-"), _) => piped(),
+            (None, None) if !std::io::stdin().is_terminal() => piped(),
+            (None, None) => Err(none()),
+            (inline, file) => text_of(inline.map(String::from).as_ref(), file, "--prompt-file"),
+        }
     }
 }
 
@@ -184,8 +255,9 @@ struct LogitsCmd {
 
 #[derive(Args)]
 struct TokenizeCmd {
-    /// A folder with tokenizer.json, or a GGUF file (its tokenizer)
-    #[arg(long, value_name = "PATH")]
+    /// A folder with tokenizer.json, or a GGUF file (its tokenizer), or a model's name in the
+    /// local Hugging Face cache
+    #[arg(short = 'm', long, value_name = "PATH")]
     model: PathBuf,
     #[command(flatten)]
     text: TextArg,
@@ -366,13 +438,14 @@ impl TokenizeCmd {
             self.text.text_file.as_deref(),
             "--text-file",
         )?;
-        let tok = if gpt2_web::weights::gguf::is_gguf_file(&self.model) {
-            let file = std::fs::read(&self.model)
-                .map_err(|e| Fail(1, format!("cannot read {}: {e}", self.model.display())))?;
-            let name = self.model.file_name().unwrap_or_default().to_string_lossy();
+        let model = model_path(&self.model)?;
+        let tok = if gpt2_web::weights::gguf::is_gguf_file(&model) {
+            let file = std::fs::read(&model)
+                .map_err(|e| Fail(1, format!("cannot read {}: {e}", model.display())))?;
+            let name = model.file_name().unwrap_or_default().to_string_lossy();
             gpt2_web::weights::gguf::Gguf::parse_complete(&name, &file)?.tokenizer()?
         } else {
-            let path = self.model.join("tokenizer.json");
+            let path = model.join("tokenizer.json");
             let bytes = std::fs::read(&path)
                 .map_err(|e| Fail(1, format!("cannot read {}: {e}", path.display())))?;
             gpt2_web::Tokenizer::from_bytes(&bytes)?

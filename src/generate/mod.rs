@@ -191,8 +191,9 @@ pub struct Metrics {
     /// reused, not run. `prefill_tokens_per_sec` counts the others.
     pub cached_prompt_tokens: usize,
     /// On the GPU, what the forward passes of the plain loop that gave this generation its tokens
-    /// asked of it, summed (a pass a batch shared counts whole for each of its sequences): per
-    /// pass, the submissions, dispatches and bytes read back of a step. Absent on the CPU.
+    /// asked of it, summed (a pass a batch shared counts whole for each of its sequences; after a
+    /// fall-back to the CPU, those that ran on the GPU): per pass, the submissions, dispatches and
+    /// bytes read back of a step. Absent on the CPU.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuCounters>,
 }

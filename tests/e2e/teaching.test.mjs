@@ -155,11 +155,26 @@ test('completions.create gives OpenAI-shaped results and chunks that match gener
       const lpStopped = await m.completions.create({ prompt, max_tokens: 40, temperature: 0, stop: want.text.slice(5, 8), logprobs: 0 });
       const lpThree = await m.completions.create({ prompt, max_tokens: 12, temperature: 0.9, top_p: 0.9, seed: 5, n: 3, logprobs: 2 });
       const refused = await Promise.all([101, -1, 2.5].map((v) => m.completions.create({ prompt, logprobs: v }).then(() => 'resolved', (e) => `${e.code}: ${e.message}`)));
+      // The extensions llama.cpp's server and vLLM take: generate's options of those names.
+      const ext = { temperature: 0.9, seed: 5 };
+      const extended = (await m.completions.create({ prompt, max_tokens: 12, ...ext, top_k: 5, min_p: 0.05, repetition_penalty: 1.3, ignore_eos: true })).choices[0];
+      const extGen = await m.generate(prompt, { maxTokens: 12, ...ext, topK: 5, minP: 0.05, repetitionPenalty: 1.3, ignoreEos: true });
+      const plainGen = await m.generate(prompt, { maxTokens: 12, ...ext });
+      const offK = (await m.completions.create({ prompt, max_tokens: 12, ...ext, top_k: -1 })).choices[0].text; // vLLM's off
+      const extRefused = await Promise.all([{ top_k: -2 }, { min_p: 2 }, { repetition_penalty: 0 }, { ignore_eos: 'yes' }]
+        .map((b) => m.completions.create({ prompt, ...b }).then(() => 'resolved', (e) => `${e.code}: ${e.message}`)));
       return {
+        extended, extGen, plainGen, extRefused, offK,
         want, one, chunks, seeded, gen: gen.text, three, singles, stopped, after, errors, abortName, stopText: want.text.slice(5, 8),
         ref, probs, lp, lpChunks, lpStopped, lpThree, refused, drafted,
       };
     }, PROMPT);
+    assert.equal(r.extended.text, r.extGen.text, 'the extensions are generate\'s options');
+    assert.notEqual(r.extGen.text, r.plainGen.text, 'and they change the text');
+    assert.deepEqual(r.extRefused.map((e) => e.split(':')[0]), ['param', 'param', 'param', 'param']);
+    assert.match(r.extRefused[0], /^param: top_k -2 is not /);
+    assert.equal(r.offK, r.plainGen.text, 'top_k -1 is vLLM\'s off');
+    assert.match(r.extRefused[3], /ignore_eos must be true or false/);
     assert.equal(r.one.object, 'text_completion');
     assert.equal(r.one.choices.length, 1);
     assert.equal(r.one.choices[0].text, r.want.text);

@@ -59,8 +59,9 @@ async function loadAndGenerate(page, backend, maxTokens) {
     const model = await Gpt2.load({ model: folder, backend, dtype: 'f32' });
     const loaded = { backend: model.backend, adapter: model.adapter, gpuUnavailable: model.gpuUnavailable };
     const result = maxTokens > 0 ? await model.generate(prompt, { maxTokens, temperature: 0 }) : null;
+    const memory = await model.memory();
     model.dispose();
-    return { ...loaded, result };
+    return { ...loaded, result, memory };
   }, { folder: `/${MODEL_URL}`, backend, prompt: PROMPT, maxTokens });
 }
 
@@ -74,6 +75,13 @@ test('backend webgpu on SwiftShader: model.backend is webgpu and greedy text equ
     assert.deepEqual(got.result.tokens, native.tokens, 'greedy tokens on WebGPU differ from the CPU');
     assert.equal(got.result.text, native.text);
     assert.equal(got.result.stopReason, native.stopReason);
+    // What the GPU was asked: one submission per pass, and greedy's chosen ids alone read back.
+    const gpu = got.result.metrics.gpu;
+    assert.equal(gpu.passes, got.result.metrics.targetForwards, JSON.stringify(gpu));
+    assert.equal(gpu.submissions, gpu.passes);
+    assert.equal(gpu.readbackBytes, 4 * gpu.passes);
+    assert.equal(got.memory.on, 'webgpu');
+    assert.ok(got.memory.weights > 4e6 && got.memory.kvCache > 0, JSON.stringify(got.memory));
 
     // 'auto' takes no software adapter: the CPU backend is faster than SwiftShader.
     const auto = await loadAndGenerate(page, 'auto', 0);

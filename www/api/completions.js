@@ -12,6 +12,8 @@
 // stream_options.include_usage) one with the usage and no choices, as OpenAI sends them.
 // `logprobs: k` gives each choice OpenAI's legacy logprobs object (logprobsOf, below). `draft`
 // ('prompt-lookup' or 'mtp') is gpt2-web's own: speculative decoding, the same text in fewer steps.
+// `top_k`, `min_p`, `repetition_penalty` and `ignore_eos` are the extensions llama.cpp's server and
+// vLLM accept beyond OpenAI's fields (EXTENSIONS), each the engine's option of that name.
 // The numbers' ranges are the engine's (RANGES, generated from its options table), narrowed where
 // OpenAI's are narrower; gpt2.js passes the model in.
 
@@ -26,7 +28,12 @@ const UNSUPPORTED = {
 };
 /** Parameters taken and not needed (the model is the loaded one; `user` is for the provider's logs). */
 const IGNORED = ['model', 'user'];
-const KNOWN = ['prompt', 'max_tokens', 'temperature', 'top_p', 'stop', 'seed', 'n', 'stream', 'stream_options', 'logprobs', 'draft'];
+/**
+ * The fields llama.cpp's server and vLLM take beyond OpenAI's, as the engine's options they are:
+ * numbers in the engine's range (RANGES) or, for `ignore_eos`, true or false.
+ */
+const EXTENSIONS = { top_k: 'topK', min_p: 'minP', repetition_penalty: 'repetitionPenalty', ignore_eos: 'ignoreEos' };
+const KNOWN = ['prompt', 'max_tokens', 'temperature', 'top_p', 'stop', 'seed', 'n', 'stream', 'stream_options', 'logprobs', 'draft', ...Object.keys(EXTENSIONS)];
 /** gpt2-web's own parameter: speculative decoding's drafter, by name (the same text, fewer model steps). */
 const DRAFTS = ['none', 'prompt-lookup', 'mtp'];
 
@@ -39,6 +46,7 @@ const fail = (message) => Object.assign(new Error(message), { code: 'param' });
 const RANGE_OF = {
   max_tokens: RANGES.maxTokens, temperature: { ...RANGES.temperature, max: 2 }, top_p: RANGES.topP,
   seed: RANGES.seed, n: RANGES.n, logprobs: RANGES.topLogprobs,
+  top_k: RANGES.topK, min_p: RANGES.minP, repetition_penalty: RANGES.repetitionPenalty,
 };
 
 /** Refuses `value` of parameter `name` outside its range (RANGE_OF), with a sentence saying the range. */
@@ -111,6 +119,16 @@ function options(body) {
   if (n !== 1) opts.n = n; // choice i samples with seed + i
   if (logprobs !== null) opts.topLogprobs = Math.max(logprobs, 1); // the events carry `prob` only with candidates
   if (draft !== 'none') opts.draft = draft; // the engine refuses it with n > 1, and 'mtp' without heads
+  for (const [key, option] of Object.entries(EXTENSIONS)) {
+    const value = body[key];
+    if (value === undefined || value === null) continue;
+    if (key === 'ignore_eos') {
+      if (typeof value !== 'boolean') throw fail('ignore_eos must be true or false');
+    } else if (!(key === 'top_k' && value === -1)) { // vLLM's top_k: -1, off: the engine's 0
+      checkRange(key, value);
+    }
+    opts[option] = key === 'top_k' && value === -1 ? 0 : value;
+  }
   return { prompt: text, opts, stream, usage, logprobs };
 }
 

@@ -416,7 +416,8 @@ export interface Metrics {
   cachedPromptTokens: number;
   /**
    * On WebGPU: what the forward passes that gave this generation its tokens asked of the GPU,
-   * summed (a pass a batch shared counts whole for each of its generations). Divided by `passes`,
+   * summed (a pass a batch shared counts whole for each of its generations; after a fall-back to
+   * the CPU, the passes that ran on the GPU before it). Divided by `passes`,
    * a step's queue submissions (1), compute dispatches, and bytes read back: 4 per sequence when
    * greedy, the vocabulary's logits when sampling. Absent on the CPU, and with beams or a draft.
    */
@@ -592,9 +593,11 @@ export declare class Gpt2 {
    * OpenAI's (legacy) completions API on this model, so code written for an OpenAI-compatible
    * endpoint runs unchanged here. Differences: GPT-2 completes text, so there is no chat template
    * and no chat.completions; one prompt per call, `n` choices (1 to 16); `logprobs` up to 100
-   * (OpenAI: 5); best_of, echo, suffix, logit_bias and the penalties are refused unless at their
+   * (OpenAI: 5); best_of, echo, suffix, logit_bias and the presence and frequency penalties are refused unless at their
    * defaults; `model` and `user` are ignored; `seed` repeats a sampled text here, but not the text
-   * another provider samples; defaults as OpenAI's: max_tokens 16, temperature 1, top_p 1.
+   * another provider samples; llama.cpp's and vLLM's extensions `top_k`, `min_p`,
+   * `repetition_penalty` and `ignore_eos` are taken; defaults as OpenAI's: max_tokens 16,
+   * temperature 1, top_p 1.
    */
   readonly completions: Completions;
 
@@ -659,6 +662,11 @@ export interface CompletionCreateParams {
    * needs a model with heads, `Gpt2.mtpHeads`). Not with n > 1. Default 'none'.
    */
   draft?: 'prompt-lookup' | 'mtp' | 'none';
+  /** Extensions llama.cpp's server and vLLM accept too, as `generate`'s topK, minP, repetitionPenalty and ignoreEos. */
+  top_k?: number | null;
+  min_p?: number | null;
+  repetition_penalty?: number | null;
+  ignore_eos?: boolean | null;
   /** Ignored: the model is the loaded one. */
   model?: string;
   user?: string;

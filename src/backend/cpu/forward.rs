@@ -68,13 +68,13 @@ impl CpuBackend {
             Want::Last | Want::Argmax => None,
             Want::Every(k) => Some(k),
         };
+        self.chosen.clear();
         self.compute(seqs, rows_out)?;
         let v = self.config.vocab_size;
         let (rows, verify) = match want {
             Want::Last => (seqs.len(), 0),
             Want::Every(k) => (k.min(seqs[0].ids.len()), seqs[0].ids.len()),
             Want::Argmax => {
-                self.chosen.clear();
                 let last = self.logits[..seqs.len() * v].chunks_exact(v);
                 self.chosen.extend(last.map(crate::sampling::argmax));
                 (0, 0)

@@ -40,6 +40,7 @@ impl GpuBackend {
             counted += self.last_pass; // the pass's, all its submissions together
         }
         counted.passes = 1; // one pass, in several submissions
+        self.totals.passes -= seqs.len() - 1;
         self.last_pass = counted;
         if argmax {
             self.chosen_host = ids;

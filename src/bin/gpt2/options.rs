@@ -3,7 +3,8 @@
 //! so an option added there is a flag here. A value reads as JSON (`0.8`, `true`) or, when it is
 //! not JSON, as a string (`never`); the table's `set` checks it. An on-off option that is on by
 //! default is turned off by `--no-NAME`, one that is off turned on by `--NAME`. `--draft` also
-//! takes a draft model's folder (the CLI loads it).
+//! takes a draft model's folder (the CLI loads it). `-n` (`--max-tokens`) and `-s` (`--seed`) are
+//! llama.cpp's short flags; `--n` is the number of choices.
 
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
 use gpt2_web::{GenerateParams, Kind, OptionSpec, Scope, OPTIONS};
@@ -49,6 +50,9 @@ impl Args for OptionFlags {
                     let arg = arg.long(flag(o.name)).default_value(default);
                     match o.name {
                         "draft" => arg.value_name("prompt-lookup|DIR"),
+                        // llama.cpp's short flags: -n its n_predict, -s its seed.
+                        "max_tokens" => arg.short('n').allow_negative_numbers(true),
+                        "seed" => arg.short('s').allow_negative_numbers(true),
                         _ => arg.allow_negative_numbers(true),
                     }
                 }
