@@ -196,7 +196,7 @@ run_tests() {
 # bytes read back per decode token and the adapter (gpt2 bench), then the CPU's q8 on the same
 # model for the ratio.
 gpu_check() {
-  local quick=0 prebuilt="" bin models=() shape m lengths prompt t
+  local quick=0 prebuilt="" bin models=() shape m lengths prompt batches t
   [ "${1:-}" = --quick ] && quick=1
   [ "${1:-}" = --prebuilt ] && prebuilt=${2:?gpu-check --prebuilt DIR: the folder ./build.sh gpu-pack wrote}
   if [ -n "$prebuilt" ]; then
@@ -209,7 +209,7 @@ gpu_check() {
     cargo build --bin gpt2 # the test build's (dependencies optimised): the demo model needs no more
     bin="$CARGO_TARGET_DIR/debug/gpt2"
     models=(www/models/gpt2-shakespeare)
-    lengths=8,32 prompt=16
+    lengths=8,32 prompt=16 batches=1,8
   else
     cargo build --release --bin gpt2
     bin="$CARGO_TARGET_DIR/release/gpt2"
@@ -219,11 +219,13 @@ gpu_check() {
       [ -f "$m/model.safetensors" ] || python3 tools/make_random_checkpoint.py --shape "$shape" --out "$m"
       models+=("$m")
     done
-    lengths=16,128 prompt=64
+    lengths=16,128 prompt=64 batches=1,4,16
   fi
   for m in "${models[@]}"; do
     say "gpu-check: $m on WebGPU (native)"
     "$bin" bench --model "$m" --backend webgpu --lengths "$lengths" --prompt-tokens "$prompt"
+    say "gpu-check: $m on WebGPU, a batch's decode step: one submission, ≤ 8 bytes back per sequence"
+    "$bin" bench --model "$m" --backend webgpu --batch "$batches" --tokens 8 --json | python3 tools/check_gpu_step.py --model "$m"
     say "gpu-check: $m on the CPU, q8 (native), for the ratio"
     "$bin" bench --model "$m" --backend cpu --dtype q8 --lengths "$lengths" --prompt-tokens "$prompt"
   done
@@ -279,6 +281,10 @@ gpu_check_prebuilt() {
       [ -f "$m/model.safetensors" ] || step python3 tools/make_random_checkpoint.py --shape "$shape" --out "$m"
     fi
     step "$dir/gpt2" bench --model "$m" --backend webgpu --lengths 16,128 --prompt-tokens 64
+    for dtype in f32 f16; do # the batch table by dtype, with the per-step counters checked
+      step bash -c '"$1" bench --model "$2" --backend webgpu --dtype "$3" --batch 1,4,16 --tokens 32 --json |
+        python3 tools/check_gpu_step.py --model "$2"' _ "$dir/gpt2" "$m" "$dtype"
+    done
     [ "${GPT2_GPU_ONLY:-0}" = 1 ] || step "$dir/gpt2" bench --model "$m" --backend cpu --dtype q8 --lengths 16,128 --prompt-tokens 64
   done
   return "$failed"
