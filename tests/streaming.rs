@@ -191,3 +191,39 @@ fn streamed_onto_the_gpu_and_back_to_the_cpu_from_a_source() {
     assert_eq!(opened.get(), 1, "the weights were read again once");
     assert_eq!(r.tokens, case.greedy_ids);
 }
+
+/// A native load reports each tensor as it is converted (the CLI's progress bar): every tensor of
+/// the file once, the bytes taken in growing to the tensors' sum, out of the file's size.
+#[test]
+fn a_native_load_reports_each_tensor_as_it_is_converted() {
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<(String, u64, u64)>>> = Arc::default();
+    let hook = {
+        let seen = seen.clone();
+        Arc::new(move |tensor: &str, done, total| {
+            seen.lock().unwrap().push((tensor.to_string(), done, total));
+        })
+    };
+    let dir = root().join(TINY);
+    Model::load_dir_reporting(&dir, BackendChoice::Cpu, CpuDtype::F32, false, Some(hook)).unwrap();
+    let seen = seen.lock().unwrap();
+    let file = std::fs::metadata(dir.join("model.safetensors"))
+        .unwrap()
+        .len();
+    let config = gpt2_web::Config::from_json(&files(TINY).config).unwrap();
+    assert_eq!(
+        seen.len(),
+        4 + 12 * config.n_layer,
+        "wte, wpe, ln_f's two and 12 per block"
+    );
+    let names: std::collections::HashSet<_> = seen.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(names.len(), seen.len(), "each tensor once");
+    assert!(seen.iter().all(|s| s.2 == file), "out of the file's size");
+    assert!(seen.windows(2).all(|w| w[0].1 < w[1].1), "growing");
+    let last = seen.last().unwrap().1;
+    assert_eq!(
+        last,
+        4 * config.n_params() as u64,
+        "every tensor's f32 bytes"
+    );
+}

@@ -102,8 +102,33 @@ impl ModelArgs {
             DtypeArg::F32 => (CpuDtype::F32, false),
             DtypeArg::F16 => (CpuDtype::Q8, true),
         };
-        Ok(Model::load_dir_with(&path, backend, dtype, f16)?)
+        let bar = load_bar();
+        let progress: gpt2_web::model::LoadProgress = {
+            let bar = bar.clone();
+            std::sync::Arc::new(move |tensor, done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+                bar.set_message(tensor.to_string());
+            })
+        };
+        let model = Model::load_dir_reporting(&path, backend, dtype, f16, Some(progress));
+        bar.finish_and_clear();
+        Ok(model?)
     }
+}
+
+/// A bar on stderr while the weights load: the bytes taken in and the tensor being converted;
+/// drawn only when stderr is a terminal, and cleared when the load ends.
+fn load_bar() -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let style = indicatif::ProgressStyle::with_template(
+        "loading {bar:30} {bytes}/{total_bytes} {wide_msg}",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    indicatif::ProgressBar::new(0).with_style(style)
 }
 
 /// `--model` as given, or the snapshot in the Hugging Face cache it names (said on stderr).

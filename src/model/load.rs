@@ -37,7 +37,12 @@ pub struct Loader {
     gpu_unavailable: Option<String>,
     /// `Auto` put the model on a GPU: `finish` races it against the CPU (`race.rs`).
     race: bool,
+    /// Called as each tensor is taken in: its name and the bytes of its data.
+    on_tensor: Option<TensorHook>,
 }
+
+/// `Loader::on_tensor`'s callback: a tensor's name and the bytes of its data.
+pub type TensorHook = std::sync::Arc<dyn Fn(&str, u64) + Send + Sync>;
 
 impl Loader {
     /// Checks the config, the tokenizer (`tokenizer.json`, or the bytes of a GGUF file from its
@@ -141,7 +146,14 @@ impl Loader {
             weights_file: weights_file.to_string(),
             gpu_unavailable,
             race: choice == BackendChoice::Auto,
+            on_tensor: None,
         })
+    }
+
+    /// Calls `hook` with each tensor's name and data bytes as it is taken in (a native load's
+    /// progress: a mapped file arrives in one `push`).
+    pub fn on_tensor(&mut self, hook: TensorHook) {
+        self.on_tensor = Some(hook);
     }
 
     /// Whether the weights go to the GPU.
@@ -172,10 +184,18 @@ impl Loader {
     /// The next bytes of the weights file being read.
     pub fn push(&mut self, chunk: &[u8]) -> Result<()> {
         let (parts, mtp, file) = (&mut self.parts, &mut self.mtp, &self.weights_file);
-        self.files.push(chunk, &mut |name, t| match parts {
-            _ if MtpParts::is_mtp(name) => mtp.add(file, name, t),
-            Parts::Cpu(p) => p.add(name, t),
-            Parts::Gpu(p) => p.add(name, t),
+        let hook = self.on_tensor.as_deref();
+        self.files.push(chunk, &mut |name, t| {
+            let bytes = t.data.len() as u64;
+            match parts {
+                _ if MtpParts::is_mtp(name) => mtp.add(file, name, t),
+                Parts::Cpu(p) => p.add(name, t),
+                Parts::Gpu(p) => p.add(name, t),
+            }?;
+            if let Some(hook) = hook {
+                hook(name, bytes);
+            }
+            Ok(())
         })
     }
 

@@ -58,6 +58,11 @@ pub struct Model {
     pub backend_times: Option<BackendTimes>,
 }
 
+/// `Model::load_dir_reporting`'s callback: the tensor just converted, the tensor bytes taken in so
+/// far, and the weights files' bytes.
+#[cfg(not(target_arch = "wasm32"))]
+pub type LoadProgress = std::sync::Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
+
 impl Model {
     /// Builds a model from the contents of `config.json`, a weights file (`model.safetensors`,
     /// a GGUF file or `pytorch_model.bin`, named `weights_file` by its errors) and
@@ -98,6 +103,20 @@ impl Model {
         cpu_dtype: CpuDtype,
         gpu_f16: bool,
     ) -> Result<Model> {
+        Self::load_dir_reporting(dir, choice, cpu_dtype, gpu_f16, None)
+    }
+
+    /// `load_dir_with`, calling `progress` as each tensor is converted with its name, the bytes of
+    /// tensor data taken in so far and the weights files' bytes (a load's progress, e.g. the
+    /// CLI's bar; a fall-back from the GPU starts again from 0).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load_dir_reporting(
+        dir: &std::path::Path,
+        choice: BackendChoice,
+        cpu_dtype: CpuDtype,
+        gpu_f16: bool,
+        progress: Option<LoadProgress>,
+    ) -> Result<Model> {
         let path = weights_file(dir)?;
         // The name errors give the file: as it is called in its folder.
         let name = (path.file_name()).map_or(path.display().to_string(), |n| {
@@ -130,10 +149,19 @@ impl Model {
         };
         let index = path.file_name() == Some(INDEX.as_ref());
         let paths: Vec<_> = weights.iter().map(|(p, _)| p.clone()).collect();
+        let total: u64 = weights.iter().map(|(_, w)| w.len() as u64).sum();
         let build = |choice| {
             pollster::block_on(async {
                 let mut loader =
                     Loader::with_gpu_f16(&c, &t, &name, choice, cpu_dtype, gpu_f16).await?;
+                if let Some(progress) = progress.clone() {
+                    let done = std::sync::atomic::AtomicU64::new(0);
+                    loader.on_tensor(std::sync::Arc::new(move |tensor, bytes| {
+                        let ordering = std::sync::atomic::Ordering::Relaxed;
+                        let done = done.fetch_add(bytes, ordering) + bytes;
+                        progress(tensor, done, total);
+                    }));
+                }
                 if index {
                     loader.sharded(&read(&path)?)?;
                 }
