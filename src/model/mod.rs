@@ -63,6 +63,16 @@ pub struct Model {
 #[cfg(not(target_arch = "wasm32"))]
 pub type LoadProgress = std::sync::Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
 
+/// A loader's per-tensor hook that reports `progress` as bytes taken in out of `total`.
+#[cfg(not(target_arch = "wasm32"))]
+fn tensor_hook(progress: LoadProgress, total: u64) -> load::TensorHook {
+    let done = std::sync::atomic::AtomicU64::new(0);
+    std::sync::Arc::new(move |tensor, bytes| {
+        let done = done.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed) + bytes;
+        progress(tensor, done, total);
+    })
+}
+
 impl Model {
     /// Builds a model from the contents of `config.json`, a weights file (`model.safetensors`,
     /// a GGUF file or `pytorch_model.bin`, named `weights_file` by its errors) and
@@ -155,12 +165,7 @@ impl Model {
                 let mut loader =
                     Loader::with_gpu_f16(&c, &t, &name, choice, cpu_dtype, gpu_f16).await?;
                 if let Some(progress) = progress.clone() {
-                    let done = std::sync::atomic::AtomicU64::new(0);
-                    loader.on_tensor(std::sync::Arc::new(move |tensor, bytes| {
-                        let ordering = std::sync::atomic::Ordering::Relaxed;
-                        let done = done.fetch_add(bytes, ordering) + bytes;
-                        progress(tensor, done, total);
-                    }));
+                    loader.on_tensor(tensor_hook(progress, total));
                 }
                 if index {
                     loader.sharded(&read(&path)?)?;
