@@ -172,11 +172,6 @@ impl GpuBackend {
         (self.weight_bytes, kv)
     }
 
-    /// Compute dispatches the last pass recorded, all its submissions together.
-    pub fn dispatches(&self) -> usize {
-        self.last_pass.dispatches
-    }
-
     /// What the last pass asked of the GPU, all its submissions together.
     pub fn last_pass(&self) -> GpuCounters {
         self.last_pass
