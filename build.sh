@@ -31,6 +31,8 @@
 #                             on the same weights;
 #                             --no-vnni runs the browser part with V8's AVX-VNNI off (the CPUs
 #                             without it, e.g. AMD Zen 4)
+#   ./build.sh bench --serve  `gpt2 serve` under load: 64 streaming clients, 500 requests, against
+#                             the same requests one at a time (tools/serve_load.mjs)
 #   ./build.sh bench --cold   cold start: open → ready → first token, first and return visit, over
 #                             loopback and throttled networks, for the page, a course page with the
 #                             widget, transformers.js and wllama (tools/bench_cold.mjs)
@@ -190,6 +192,13 @@ run_tests() {
   gpu_check --quick
 }
 
+# ./build.sh bench --serve [ARGS]: `gpt2 serve` under load (tools/serve_load.mjs; its flags pass
+# through: --model DIR, --clients, --requests, --max-tokens, --json).
+bench_serve() {
+  cargo build --release --bin gpt2
+  node tools/serve_load.mjs --bin "$CARGO_TARGET_DIR/release/gpt2" "$@"
+}
+
 # ./build.sh gpu-check [--quick]: the GPU check, made to run in one call on a machine lent with a
 # GPU (under 8 minutes on one) and in CI on software adapters (lavapipe natively, SwiftShader in
 # Chromium), so it cannot rot. Each native line: ms/token, TTFT, the submissions, dispatches and
@@ -296,6 +305,11 @@ bench() {
   local peer=0 sizes=0 cold=0 rest=()
   for a in "$@"; do
     if [ "$a" = --peer ]; then peer=1; elif [ "$a" = --sizes ]; then sizes=1; elif [ "$a" = --cold ]; then cold=1
+    elif [ "$a" = --serve ]; then
+      local args=() b
+      for b in "$@"; do [ "$b" = --serve ] || args+=("$b"); done
+      bench_serve ${args[@]+"${args[@]}"}
+      return
     else rest+=("$a"); fi
   done
   apt_install chromium firefox-esr webkit2gtk-driver xvfb
@@ -439,5 +453,5 @@ case "$cmd" in
   bench) bench "$@" ;;
   gpu-check) [ "${1:-}" = --prebuilt ] || build; gpu_check "$@" ;;
   gpu-pack) gpu_pack "$@" ;;
-  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | site | package | soak [N [M]] | fuzz [SECONDS | --runs N] [TARGET...] | bench [--peer | --cold | --sizes] | gpu-check [--quick | --prebuilt DIR] | gpu-pack [DIR]]" >&2; exit 2 ;;
+  *) echo "usage: ./build.sh [build | serve [PORT] [--isolated] | test | bundle | site | package | soak [N [M]] | fuzz [SECONDS | --runs N] [TARGET...] | bench [--peer | --cold | --sizes | --serve] | gpu-check [--quick | --prebuilt DIR] | gpu-pack [DIR]]" >&2; exit 2 ;;
 esac

@@ -19,6 +19,7 @@ pub mod fuzzing;
 pub mod generate;
 pub mod model;
 pub mod mtp;
+pub mod openai;
 pub mod platform;
 pub mod sampling;
 pub mod scheduler;

@@ -28,7 +28,8 @@ const LAYERS: &[&[&str]] = &[
     &["generate"],
     // The one driver every front end pumps: requests over models, one model step at a time.
     &["scheduler"],
-    &["bench"],
+    // OpenAI's completions API over the scheduler's jobs and answers (`gpt2 serve`).
+    &["bench", "openai"],
     &["wasm", "fuzzing", "lib"],
 ];
 

@@ -1,4 +1,4 @@
-//! `gpt2`: the native command line — generate, logits, tokenize, bench, eval.
+//! `gpt2`: the native command line — generate, logits, tokenize, bench, eval, serve.
 //!
 //! Bad arguments exit with status 2 and one line on stderr; runtime errors with status 1. Only
 //! `--backend webgpu` or `auto` (the default) opens a GPU; CPU runs print nothing on stderr but
@@ -19,6 +19,8 @@ mod hub;
 mod inputs;
 #[path = "gpt2/options.rs"]
 mod options;
+#[path = "gpt2/serve/mod.rs"]
+mod serve;
 use bench::BenchCmd;
 use inputs::{model_path, text_of, ModelArgs, PromptArg, TextArg};
 use options::OptionFlags;
@@ -46,6 +48,9 @@ enum Command {
     Bench(BenchCmd),
     /// Held-out loss and perplexity of a text over consecutive windows
     Eval(EvalCmd),
+    /// An OpenAI-compatible HTTP server (/v1/completions, streaming, /metrics) that batches
+    /// every client's requests together
+    Serve(serve::ServeCmd),
 }
 
 #[derive(Args)]
@@ -375,6 +380,7 @@ fn main() -> ExitCode {
         Command::Tokenize(c) => c.run(),
         Command::Bench(c) => c.run(),
         Command::Eval(c) => c.run(),
+        Command::Serve(c) => serve::serve(c),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -222,7 +222,7 @@ impl Loader {
         let on_gpu = matches!(backend, Backend::WebGpu(_));
         let mut model = Model {
             config: self.config,
-            tokenizer: self.tokenizer,
+            tokenizer: std::sync::Arc::new(self.tokenizer),
             backend,
             gpu_unavailable: self.gpu_unavailable,
             cpu_dtype: self.cpu_dtype,

@@ -37,7 +37,8 @@ pub enum Reload {
 /// Everything needed to generate text.
 pub struct Model {
     pub config: Config,
-    pub tokenizer: Tokenizer,
+    /// Shared, so a front end (`gpt2 serve`) can tokenize while the model runs elsewhere.
+    pub tokenizer: std::sync::Arc<Tokenizer>,
     backend: Backend,
     /// Why the model runs on the CPU when the GPU was wanted (`Auto` found no adapter, a software
     /// one, too small limits) or was lost.

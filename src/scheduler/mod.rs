@@ -5,7 +5,7 @@
 //! slot loop:
 //!
 //! - `submit(id, model, job)` checks the options (`GenerateParams::validate`) and the queue limit
-//!   (`MAX_QUEUE`: more is refused with `Error::Busy`), fans a request of `n` choices out into
+//!   (`MAX_QUEUE`, or less: `set_max_queue`; more is refused with `Error::Busy`), fans a request of `n` choices out into
 //!   `n` members (choice i with seed + i: `choice_params`) and queues them in the model's lane;
 //! - `step()` gives the next model with work its turn (models take turns, round robin): its lane
 //!   admits members and runs one model step (`lane.rs`: plain-loop members share a
@@ -107,6 +107,8 @@ pub struct Scheduler<M> {
     turn: usize,
     /// Events of calls between steps (an abort answered at once), handed out by the next `step`.
     events: Vec<Event>,
+    /// The most members that may wait for one model (`MAX_QUEUE` unless set lower).
+    max_queue: usize,
 }
 
 impl<M: BorrowMut<Model>> Default for Scheduler<M> {
@@ -116,6 +118,7 @@ impl<M: BorrowMut<Model>> Default for Scheduler<M> {
             requests: HashMap::new(),
             turn: 0,
             events: Vec::new(),
+            max_queue: MAX_QUEUE,
         }
     }
 }
@@ -123,6 +126,12 @@ impl<M: BorrowMut<Model>> Default for Scheduler<M> {
 impl<M: BorrowMut<Model>> Scheduler<M> {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The most members (each choice of a request counts) that may wait for one model, 1 to
+    /// `MAX_QUEUE` (a server's `--queue`); more are refused with `Error::Busy`.
+    pub fn set_max_queue(&mut self, n: usize) {
+        self.max_queue = n.clamp(1, MAX_QUEUE);
     }
 
     /// Adds a model; its id names it in `submit` and the other calls.
@@ -177,9 +186,10 @@ impl<M: BorrowMut<Model>> Scheduler<M> {
             Some(Place::Out(later)) => later.queued + later.members.len(),
             _ => return Err(gone()),
         };
-        if queued + n > MAX_QUEUE {
+        let max = self.max_queue;
+        if queued + n > max {
             return Err(Error::Busy(format!(
-                "{queued} requests are waiting for this model already and at most {MAX_QUEUE} \
+                "{queued} requests are waiting for this model already and at most {max} \
                  may wait; try again when some have finished"
             )));
         }
