@@ -313,7 +313,7 @@ fn a_one_position_context_is_refused_by_the_bench_with_a_sentence() {
         }
     });
     let mut model = try_load(&f).unwrap();
-    let e = gpt2_web::bench::run(&mut model, &[4], 16, 1)
+    let e = gpt2_web::bench::run(&mut model, &[4], 16, 1, &|_, _, _| {})
         .err()
         .unwrap()
         .to_string();

@@ -18,10 +18,14 @@ import { joinWorker } from './join_worker.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const WWW = path.join(ROOT, 'www');
-/** The public entry points, at the top as in www/. */
-const FILES = ['gpt2.js', 'gpt2.d.ts', 'widget.js', 'widget.d.ts', 'embed.html'];
+/** The public entry points, at the top as in www/ (node.js: the same API in Node, the "node" condition). */
+const FILES = ['gpt2.js', 'gpt2.d.ts', 'node.js', 'widget.js', 'widget.d.ts', 'embed.html'];
 /** The code behind them: every file of these www/ folders. */
-const FOLDERS = ['api', 'widget'];
+const FOLDERS = ['api', 'node', 'widget'];
+/** The examples (examples/ of the repository): the autograder and a student's answer. */
+const EXAMPLES = ['autograder.mjs', 'student.mjs'];
+/** What npm shows beside the name. */
+const KEYWORDS = ['gpt2', 'gpt-2', 'llm', 'text-generation', 'transformer', 'webgpu', 'webassembly', 'wasm', 'inference', 'education', 'openai'];
 const BUILDS = ['pkg', 'pkg-relaxed', 'pkg-threads'];
 
 function main() {
@@ -36,6 +40,8 @@ function main() {
   for (const f of FILES) fs.copyFileSync(path.join(WWW, f), path.join(stage, f));
   for (const d of FOLDERS) fs.cpSync(path.join(WWW, d), path.join(stage, d), { recursive: true });
   fs.writeFileSync(path.join(stage, 'worker.js'), joinWorker({ testing: false }).source);
+  fs.mkdirSync(path.join(stage, 'examples'));
+  for (const f of EXAMPLES) fs.copyFileSync(path.join(ROOT, 'examples', f), path.join(stage, 'examples', f));
   for (const b of BUILDS) {
     const dir = path.join(WWW, b);
     if (!fs.existsSync(path.join(dir, 'gpt2_web_bg.wasm'))) throw new Error(`www/${b} is missing: run ./build.sh build first`);
@@ -46,16 +52,19 @@ function main() {
     version: field('version'),
     description: field('description'),
     license: field('license'),
+    repository: { type: 'git', url: `git+${field('repository')}.git` },
+    keywords: KEYWORDS,
+    engines: { node: '>=20' },
     type: 'module',
     main: './gpt2.js',
     types: './gpt2.d.ts',
     exports: {
-      '.': { types: './gpt2.d.ts', default: './gpt2.js' },
+      '.': { types: './gpt2.d.ts', node: './node.js', default: './gpt2.js' },
       './widget': { types: './widget.d.ts', default: './widget.js' },
       './package.json': './package.json',
     },
     sideEffects: ['./widget.js', './widget/widget.js', './widget/embed.js'],
-    files: [...FILES, 'worker.js', ...FOLDERS.map((d) => `${d}/`), ...BUILDS.map((b) => `${b}/`), 'README.md'],
+    files: [...FILES, 'worker.js', ...FOLDERS.map((d) => `${d}/`), ...BUILDS.map((b) => `${b}/`), 'examples/', 'README.md'],
   };
   fs.writeFileSync(path.join(stage, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`);
   fs.writeFileSync(path.join(stage, 'README.md'), README);
@@ -79,6 +88,21 @@ for await (const t of model.stream('ROMEO:', { maxTokens: 40 })) output.append(t
 \`\`\`js
 import 'gpt2-web/widget'; // defines <gpt2-generator model="/models/my-gpt2/" readout>
 \`\`\`
+
+In Node (20 or later) the same import gives the same API: the model is a folder or a .gguf file
+on disk (or a URL), the engine runs on the CPU in a worker thread, and \`model.dispose()\` lets the
+process exit.
+
+\`\`\`js
+import { Gpt2 } from 'gpt2-web';
+const model = await Gpt2.load({ model: './models/gpt2' });
+console.log((await model.generate('ROMEO:', { maxTokens: 40, temperature: 0 })).text);
+model.dispose();
+\`\`\`
+
+\`examples/autograder.mjs\` grades a student's own generation loop (\`examples/student.mjs\`)
+against the engine's greedy output, case by case, with an exit code for CI:
+\`node node_modules/gpt2-web/examples/autograder.mjs MODEL student.mjs\`.
 
 Bundlers copy the worker and the wasm builds into their output by themselves (Vite: \`vite build\`
 as it is). Types: gpt2.d.ts and widget.d.ts. The project's README has the whole API and the

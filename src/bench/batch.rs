@@ -85,6 +85,7 @@ pub fn batch(
     prompt_tokens: usize,
     tokens: usize,
     reps: usize,
+    progress: super::Progress,
 ) -> Result<BatchReport> {
     let n_ctx = model.config.n_positions;
     let prompt_tokens = prompt_tokens.clamp(1, n_ctx.saturating_sub(2).max(1));
@@ -97,10 +98,13 @@ pub fn batch(
     };
     let once = |model: &mut Model, b: usize| batch_once(model, &prompt, &params, b);
     let max_b = sizes.iter().copied().max().unwrap_or(1);
+    let parts = sizes.len() + 2;
+    progress("warm-up", 0, parts);
     once(model, max_b)?; // warm-up: every slot made, caches touched
     let mut runs: Vec<BatchRun> = Vec::new();
     let mut alone: Option<Vec<u32>> = None;
-    for &b in sizes {
+    for (i, &b) in sizes.iter().enumerate() {
+        progress(&format!("batch {b} × {reps}"), i + 1, parts);
         let mut times = Vec::new();
         let mut identical = true;
         let mut counted = None;
@@ -127,6 +131,7 @@ pub fn batch(
     // The ceiling: a prompt of max_b tokens, the same products over max_b rows.
     let rows = max_b.min(n_ctx - 1);
     let long = prompt_ids(model, rows)?;
+    progress("prefill", parts - 1, parts);
     let prefill = (0..reps.max(1))
         .map(|_| run_once(model, &long, 1).map(|r| r.metrics.prefill_ms))
         .collect::<Result<Vec<_>>>()?;

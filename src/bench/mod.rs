@@ -135,12 +135,17 @@ fn profiled(model: &mut Model, prompt: &[u32], n: usize) -> Result<Option<Profil
     Ok(c.profile)
 }
 
+/// Where a benchmark is, for a progress bar: what it runs now, the parts done, and how many there
+/// are.
+pub type Progress<'a> = &'a dyn Fn(&str, usize, usize);
+
 /// Runs the lab: each of `lengths` `reps` times (greedy, forced length) after a warm-up.
 pub fn run(
     model: &mut Model,
     lengths: &[usize],
     prompt_tokens: usize,
     reps: usize,
+    progress: Progress,
 ) -> Result<BenchReport> {
     let n_ctx = model.config.n_positions;
     if n_ctx < 2 {
@@ -156,14 +161,19 @@ pub fn run(
     let prompt = prompt_ids(model, prompt_tokens)?;
     let room = n_ctx - prompt_tokens + 1;
     let lengths: Vec<usize> = lengths.iter().map(|&n| n.min(room)).collect();
+    let parts = lengths.len() + 3;
+    progress("warm-up", 0, parts);
     run_once(model, &prompt, 4)?; // warm-up: first-touch of weights and caches
-    let runs = lengths
-        .iter()
-        .map(|&n| length_run(model, &prompt, n, reps))
+    let runs = (lengths.iter().enumerate())
+        .map(|(i, &n)| {
+            progress(&format!("{n} tokens × {reps}"), i + 1, parts);
+            length_run(model, &prompt, n, reps)
+        })
         .collect::<Result<Vec<_>>>()?;
     // The last pass was a decode step.
     let gpu = (model.backend().gpu_last_pass()).map(|c| StepCounters::per_step(c, 1));
     let longest = lengths.iter().copied().max().unwrap_or(1);
+    progress("the profile", parts - 2, parts);
     let profile = profiled(model, &prompt, longest)?;
     let xs: Vec<f64> = runs.iter().map(|r| r.n as f64).collect();
     let ys: Vec<f64> = runs.iter().map(|r| r.total_ms).collect();
@@ -171,6 +181,7 @@ pub fn run(
 
     let long = (n_ctx / 2).max(prompt_tokens).min(n_ctx - 1);
     let long_prompt = prompt_ids(model, long)?;
+    progress("prefill", parts - 1, parts);
     let prefill = (0..reps.max(1))
         .map(|_| run_once(model, &long_prompt, 1).map(|r| r.metrics.prefill_ms))
         .collect::<Result<Vec<_>>>()?;

@@ -1,14 +1,18 @@
 // `gpt2 serve` with real HTTP clients (Node's fetch) on 127.0.0.1: the endpoints, greedy text equal
 // to the CLI's, sixteen clients at once each given its one-at-a-time answer in far fewer model
 // steps, every bad request with its status and OpenAI's error JSON, a full queue's 429, a client
-// hanging up mid-stream, and SIGTERM during a stream.
+// hanging up mid-stream, SIGTERM during a stream, and the page's real-API lab measuring it from
+// another origin.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { cliPath, MODEL_FILE, MODEL_CONFIG, PROMPT, PROMPT2, nativeGenerate, nativeTokenize } from './harness.mjs';
+import {
+  cliPath, MODEL_FILE, MODEL_CONFIG, PROMPT, PROMPT2, nativeGenerate, nativeTokenize, serveAndLaunch, withPage,
+} from './harness.mjs';
 import { startServe, complete, stream, runAll, loadRequest } from '../../tools/serve_load.mjs';
 
 const T = { timeout: 120_000 };
 let server;
+const env = serveAndLaunch(); // the page, on another origin than the server
 
 before(async () => {
   server = await startServe(cliPath(), ['--model', MODEL_FILE, '--backend', 'cpu', '--alias', 'demo']);
@@ -172,4 +176,21 @@ test('a full queue is a 429 with Retry-After; SIGTERM ends a running stream clea
   } finally {
     await small.stop();
   }
+});
+
+test('the page\'s real-API lab measures gpt2 serve from another origin (CORS), streamed', T, async () => {
+  await withPage(env.browser, `${env.server.origin}/`, async (page) => {
+    await page.waitForFunction(() => window.pageState === 'ready', null, { timeout: 90_000 });
+    await page.fill('#api-base', `${server.url}/v1`);
+    await page.fill('#api-key', 'sk-local');
+    await page.fill('#api-model', 'demo');
+    await page.selectOption('#api-kind', 'completions');
+    await page.fill('#api-lengths', '4,8');
+    await page.click('#api-run');
+    await page.waitForFunction(() => window.apiLab || !document.getElementById('error').hidden, null, { timeout: 60_000 });
+    const lab = await page.evaluate(() => window.apiLab) ?? {};
+    assert.ok(lab.api && lab.error === undefined, lab.error ?? await page.locator('#error').innerText());
+    assert.deepEqual(lab.api.map((r) => r.n), [4, 8]);
+    assert.ok(lab.api.every((r) => r.ttftMs > 0 && r.tpotMs > 0));
+  });
 });

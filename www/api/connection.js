@@ -3,6 +3,7 @@
 // start or dies. Imported by gpt2.js.
 
 import { WORKER, WORKER_OPTIONS } from './assets.js';
+import { host } from './host.js';
 
 /** `error` with the kind `code` (when there is one) beside its sentence (gpt2.d.ts Gpt2Error). */
 export function withCode(error, code) {
@@ -23,6 +24,7 @@ let nextId = 1;
  * `worker-src blob:` in a page's Content-Security-Policy, if it has one.
  */
 function startWorker(conn) {
+  if (host.startWorker) return host.startWorker(WORKER, WORKER_OPTIONS);
   const here = typeof location === 'undefined' ? null : location.origin;
   const direct = ['blob:', 'data:'].includes(WORKER.protocol) || WORKER.origin === here;
   if (direct) return new Worker(WORKER, WORKER_OPTIONS);

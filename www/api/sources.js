@@ -1,12 +1,15 @@
 // What a `model` option of Gpt2.load names, resolved to the worker's `source`: a model folder's
 // URL (its three files), a GGUF file's URL, a Hugging Face model id (the Hub's URLs), or the files
-// themselves (Blobs or ArrayBuffers). Imported by gpt2.js, which re-exports the public names.
+// themselves (Blobs or ArrayBuffers); in Node, a path on disk (host.js). Imported by gpt2.js,
+// which re-exports the public names.
+
+import { host } from './host.js';
 
 /** The three files of a model folder, by the key the API (and the worker) names them with. */
 export const MODEL_FILES = Object.freeze({ config: 'config.json', weights: 'model.safetensors', tokenizer: 'tokenizer.json' });
 
 function baseUrl() {
-  return typeof document !== 'undefined' ? document.baseURI : self.location.href;
+  return host.baseUrl ?? (typeof document !== 'undefined' ? document.baseURI : self.location.href);
 }
 
 /** The model folder's three file URLs, resolved against the page; the folder gets its '/'. */
@@ -43,18 +46,18 @@ export function isHubId(model) {
  * (the folder) or `…/<file>` (a GGUF repository's file).
  */
 export function hubUrl(id, { revision = 'main', file, hubHost = HUB_HOST } = {}) {
-  let host;
+  let hub;
   try {
-    host = new URL(String(hubHost));
+    hub = new URL(String(hubHost));
   } catch {
     throw new Error(`hubHost "${hubHost}" is not a URL`);
   }
-  if (!['http:', 'https:'].includes(host.protocol)) throw new Error(`hubHost "${hubHost}" is not an http(s) URL`);
+  if (!['http:', 'https:'].includes(hub.protocol)) throw new Error(`hubHost "${hubHost}" is not an http(s) URL`);
   if (typeof revision !== 'string' || revision === '') throw new Error(`revision must be a branch, tag or commit, not ${JSON.stringify(revision)}`);
   if (file !== undefined && !(typeof file === 'string' && /^[^/]+(\/[^/]+)*\.gguf$/i.test(file) && !file.split('/').includes('..'))) {
     throw new Error(`file must name a .gguf file of the repository, not ${JSON.stringify(file)}`);
   }
-  const base = `${host.href.replace(/\/$/, '')}/${id}/resolve/${encodeURIComponent(revision)}/`;
+  const base = `${hub.href.replace(/\/$/, '')}/${id}/resolve/${encodeURIComponent(revision)}/`;
   return file === undefined ? base : base + file.split('/').map(encodeURIComponent).join('/');
 }
 
@@ -76,6 +79,7 @@ const fileName = (url) => decodeURIComponent(new URL(url).pathname.split('/').po
  * GGUF file alone as `{ weights }`.
  */
 export function modelSource(model, hub = {}) {
+  model = host.modelUrl?.(model) ?? model;
   const given = Object.entries(hub).filter(([, v]) => v !== undefined).map(([k]) => k);
   if (isHubId(model)) {
     model = hubUrl(model, hub);

@@ -86,6 +86,12 @@ async function loadModel({ id, source, backend, dtype, threads, build: only, ker
   const entry = { m: null }; // the model, for the progress of a later fall-back's reading
   let engine;
   let gpuUnavailable;
+  if (backend !== 'cpu' && typeof WorkerGlobalScope === 'undefined' && !globalThis.navigator?.gpu) {
+    // Outside a browser (Node: node/worker.js) there is no WebGPU, and wgpu must not look for it.
+    const why = 'this JavaScript runtime has no WebGPU (navigator.gpu)';
+    if (backend === 'webgpu') throw new Error(`${why}; use backend 'auto' or 'cpu'`);
+    [backend, gpuUnavailable] = ['cpu', why];
+  }
   try {
     try {
       engine = await streamModel(id, mod, files, weights, backend, dtype, entry, head?.opened ?? first, raceSoftwareGpu);

@@ -91,6 +91,9 @@ const channel = new MessageChannel();
 const waiting = [];
 channel.port1.onmessage = () => waiting.shift()();
 function nextTask() {
+  // Node (node/worker.js): a port of its own may be served again before the thread's messages;
+  // setImmediate runs after the I/O poll, where the page's (the main thread's) messages come in.
+  if (typeof setImmediate === 'function') return new Promise((resolve) => setImmediate(resolve));
   return new Promise((resolve) => {
     waiting.push(resolve);
     channel.port2.postMessage(null);

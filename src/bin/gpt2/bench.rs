@@ -62,8 +62,17 @@ impl BenchCmd {
             }
             let mut model = self.model.load()?;
             let prompt_tokens = self.prompt_tokens.unwrap_or(16);
-            let report =
-                gpt2_web::bench::batch(&mut model, &self.batch, prompt_tokens, self.tokens, 3)?;
+            let bar = bar();
+            let report = gpt2_web::bench::batch(
+                &mut model,
+                &self.batch,
+                prompt_tokens,
+                self.tokens,
+                3,
+                &|what, done, parts| step(&bar, what, done, parts),
+            );
+            bar.finish_and_clear();
+            let report = report?;
             return if self.json {
                 emit(to_json(&report)?)
             } else {
@@ -84,7 +93,13 @@ impl BenchCmd {
         let prompt_tokens = self
             .prompt_tokens
             .unwrap_or(16usize.min(model.config.n_positions / 4).max(1));
-        let report = gpt2_web::bench::run(&mut model, &self.lengths, prompt_tokens, 3)?;
+        let bar = bar();
+        let report =
+            gpt2_web::bench::run(&mut model, &self.lengths, prompt_tokens, 3, &|w, d, p| {
+                step(&bar, w, d, p)
+            });
+        bar.finish_and_clear();
+        let report = report?;
         if self.json {
             emit(to_json(&report)?)
         } else {
@@ -157,4 +172,22 @@ impl BenchCmd {
         }
         emit(tables.join("\n\n"))
     }
+}
+
+/// A bar on stderr while a benchmark runs (the part running, the parts done), drawn only when
+/// stderr is a terminal and cleared at the end, so the table and the JSON are all that remain.
+fn bar() -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let style = indicatif::ProgressStyle::with_template("bench {bar:30} {pos}/{len} {wide_msg}")
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    indicatif::ProgressBar::new(0).with_style(style)
+}
+
+fn step(bar: &indicatif::ProgressBar, what: &str, done: usize, parts: usize) {
+    bar.set_length(parts as u64);
+    bar.set_position(done as u64);
+    bar.set_message(what.to_string());
 }
