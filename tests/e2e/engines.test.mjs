@@ -529,8 +529,12 @@ for (const name of ENGINES) {
         await page.goto(`${sites.isolated.origin}${sites.isolated.page('threads', '<title>threads</title>')}`);
         return page.evaluate(async ({ folder, prompt, n }) => {
           const { Gpt2 } = await import('/gpt2.js');
-          const model = await Gpt2.load({ model: folder, backend: 'cpu', threads: 2 });
-          const r = await model.generate(prompt, { maxTokens: n, temperature: 0 });
+          // A stage that never ends fails naming itself, not as the driver's own timeout.
+          const within = (what, promise) => Promise.race([promise, new Promise((_, reject) => {
+            setTimeout(() => reject(new Error(`${what} did not end within 60 s`)), 60_000);
+          })]);
+          const model = await within('the threaded load', Gpt2.load({ model: folder, backend: 'cpu', threads: 2 }));
+          const r = await within('the generation on two threads', model.generate(prompt, { maxTokens: n, temperature: 0 }));
           const out = {
             isolated: self.crossOriginIsolated, sab: typeof SharedArrayBuffer === 'function', threads: model.threads,
             build: model.build, tokens: r.tokens, text: r.text,
