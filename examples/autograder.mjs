@@ -56,7 +56,7 @@ export async function autograde(modelPath, studentPath, { log = console.log } = 
     for (const [i, c] of CASES.entries()) {
       const why = await grade(model, student.complete, c);
       if (why === null) passed++;
-      log(`${why === null ? 'PASS' : 'FAIL'} ${String(i + 1).padStart(2)} ${JSON.stringify(c.prompt)}, ${c.maxTokens} tokens${why ? `: ${why}` : ''}`);
+      log(`${why === null ? 'PASS' : 'FAIL'} ${String(i + 1).padStart(2)} ${JSON.stringify(c.prompt)}, ${c.maxTokens} token${c.maxTokens === 1 ? '' : 's'}${why ? `: ${why}` : ''}`);
     }
     log(`${passed}/${CASES.length} passed`);
     return passed === CASES.length;

@@ -194,3 +194,59 @@ test('the page\'s real-API lab measures gpt2 serve from another origin (CORS), s
     assert.ok(lab.api.every((r) => r.ttftMs > 0 && r.tpotMs > 0));
   });
 });
+
+test('the page\'s completions facade and gpt2 serve accept and refuse the same requests', T, async () => {
+  // Bodies both take as they are (the server also takes echo and token-id prompts, the facade's
+  // model is the loaded one). Each: accepted by both, or refused by both naming the same field.
+  const bodies = [
+    { prompt: PROMPT, max_tokens: 3, temperature: 0 },
+    { prompt: PROMPT, max_tokens: 3, top_k: -1, min_p: 0.05, repetition_penalty: 1.2, ignore_eos: true, seed: 3 },
+    { prompt: PROMPT, max_tokens: 3, stop: ['\n'], n: 2, logprobs: 2, best_of: 1, presence_penalty: 0 },
+    { prompt: PROMPT, max_tokens: 3, draft: 'prompt-lookup', temperature: 0 },
+    { prompt: PROMPT, temperature: 2.5 },
+    { prompt: PROMPT, top_p: 0 },
+    { prompt: PROMPT, max_tokens: 0 },
+    { prompt: PROMPT, n: 1000 },
+    { prompt: PROMPT, logprobs: 101 },
+    { prompt: PROMPT, top_k: -2 },
+    { prompt: PROMPT, min_p: 1.5 },
+    { prompt: PROMPT, repetition_penalty: 0 },
+    { prompt: PROMPT, ignore_eos: 'yes' },
+    { prompt: PROMPT, stop: [1] },
+    { prompt: PROMPT, seed: -1 },
+    { prompt: PROMPT, draft: 'sometimes' },
+    { prompt: PROMPT, frequency_penalty: 1 },
+    { prompt: PROMPT, frobnicate: true },
+  ];
+  let facade;
+  const blank = `${env.server.origin}/__serve-test.html`;
+  await withPage(env.browser, 'about:blank', async (page) => {
+    await page.route(blank, (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>facade</title>' }));
+    await page.goto(blank);
+    facade = await page.evaluate(async (bodies) => {
+      const { Gpt2 } = await import('/gpt2.js');
+      const model = await Gpt2.load({ backend: 'cpu' });
+      const out = [];
+      for (const body of bodies) {
+        try {
+          await model.completions.create(body);
+          out.push({ ok: true });
+        } catch (e) {
+          out.push({ ok: false, message: e.message });
+        }
+      }
+      model.dispose();
+      return out;
+    }, bodies);
+  });
+  for (const [i, body] of bodies.entries()) {
+    const r = await complete(server.url, body);
+    const served = r.status === 200;
+    const said = JSON.stringify(body);
+    assert.equal(served, facade[i].ok, `${said}: server ${r.status} ${r.json?.error?.message ?? ''}, facade ${facade[i].message ?? 'ok'}`);
+    if (!served) {
+      assert.equal(r.status, 400, said);
+      assert.ok(facade[i].message.includes(r.json.error.param), `${said}: the facade names ${r.json.error.param}: ${facade[i].message}`);
+    }
+  }
+});

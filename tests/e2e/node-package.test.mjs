@@ -23,7 +23,7 @@ before(() => {
   execFileSync('tar', ['-xzf', tgz, '-C', path.join(app, 'node_modules')]);
   fs.renameSync(path.join(app, 'node_modules/package'), path.join(app, 'node_modules/gpt2-web'));
   fs.writeFileSync(path.join(app, 'package.json'), '{ "type": "module", "private": true }\n');
-  fs.copyFileSync(path.join(ROOT, 'tests/e2e/node-package/check.mjs'), path.join(app, 'check.mjs'));
+  for (const f of ['check.mjs', 'threads.mjs']) fs.copyFileSync(path.join(ROOT, 'tests/e2e/node-package', f), path.join(app, f));
 });
 
 after(() => fs.rmSync(path.dirname(app), { recursive: true, force: true }));
@@ -60,6 +60,21 @@ test('plain node: greedy as the CLI, streaming, n, abort, concurrent calls, logi
   assert.deepEqual(got.concurrent.together, got.concurrent.oneByOne);
   assert.deepEqual(got.logits.tokens, cli.tokens, 'the hand-written loop gives generate\'s tokens');
   assert.equal(got.disposed, true);
+});
+
+/** Whether this node's WebAssembly has relaxed SIMD (the probe of www/worker/engine.js). */
+const RELAXED = WebAssembly.validate(new Uint8Array([
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 15, 1, 13, 0, 65, 1, 253, 15,
+  65, 2, 253, 15, 253, 128, 2, 11,
+]));
+
+test('threads: 2 in node runs the threaded build on two worker threads, the CLI\'s tokens, and exits', T, async () => {
+  // Node 20's V8 has relaxed SIMD (which the threaded build needs) behind a flag; later ones have it.
+  const r = node([...(RELAXED ? [] : ['--experimental-wasm-relaxed-simd']), 'threads.mjs', MODEL_DIR, PROMPT]);
+  assert.equal(r.status, 0, r.stderr);
+  const got = JSON.parse(r.stdout.trim().split('\n').pop());
+  assert.deepEqual([got.threads, got.build], [2, 'pkg-threads']);
+  assert.deepEqual(got.tokens, nativeGenerate(PROMPT, 24, 'q8', MODEL_DIR).tokens);
 });
 
 test('the autograder example: a right answer passes every case (exit 0), a wrong one fails (exit 1)', T, async () => {
