@@ -47,9 +47,9 @@ export function startServe(bin, args = [], { timeoutMs = 60_000 } = {}) {
 }
 
 /** A POST (or a GET without a body): { status, headers, json } (json null when the body is not JSON). */
-export async function complete(url, body, { path: route = '/v1/completions', signal } = {}) {
-  const init = body === undefined ? { signal } : {
-    method: 'POST', signal, headers: { 'content-type': 'application/json' },
+export async function complete(url, body, { path: route = '/v1/completions', signal, headers = {} } = {}) {
+  const init = body === undefined ? { signal, headers } : {
+    method: 'POST', signal, headers: { 'content-type': 'application/json', ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   };
   const res = await fetch(url + route, init);

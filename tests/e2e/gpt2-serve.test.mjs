@@ -178,6 +178,34 @@ test('a full queue is a 429 with Retry-After; SIGTERM ends a running stream clea
   }
 });
 
+test('--api-key: without the key a 401 naming the header, with it the answer; /health and /metrics open', T, async () => {
+  const keyed = await startServe(cliPath(), ['--model', MODEL_FILE, '--backend', 'cpu', '--api-key', 'sk-class-42']);
+  try {
+    const body = { prompt: PROMPT, max_tokens: 2 };
+    assertError(await complete(keyed.url, body), 401, { code: 'invalid_api_key', includes: ['Authorization: Bearer'] });
+    assertError(await complete(keyed.url, body, { headers: { authorization: 'Bearer sk-class-41' } }), 401);
+    assertError(await complete(keyed.url, { content: 'x' }, { path: '/tokenize' }), 401);
+    const ok = await complete(keyed.url, body, { headers: { authorization: 'Bearer sk-class-42' } });
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal((await complete(keyed.url, undefined, { path: '/health' })).status, 200);
+    assert.match((await complete(keyed.url, undefined, { path: '/metrics' })).text, /gpt2_web_requests_total\{status="401"\} 3/);
+  } finally {
+    await keyed.stop();
+  }
+});
+
+test('the prompt cache is shared across requests: a prompt seen before runs only its new tokens', T, async () => {
+  const prompt = `${PROMPT2} ${'and so the story goes on '.repeat(8)}`;
+  const cached0 = await metric('gpt2_web_cached_prompt_tokens_total');
+  const first = (await complete(server.url, { prompt, max_tokens: 4, temperature: 0 })).json;
+  const cached1 = await metric('gpt2_web_cached_prompt_tokens_total');
+  const again = (await complete(server.url, { prompt, max_tokens: 4, temperature: 0 })).json;
+  const cached2 = await metric('gpt2_web_cached_prompt_tokens_total');
+  assert.equal(again.choices[0].text, first.choices[0].text);
+  assert.ok(cached2 - cached1 >= first.usage.prompt_tokens - 1, `the second request reused its prompt (${cached2 - cached1} of ${first.usage.prompt_tokens} tokens)`);
+  assert.ok(cached1 - cached0 < first.usage.prompt_tokens - 1, 'the first ran its prompt');
+});
+
 test('the page\'s real-API lab measures gpt2 serve from another origin (CORS), streamed', T, async () => {
   await withPage(env.browser, `${env.server.origin}/`, async (page) => {
     await page.waitForFunction(() => window.pageState === 'ready', null, { timeout: 90_000 });

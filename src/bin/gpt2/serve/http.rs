@@ -36,17 +36,20 @@ pub struct App {
     pub started: u64,
     /// Set once a signal asked the server to stop: new requests get a 503.
     pub draining: AtomicBool,
+    /// `--api-key`: every route but /health and /metrics then wants `Authorization: Bearer KEY`.
+    pub api_key: Option<String>,
     made: AtomicU64,
 }
 
 impl App {
-    pub fn new(engine: Engine, stats: Arc<Stats>, name: String) -> Self {
+    pub fn new(engine: Engine, stats: Arc<Stats>, name: String, api_key: Option<String>) -> Self {
         App {
             engine,
             stats,
             name,
             started: now(),
             draining: AtomicBool::new(false),
+            api_key,
             made: AtomicU64::new(0),
         }
     }
@@ -87,9 +90,40 @@ pub fn router(app: Arc<App>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn_with_state(app.clone(), auth))
         .layer(axum::middleware::from_fn_with_state(app.clone(), count))
         .layer(cors)
         .with_state(app)
+}
+
+/// With `--api-key`, a request without `Authorization: Bearer KEY` is a 401 (OpenAI's
+/// `invalid_api_key`); /health and /metrics stay open, for load balancers and Prometheus.
+async fn auth(State(app): Shared, req: Request, next: Next) -> Response {
+    let Some(key) = app.api_key.as_deref() else {
+        return next.run(req).await;
+    };
+    if matches!(req.uri().path(), "/health" | "/metrics") {
+        return next.run(req).await;
+    }
+    let given = (req.headers().get(header::AUTHORIZATION))
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // Every byte compared, so the time taken does not tell how much of a guess was right.
+    let same = given.len() == key.len()
+        && (given.bytes().zip(key.bytes())).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0;
+    if same {
+        return next.run(req).await;
+    }
+    let msg = "this server wants an API key: send the header `Authorization: Bearer KEY` with the \
+               key it was started with (--api-key)";
+    Failure(ApiError::new(
+        401,
+        "invalid_request_error",
+        "invalid_api_key",
+        msg,
+    ))
+    .into_response()
 }
 
 async fn count(State(app): Shared, req: Request, next: Next) -> Response {

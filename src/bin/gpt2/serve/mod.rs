@@ -43,6 +43,10 @@ pub struct ServeCmd {
     /// more are answered 429 with Retry-After
     #[arg(long, value_name = "N", default_value_t = gpt2_web::scheduler::MAX_QUEUE)]
     queue: usize,
+    /// Answer only requests with `Authorization: Bearer KEY` (/health and /metrics stay open);
+    /// also read from GPT2_API_KEY
+    #[arg(long, value_name = "KEY", env = "GPT2_API_KEY")]
+    api_key: Option<String>,
 }
 
 /// The model's name: `--alias`, else the folder's or file's name, else `--model` as given (a
@@ -70,7 +74,8 @@ pub fn serve(cmd: &ServeCmd) -> CliResult<()> {
     let stats = Arc::new(stats::Stats::default());
     let engine = engine::Engine::start(cmd.model.clone(), cmd.queue, stats.clone())?;
     let backend = engine.info.backend.clone();
-    let app = Arc::new(http::App::new(engine, stats, name_of(cmd)));
+    let key = cmd.api_key.clone().filter(|k| !k.is_empty());
+    let app = Arc::new(http::App::new(engine, stats, name_of(cmd), key));
     let addr = format!("{}:{}", cmd.host, cmd.port);
     let listener = rt
         .block_on(tokio::net::TcpListener::bind(&addr))

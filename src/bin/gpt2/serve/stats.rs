@@ -1,5 +1,5 @@
 //! `GET /metrics`: what the server has done, in Prometheus' text format — requests by status,
-//! prompt and generated tokens, the queue's depth and the running batch's size now, and time to
+//! prompt tokens (and those the prompt cache saved) and generated tokens, the queue's depth and the running batch's size now, and time to
 //! first token (from the request's arrival) and per output token (each generation's own, as the
 //! engine measured it) as histograms.
 
@@ -47,6 +47,7 @@ struct Inner {
     requests: BTreeMap<u16, u64>,
     prompt_tokens: u64,
     generation_tokens: u64,
+    cached_prompt_tokens: u64,
     steps: u64,
     queued: usize,
     running: usize,
@@ -95,6 +96,7 @@ impl Stats {
             s.prompt_tokens += c.result.metrics.prompt_tokens as u64;
             for (m, tokens) in metrics {
                 s.generation_tokens += tokens as u64;
+                s.cached_prompt_tokens += m.cached_prompt_tokens as u64;
                 if m.output_tokens > 1 {
                     s.tpot.observe(m.tpot_ms / 1e3);
                 }
@@ -116,6 +118,10 @@ impl Stats {
             }
             let help = "Prompt tokens of the generations that ended.";
             counter(&mut out, "gpt2_web_prompt_tokens_total", help, "counter", s.prompt_tokens);
+            let help = "Prompt tokens whose keys and values an earlier request had computed (the \
+                        prompt cache, shared by every client): reused, not run.";
+            let cached = s.cached_prompt_tokens;
+            counter(&mut out, "gpt2_web_cached_prompt_tokens_total", help, "counter", cached);
             let help = "Tokens generated, every choice's.";
             counter(&mut out, "gpt2_web_generation_tokens_total", help, "counter", s.generation_tokens);
             let help = "Model steps: each advances every sequence of the running batch by a token \
