@@ -224,13 +224,17 @@ test('the page\'s real-API lab measures gpt2 serve from another origin (CORS), s
 });
 
 test('the page\'s completions facade and gpt2 serve accept and refuse the same requests', T, async () => {
-  // Bodies both take as they are (the server also takes echo and token-id prompts, the facade's
-  // model is the loaded one). Each: accepted by both, or refused by both naming the same field.
+  // Bodies both take as they are (the server also takes token-id prompts; the facade's model is
+  // the loaded one). Each: accepted by both, or refused by both naming the same field; an
+  // accepted one with echo gives the prompt before the text in both.
   const bodies = [
     { prompt: PROMPT, max_tokens: 3, temperature: 0 },
     { prompt: PROMPT, max_tokens: 3, top_k: -1, min_p: 0.05, repetition_penalty: 1.2, ignore_eos: true, seed: 3 },
     { prompt: PROMPT, max_tokens: 3, stop: ['\n'], n: 2, logprobs: 2, best_of: 1, presence_penalty: 0 },
     { prompt: PROMPT, max_tokens: 3, draft: 'prompt-lookup', temperature: 0 },
+    { prompt: PROMPT, max_tokens: 3, echo: true, n: 2 },
+    { prompt: PROMPT, echo: true, logprobs: 1 },
+    { prompt: PROMPT, echo: 'yes' },
     { prompt: PROMPT, temperature: 2.5 },
     { prompt: PROMPT, top_p: 0 },
     { prompt: PROMPT, max_tokens: 0 },
@@ -257,8 +261,8 @@ test('the page\'s completions facade and gpt2 serve accept and refuse the same r
       const out = [];
       for (const body of bodies) {
         try {
-          await model.completions.create(body);
-          out.push({ ok: true });
+          const r = await model.completions.create(body);
+          out.push({ ok: true, texts: r.choices.map((c) => c.text) });
         } catch (e) {
           out.push({ ok: false, message: e.message });
         }
@@ -272,6 +276,9 @@ test('the page\'s completions facade and gpt2 serve accept and refuse the same r
     const served = r.status === 200;
     const said = JSON.stringify(body);
     assert.equal(served, facade[i].ok, `${said}: server ${r.status} ${r.json?.error?.message ?? ''}, facade ${facade[i].message ?? 'ok'}`);
+    if (served && body.echo) {
+      for (const texts of [facade[i].texts, r.json.choices.map((c) => c.text)]) assert.ok(texts.every((t) => t.startsWith(PROMPT)), said);
+    }
     if (!served) {
       assert.equal(r.status, 400, said);
       assert.ok(facade[i].message.includes(r.json.error.param), `${said}: the facade names ${r.json.error.param}: ${facade[i].message}`);

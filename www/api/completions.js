@@ -12,6 +12,7 @@
 // stream_options.include_usage) one with the usage and no choices, as OpenAI sends them.
 // `logprobs: k` gives each choice OpenAI's legacy logprobs object (logprobsOf, below). `draft`
 // ('prompt-lookup' or 'mtp') is gpt2-web's own: speculative decoding, the same text in fewer steps.
+// `echo` puts the prompt before each choice's text (a stream's first chunk of each choice).
 // `top_k`, `min_p`, `repetition_penalty` and `ignore_eos` are the extensions llama.cpp's server and
 // vLLM accept beyond OpenAI's fields (EXTENSIONS), each the engine's option of that name.
 // The numbers' ranges are the engine's (RANGES, generated from its options table), narrowed where
@@ -22,7 +23,7 @@ import { inRange, rangeText } from './ranges.js';
 
 /** Parameters OpenAI's API takes that would change the answer and that this facade cannot honour. */
 const UNSUPPORTED = {
-  best_of: (v) => v === 1, echo: (v) => v === false,
+  best_of: (v) => v === 1,
   suffix: (v) => v === null || v === '', logit_bias: (v) => v === null || Object.keys(v).length === 0,
   presence_penalty: (v) => v === 0, frequency_penalty: (v) => v === 0,
 };
@@ -33,7 +34,7 @@ const IGNORED = ['model', 'user'];
  * numbers in the engine's range (RANGES) or, for `ignore_eos`, true or false.
  */
 const EXTENSIONS = { top_k: 'topK', min_p: 'minP', repetition_penalty: 'repetitionPenalty', ignore_eos: 'ignoreEos' };
-const KNOWN = ['prompt', 'max_tokens', 'temperature', 'top_p', 'stop', 'seed', 'n', 'stream', 'stream_options', 'logprobs', 'draft', ...Object.keys(EXTENSIONS)];
+const KNOWN = ['prompt', 'max_tokens', 'temperature', 'top_p', 'stop', 'seed', 'n', 'stream', 'stream_options', 'logprobs', 'echo', 'draft', ...Object.keys(EXTENSIONS)];
 /** gpt2-web's own parameter: speculative decoding's drafter, by name (the same text, fewer model steps). */
 const DRAFTS = ['none', 'prompt-lookup', 'mtp'];
 
@@ -100,7 +101,7 @@ function options(body) {
     }
     throw fail(`unknown parameter "${key}"; completions.create takes ${KNOWN.join(', ')}`);
   }
-  const { prompt, max_tokens: maxTokens = 16, temperature = 1, top_p: topP = 1, stop, seed, n = 1, stream = false, logprobs = null, draft = 'none' } = body;
+  const { prompt, max_tokens: maxTokens = 16, temperature = 1, top_p: topP = 1, stop, seed, n = 1, stream = false, logprobs = null, echo = false, draft = 'none' } = body;
   const text = Array.isArray(prompt) && prompt.length === 1 ? prompt[0] : prompt;
   if (typeof text !== 'string') throw fail('prompt must be a string (one prompt per call)');
   checkRange('max_tokens', maxTokens);
@@ -112,6 +113,10 @@ function options(body) {
   checkRange('n', n);
   if (typeof stream !== 'boolean') throw fail('stream must be true or false');
   if (logprobs !== null) checkRange('logprobs', logprobs);
+  if (echo !== null && typeof echo !== 'boolean') throw fail('echo must be true or false');
+  if (echo && logprobs !== null) {
+    throw fail("echo with logprobs would need the prompt's own logprobs, which are not computed here; leave one of them out");
+  }
   if (!DRAFTS.includes(draft)) throw fail(`draft ${JSON.stringify(draft)} is not one of ${DRAFTS.join(', ')} (gpt2-web's own parameter)`);
   const usage = body.stream_options?.include_usage === true;
   const opts = { maxTokens, temperature, topP, stop: stops };
@@ -129,7 +134,7 @@ function options(body) {
     }
     opts[option] = key === 'top_k' && value === -1 ? 0 : value;
   }
-  return { prompt: text, opts, stream, usage, logprobs };
+  return { prompt: text, opts, stream, usage, logprobs, echo: echo === true };
 }
 
 /** `model.completions`: `{ create(body, { signal }) }`. */
@@ -143,7 +148,8 @@ export function completionsOf(model) {
   const aborted = () => Object.assign(new Error('the request was aborted'), { name: 'AbortError' });
 
   async function create(body, { signal } = {}) {
-    const { prompt, opts, stream, usage, logprobs: k } = options(body);
+    const { prompt, opts, stream, usage, logprobs: k, echo } = options(body);
+    const lead = echo ? prompt : ''; // echo: the prompt before each choice's text
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw fail('signal must be an AbortSignal');
     if (signal?.aborted) throw aborted();
     const h = head();
@@ -164,7 +170,7 @@ export function completionsOf(model) {
       const lps = await Promise.all(each.map(logprobsFor));
       return {
         ...h,
-        choices: each.map((c, i) => ({ text: c.text, index: c.index, logprobs: lps[i], finish_reason: finishReason(c.stopReason) })),
+        choices: each.map((c, i) => ({ text: lead + c.text, index: c.index, logprobs: lps[i], finish_reason: finishReason(c.stopReason) })),
         usage: { ...usageOf(r.metrics), completion_tokens: completion, total_tokens: r.metrics.promptTokens + completion },
       };
     }
@@ -175,6 +181,7 @@ export function completionsOf(model) {
     async function* chunks() {
       const offsets = []; // by choice: where its next token's string starts
       try {
+        if (echo) for (let i = 0; i < (opts.n ?? 1); i++) yield { ...h, choices: [{ text: prompt, index: i, logprobs: null, finish_reason: null }] };
         for await (const ev of tokens) {
           const i = ev.choice ?? 0;
           let lp = null;

@@ -593,7 +593,7 @@ export declare class Gpt2 {
    * OpenAI's (legacy) completions API on this model, so code written for an OpenAI-compatible
    * endpoint runs unchanged here. Differences: GPT-2 completes text, so there is no chat template
    * and no chat.completions; one prompt per call, `n` choices (1 to 16); `logprobs` up to 100
-   * (OpenAI: 5); best_of, echo, suffix, logit_bias and the presence and frequency penalties are refused unless at their
+   * (OpenAI: 5); `echo` puts the prompt before each choice's text (not with logprobs); best_of, suffix, logit_bias and the presence and frequency penalties are refused unless at their
    * defaults; `model` and `user` are ignored; `seed` repeats a sampled text here, but not the text
    * another provider samples; llama.cpp's and vLLM's extensions `top_k`, `min_p`,
    * `repetition_penalty` and `ignore_eos` are taken; defaults as OpenAI's: max_tokens 16,
@@ -657,6 +657,8 @@ export interface CompletionCreateParams {
    * token's log probability and the k most likely candidates. Default null (each choice's is null).
    */
   logprobs?: number | null;
+  /** The prompt before each choice's text (a stream's first chunk of each choice). Not with logprobs. Default false. */
+  echo?: boolean | null;
   /**
    * gpt2-web's own: speculative decoding's drafter (the same text in fewer model steps; 'mtp'
    * needs a model with heads, `Gpt2.mtpHeads`). Not with n > 1. Default 'none'.
