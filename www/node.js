@@ -7,7 +7,7 @@
 //   model.dispose();                                              // then the process may exit
 //
 // The model's worker is a worker_threads thread that looks like a browser's worker
-// (node/worker.js); `threads` > 1 runs rayon's threads the same way. A model is a path on disk (a
+// (node/worker.js); it runs one thread (`threads` is taken and `model.threads` says 1). A model is a path on disk (a
 // folder with config.json, model.safetensors and tokenizer.json, or a GGUF file; relative to the
 // current directory), an http(s) URL (fetched), or a Hugging Face model id such as
 // 'openai-community/gpt2' when no such path exists. Nothing is cached: Node has no Cache API, and

@@ -1,8 +1,8 @@
 // The start of every worker thread gpt2-web runs in Node: the model's worker (../worker.js) and the
 // threads rayon starts from it (the pkg-threads build). It gives the thread a browser worker's
 // globals — self, postMessage, onmessage and 'message' listeners, location, navigator,
-// crossOriginIsolated (Node shares wasm memory between threads freely), Worker, and fetch that
-// reads file: URLs — then imports the script it was started for.
+// crossOriginIsolated (false: see below), Worker, and fetch that reads file: URLs — then imports
+// the script it was started for.
 
 import os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
@@ -12,7 +12,10 @@ const events = new EventTarget();
 globalThis.self = globalThis;
 globalThis.location = new URL(workerData.url);
 globalThis.name = workerData.name;
-globalThis.crossOriginIsolated = true;
+// One thread: the threaded build on worker threads gave wrong tokens in one of several runs (a
+// degenerate repetition, not rounding), so Node runs the single-thread builds until that is
+// understood; `model.threads` says 1.
+globalThis.crossOriginIsolated = false;
 if (!globalThis.navigator) globalThis.navigator = { hardwareConcurrency: os.availableParallelism?.() ?? os.cpus().length };
 globalThis.Worker = WebWorker;
 globalThis.fetch = fetchFiles(globalThis.fetch);

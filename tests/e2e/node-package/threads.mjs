@@ -1,5 +1,5 @@
-// Run by node-package.test.mjs with a plain `node` (with relaxed SIMD, which Node 20's V8 keeps
-// behind a flag): `threads: 2` in Node runs the threaded build, its rayon threads worker threads.
+// Run by node-package.test.mjs with a plain `node`: `threads: 2` in Node runs one thread (the
+// threaded build is not used there), with the CLI's tokens.
 import { Gpt2 } from 'gpt2-web';
 
 const [folder, prompt] = process.argv.slice(2);
