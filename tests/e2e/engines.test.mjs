@@ -525,8 +525,8 @@ for (const name of ENGINES) {
 
     test('a cross-origin isolated page: the threaded build on two threads where the engine offers it, the CLI\'s tokens', T, async () => {
       const want = native();
-      const got = await withEnginePage(engine, async (page) => {
-        await page.goto(`${sites.isolated.origin}${sites.isolated.page('threads', '<title>threads</title>')}`);
+      const attempt = (i) => withEnginePage(engine, async (page) => {
+        await page.goto(`${sites.isolated.origin}${sites.isolated.page(`threads${i}`, '<title>threads</title>')}`);
         return page.evaluate(async ({ folder, prompt, n }) => {
           const { Gpt2 } = await import('/gpt2.js');
           // A stage that never ends fails naming itself, not as the driver's own timeout.
@@ -542,6 +542,13 @@ for (const name of ENGINES) {
           model.dispose();
           return out;
         }, { folder: `/${MODEL_URL}`, prompt: PROMPT, n: N });
+      });
+      // Firefox's threaded load hangs now and then (the worker blocked; docs/performance.md names it
+      // as open): it is said, and tried once more in a fresh page; a second hang fails.
+      const got = await attempt(0).catch((e) => {
+        if (name !== 'firefox' || !/did not end within/.test(e.message)) throw e;
+        console.log(`${name}: ${e.message.split('\n')[0]}; trying once more in a fresh page`);
+        return attempt(1);
       });
       const support = JSON.parse(fs.readFileSync(path.join(OUT, 'support', `${name}.json`), 'utf8'));
       assert.deepEqual(got.tokens, want.tokens, 'greedy tokens differ from the native CLI');
