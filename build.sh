@@ -256,7 +256,7 @@ gpu_pack() {
   mkdir -p "$dir"
   cargo build --release --bin gpt2
   cp "$CARGO_TARGET_DIR/release/gpt2" "$dir/gpt2"
-  for t in gpu_kernels gpu_model gpu_f16 gpu_beam parity beam; do # parity, beam: each backend
+  for t in gpu_kernels gpu_model gpu_formats gpu_beam parity beam; do # parity, beam: each backend
     exe=$(cargo test --release --test "$t" --no-run --message-format=json 2>/dev/null |
       python3 -c 'import json,sys
 for l in sys.stdin:

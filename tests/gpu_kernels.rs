@@ -4,7 +4,7 @@
 
 mod gpu_common;
 use gpt2_web::backend::gpu::kernels::{self as k, Epilogue, Kernel, Kernels};
-use gpt2_web::backend::gpu::Context;
+use gpt2_web::backend::gpu::{Context, Format};
 use gpu_common::*;
 use std::path::PathBuf;
 
@@ -54,6 +54,29 @@ fn naga_validates_every_shader() {
     for kernel in Kernel::ALL {
         let file = std::fs::read_to_string(shaders_dir().join(format!("{}.wgsl", kernel.name())));
         assert_eq!(file.unwrap(), kernel.source());
+        // And each weight format's rewrite of it is valid WGSL (f16 needs the capability).
+        for format in [Format::F16, Format::Q8] {
+            let src = kernel.source_for(format);
+            let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| {
+                panic!(
+                    "{} in {format:?}: {}",
+                    kernel.name(),
+                    e.emit_to_string(&src)
+                )
+            });
+            naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::SHADER_FLOAT16,
+            )
+            .validate(&module)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} in {format:?}: {}",
+                    kernel.name(),
+                    e.emit_to_string(&src)
+                )
+            });
+        }
     }
 }
 
@@ -65,7 +88,7 @@ struct Gpu {
 
 fn setup() -> Option<Gpu> {
     let ctx = gpu()?;
-    let kernels = Kernels::new(&ctx.device, false);
+    let kernels = Kernels::new(&ctx.device, Format::F32);
     Some(Gpu { ctx, kernels })
 }
 

@@ -199,7 +199,7 @@ impl Backend {
         }
     }
 
-    /// The weight format in use: the CPU backend's ("q8" or "f32"), the GPU's ("f32" or "f16").
+    /// The weight format in use: the CPU backend's ("q8" or "f32"), the GPU's ("q8", "f32" or "f16").
     pub fn dtype_name(&self) -> &'static str {
         match self {
             Backend::Cpu(b) => b.dtype().name(),

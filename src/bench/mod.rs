@@ -30,7 +30,7 @@ pub struct LengthRun {
 #[serde(rename_all = "camelCase")]
 pub struct BenchReport {
     pub backend: String,
-    /// The CPU backend's weight format ("f32", "q8"); the GPU runs f32.
+    /// The weight format the backend holds: "q8" or "f32"; on the GPU also "f16".
     pub dtype: String,
     /// The 8-bit kernel (`q8::kernel()`), when the CPU runs q8.
     pub kernel: Option<String>,

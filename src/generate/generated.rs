@@ -41,7 +41,7 @@ pub fn lists() -> Vec<List> {
         List {
             js: "DTYPES",
             ts: "Dtype",
-            doc: "Weight format: 'q8' or 'f32' on the CPU (WebGPU then runs f32); 'f16' on WebGPU (q8 on the CPU).",
+            doc: "Weight format: 'q8' or 'f32', on the CPU and on WebGPU; 'f16' on WebGPU (q8 on the CPU).",
             items: crate::backend::DTYPE_NAMES.to_vec(),
         },
         List {

@@ -117,6 +117,7 @@ impl Loader {
             BackendChoice::WebGpu => {
                 let opts = GpuOptions {
                     f16: gpu_f16,
+                    q8: cpu_dtype == CpuDtype::Q8,
                     ..GpuOptions::default()
                 };
                 Parts::Gpu(Box::new(GpuParts::new(&config, &opts).await?))
@@ -125,6 +126,7 @@ impl Loader {
                 let opts = GpuOptions {
                     hardware_only: !software_gpu_counts(),
                     f16: gpu_f16,
+                    q8: cpu_dtype == CpuDtype::Q8,
                     ..GpuOptions::default()
                 };
                 match GpuParts::new(&config, &opts).await {

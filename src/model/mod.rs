@@ -43,7 +43,8 @@ pub struct Model {
     /// Why the model runs on the CPU when the GPU was wanted (`Auto` found no adapter, a software
     /// one, too small limits) or was lost.
     pub gpu_unavailable: Option<String>,
-    /// The weight format of the CPU backend, now or after a fall-back (the GPU runs f32).
+    /// The weight format of the CPU backend, now or after a fall-back (the GPU holds its matrices
+    /// in it too, or in f16).
     pub cpu_dtype: CpuDtype,
     /// Set while on the GPU: where a CPU backend would get its weights, and the files it reads
     /// them as (one, or the shards in order).

@@ -11,10 +11,7 @@
  */
 export type BackendChoice = 'auto' | 'cpu' | 'webgpu';
 
-/**
- * Weight format: 'q8' or 'f32' on the CPU (WebGPU then runs f32); 'f16' on WebGPU (q8 on the
- * CPU).
- */
+/** Weight format: 'q8' or 'f32', on the CPU and on WebGPU; 'f16' on WebGPU (q8 on the CPU). */
 export type Dtype = 'q8' | 'f32' | 'f16';
 
 /** The CPU's 8-bit kernel in the browser: 'auto' (the engine's choice) or one by name. */
@@ -80,9 +77,11 @@ export interface LoadOptions {
    * The weight format on the CPU: 'q8' (default) keeps each weight in 8 bits (blocks of 32 with
    * a scale each, quantized as the model loads: about 3× faster per token than 'f32' and a
    * quarter of the memory, at a small accuracy cost; see the README) or 'f32' (exact). WebGPU
-   * runs f32, unless 'f16': then WebGPU keeps its weight matrices in 16 bits (adapters with
-   * shader-f16; the arithmetic stays f32; half the bytes per token, within a documented
-   * tolerance of f32), and the CPU, if it runs instead or after a lost GPU, q8.
+   * holds its weight matrices in the same format ('q8': the CPU's 8-bit weights, a quarter of
+   * f32's bytes, dequantized in its kernels, whose activations and KV cache stay f32), or in 16
+   * bits for 'f16' (adapters with shader-f16; the arithmetic stays f32; half the bytes per
+   * token, within a documented tolerance of f32), and the CPU, if it runs instead or after a
+   * lost GPU, q8.
    */
   dtype?: Dtype;
   /**
@@ -474,7 +473,7 @@ export declare class Gpt2 {
 
   /** What actually runs: 'webgpu' or 'cpu'. Changes to 'cpu' (during a generation) if the GPU is lost. */
   readonly backend: 'webgpu' | 'cpu';
-  /** The weight format in use: 'q8' or 'f32' on the CPU, 'f32' or 'f16' on WebGPU. */
+  /** The weight format in use: 'q8' or 'f32' on the CPU, 'q8', 'f32' or 'f16' on WebGPU. */
   readonly dtype: Dtype;
   /** Threads the CPU engine runs on (1 unless the page is cross-origin isolated). */
   readonly threads: number;

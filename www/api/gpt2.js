@@ -295,7 +295,7 @@ export class Gpt2 {
   /** What the load timed to choose the 8-bit kernel, or null (see gpt2.d.ts). */
   get kernelTimes() { return this.#load.live.kernelTimes; }
 
-  /** The weight format in use: 'q8' or 'f32' on the CPU, 'f32' on WebGPU. */
+  /** The weight format in use: 'q8' or 'f32' on the CPU, 'q8', 'f32' or 'f16' on WebGPU. */
   get dtype() { return this.#load.live.dtype; }
 
   /** The GPU adapter in words while on WebGPU, else undefined. */

@@ -8,10 +8,7 @@
  */
 export const BACKENDS = Object.freeze(['auto', 'cpu', 'webgpu']);
 
-/**
- * Weight format: 'q8' or 'f32' on the CPU (WebGPU then runs f32); 'f16' on WebGPU (q8 on the
- * CPU).
- */
+/** Weight format: 'q8' or 'f32', on the CPU and on WebGPU; 'f16' on WebGPU (q8 on the CPU). */
 export const DTYPES = Object.freeze(['q8', 'f32', 'f16']);
 
 /** The CPU's 8-bit kernel in the browser: 'auto' (the engine's choice) or one by name. */

@@ -24,14 +24,49 @@ pub struct GpuOptions {
     /// Weight matrices in f16 (`shader-f16`; the arithmetic stays f32): half the bytes each
     /// decode step reads. An adapter without the feature is an error that says so.
     pub f16: bool,
+    /// Weight matrices in q8 (8-bit values in blocks of 32 along each output's inputs, an f32
+    /// scale each: the CPU's q8 weights, dequantized in the kernels; the arithmetic stays f32).
+    /// `f16` wins when both are set.
+    pub q8: bool,
+}
+
+/// How the GPU holds its weight matrices (wte and the blocks' Conv1D weights); biases, LayerNorm
+/// parameters, wpe, the activations and the KV cache are f32 in every format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    #[default]
+    F32,
+    F16,
+    /// Blocks of 32 values along each output's inputs, rounded to -63..=63 with an f32 scale each,
+    /// as the CPU's q8 rounds them: four values to a word, then the scales.
+    Q8,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::F32 => "f32",
+            Format::F16 => "f16",
+            Format::Q8 => "q8",
+        }
+    }
+
+    /// Bytes per weight of a matrix, its scales counted (q8: one byte, and four per 32).
+    pub fn bytes_per_weight(self) -> f64 {
+        match self {
+            Format::F32 => 4.0,
+            Format::F16 => 2.0,
+            Format::Q8 => 1.125,
+        }
+    }
 }
 
 /// A device and queue, the limits granted, and the first error the device reported.
 pub struct Context {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
-    /// Whether weight matrices are f16 (`GpuOptions::f16`).
-    pub f16: bool,
+    /// How weight matrices are held (`GpuOptions::f16`, `GpuOptions::q8`).
+    pub format: Format,
     /// The adapter in words: `llvmpipe (LLVM 19.1.7, 256 bits) (Vulkan, Cpu)`.
     pub adapter: String,
     /// Largest storage binding the model may use, in bytes (after `max_binding_bytes`).
@@ -112,7 +147,11 @@ impl Context {
         Ok(Context {
             device,
             queue,
-            f16: opts.f16,
+            format: match (opts.f16, opts.q8) {
+                (true, _) => Format::F16,
+                (false, true) => Format::Q8,
+                (false, false) => Format::F32,
+            },
             adapter: name,
             max_binding,
             max_buffer: limits.max_buffer_size,

@@ -30,6 +30,39 @@ pub enum Kernel {
     Argmax,
 }
 
+/// A kernel's one read of a weight matrix: `array[row * stride + col]`, the stride N for `w` (a
+/// Conv1D weight, (K, N)) and C for `wte` (a vocab chunk, (rows, C)).
+struct WeightRead {
+    array: &'static str,
+    row: &'static str,
+    col: &'static str,
+}
+
+/// The q8 read of weight (row, col) of `w` (blocks of 32 down each column, the scales
+/// `[K / 32][N]` after the `K·N` bytes) or of `wte` (blocks of 32 along each row, the scales
+/// `[rows][C / 32]` after the bytes), as `load.rs` `to_q8` lays them out: a byte is a signed
+/// value, four to a word, lowest first; the value is the byte times its block's scale.
+fn q8_read(array: &str) -> String {
+    let (rows, stride, scale) = match array {
+        "w" => ("dims.K", "N", "(row >> 5u) * N + col"),
+        _ => (
+            "dims.chunk_rows",
+            "C",
+            "row * ((C + 31u) >> 5u) + (col >> 5u)",
+        ),
+    };
+    format!(
+        "// q8: weight (row, col) of {array}, its byte times its block's scale (kernels.rs).\n\
+         fn q8_{array}(row: u32, col: u32) -> f32 {{\n\
+         \x20   let {stride} = dims.{stride};\n\
+         \x20   let i = row * {stride} + col;\n\
+         \x20   let q = extractBits(i32({array}[i >> 2u]), (i & 3u) * 8u, 8u);\n\
+         \x20   let scales = ({rows} * {stride} + 3u) / 4u;\n\
+         \x20   return f32(q) * bitcast<f32>({array}[scales + {scale}]);\n\
+         }}\n"
+    )
+}
+
 /// How a kernel sees one binding.
 #[derive(Clone, Copy)]
 enum Binding {
@@ -69,34 +102,50 @@ impl Kernel {
         }
     }
 
-    /// The WGSL source with its weights as f16 (read into f32 arithmetic), for the kernels that
-    /// read weight matrices; the others' source as it is.
-    pub fn source_f16(self) -> std::borrow::Cow<'static, str> {
-        let (decl, read) = match self {
-            Kernel::MatmulTiled => (
-                "var<storage, read> w: array<f32>;",
-                "w[(k0 + lid.y) * N + col]",
-            ),
-            Kernel::MatmulGemv | Kernel::MatmulGemvLn => {
-                ("var<storage, read> w: array<f32>;", "w[i]")
-            }
-            Kernel::LmHead => ("var<storage, read> wte: array<f32>;", "wte[r * C + c]"),
-            Kernel::Embedding => (
-                "var<storage, read> wte: array<f32>;",
-                "wte[(id - dims.chunk_start) * C + c]",
-            ),
-            _ => return self.source().into(),
+    /// The WGSL source for weight matrices held in `format`: as written (f32), or with its one
+    /// read of a weight rewritten (f16: the value widened; q8: `q8_read`); kernels that read no
+    /// weight matrix as they are.
+    pub fn source_for(self, format: super::Format) -> std::borrow::Cow<'static, str> {
+        use super::Format;
+        let Some(WeightRead { array, row, col }) = self.weight_read() else {
+            return self.source().into();
         };
+        let decl = format!("var<storage, read> {array}: array<f32>;");
+        let stride = if array == "w" { "N" } else { "C" };
+        let read = format!("{array}[{row} * {stride} + {col}]");
         let src = self.source();
         assert!(
-            src.matches(decl).count() == 1 && src.matches(read).count() == 1,
-            "{}: the f16 rewrite no longer matches the shader",
+            src.matches(&decl).count() == 1 && src.matches(&read).count() == 1,
+            "{}: the weights' rewrite no longer matches the shader",
             self.name()
         );
-        let src = src
-            .replace(decl, &decl.replace("array<f32>", "array<f16>"))
-            .replace(read, &format!("f32({read})"));
-        format!("enable f16;\n{src}").into()
+        match format {
+            Format::F32 => src.into(),
+            Format::F16 => {
+                let src = src
+                    .replace(&decl, &decl.replace("array<f32>", "array<f16>"))
+                    .replace(&read, &format!("f32({read})"));
+                format!("enable f16;\n{src}").into()
+            }
+            Format::Q8 => {
+                let src = src
+                    .replace(&decl, &decl.replace("array<f32>", "array<u32>"))
+                    .replace(&read, &format!("q8_{array}({row}, {col})"));
+                format!("{src}\n{}", q8_read(array)).into()
+            }
+        }
+    }
+
+    /// The weight matrix a kernel reads, if it reads one, and the row and column of its one read.
+    fn weight_read(self) -> Option<WeightRead> {
+        let (array, row, col) = match self {
+            Kernel::MatmulTiled => ("w", "(k0 + lid.y)", "col"),
+            Kernel::MatmulGemv | Kernel::MatmulGemvLn => ("w", "k", "col"),
+            Kernel::LmHead => ("wte", "r", "c"),
+            Kernel::Embedding => ("wte", "(id - dims.chunk_start)", "c"),
+            _ => return None,
+        };
+        Some(WeightRead { array, row, col })
     }
 
     /// The WGSL source.
@@ -304,9 +353,9 @@ pub struct Kernels {
 }
 
 impl Kernels {
-    /// Compiles every kernel (with f16 weight matrices when `f16`). Errors surface through the
+    /// Compiles every kernel for weight matrices held in `format`. Errors surface through the
     /// caller's error scopes.
-    pub fn new(device: &wgpu::Device, f16: bool) -> Kernels {
+    pub fn new(device: &wgpu::Device, format: super::Format) -> Kernels {
         let layouts: Vec<_> = Kernel::ALL
             .iter()
             .map(|k| {
@@ -340,10 +389,7 @@ impl Kernels {
             .map(|&k| {
                 let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(k.name()),
-                    source: wgpu::ShaderSource::Wgsl(match f16 {
-                        true => k.source_f16(),
-                        false => k.source().into(),
-                    }),
+                    source: wgpu::ShaderSource::Wgsl(k.source_for(format)),
                 });
                 let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                     label: Some(k.name()),

@@ -3,7 +3,7 @@
 //! CPU), then the weights uploaded as f32 and every buffer, uniform and bind group the forward
 //! pass dispatches with.
 
-use super::context::{Context, GpuOptions};
+use super::context::{Context, Format, GpuOptions};
 use super::kernels::{self as k, Epilogue, Kernel, Kernels};
 use super::{Block, GpuBackend, KvInputs, Linear, WteChunk};
 use crate::config::{Activation, Config, MAX_VERIFY};
@@ -59,7 +59,7 @@ impl GpuParts {
         let ctx = Context::new(opts).await?;
         let plan = Plan::new(config, &ctx)?;
         let scopes = Some(ctx.scopes());
-        let kernels = Kernels::new(&ctx.device, ctx.f16);
+        let kernels = Kernels::new(&ctx.device, ctx.format);
         Ok(GpuParts {
             config: config.clone(),
             ctx,
@@ -76,26 +76,33 @@ impl GpuParts {
     pub fn add(&mut self, name: &str, t: TensorRef) -> Result<()> {
         self.ctx.check()?;
         let values = t.try_to_f32()?;
-        // Weight matrices (wte and the blocks' Conv1D weights) in f16 when asked; the rest f32.
+        // Weight matrices (wte and the blocks' Conv1D weights) in f16 or q8 when asked; the rest
+        // f32.
         let role = self.roles.get(name).copied();
         let Some(role) = role else {
             let why = format!("the GPU backend was given tensor \"{name}\", not GPT-2's");
             return Err(Error::State(why));
         };
         let matrix = matches!(role, Role::Embedding | Role::Matrix);
-        let upload = |label: &str, v: &[f32]| match matrix && self.ctx.f16 {
-            true => self.ctx.upload(label, &to_f16(v)),
-            false => self.ctx.upload(label, v),
+        // A wte chunk's blocks run along its rows, a Conv1D weight's (K, N) down its columns.
+        let upload = |label: &str, v: &[f32], cols: usize| match self.ctx.format {
+            Format::F16 if matrix => self.ctx.upload(label, &to_f16(v)),
+            Format::Q8 if matrix => {
+                let down = role == Role::Matrix;
+                self.ctx
+                    .upload(label, &to_q8(v, v.len() / cols, cols, down))
+            }
+            _ => self.ctx.upload(label, v),
         };
         if role == Role::Embedding {
             let (c, v) = (self.config.n_embd, self.config.vocab_size);
             for start in (0..v).step_by(self.plan.wte_rows) {
                 let rows = self.plan.wte_rows.min(v - start);
                 let chunk = &values[start * c..(start + rows) * c];
-                self.wte.push((rows, upload("wte chunk", chunk)));
+                self.wte.push((rows, upload("wte chunk", chunk, c)));
             }
         } else {
-            let buffer = upload(name, &values);
+            let buffer = upload(name, &values, t.shape[1]);
             self.uploaded.insert(name.to_string(), buffer);
         }
         Ok(())
@@ -467,25 +474,31 @@ impl Plan {
         };
         // Sizes in u64, so nothing wraps on wasm32 before it is compared.
         let (cu, hu, nu) = (c as u64, hid as u64, n_ctx as u64);
-        let weight = if ctx.f16 { 2 } else { 4 }; // bytes per weight of a matrix
-        for (what, n) in [
-            ("wpe", nu * cu),
-            ("the MLP activations (n_ctx × n_inner)", nu * hu),
-            ("qkv (n_ctx × 3·n_embd)", nu * 3 * cu),
-            ("mlp.c_fc", cu * hu * weight / 4),
-            ("attn.c_attn", cu * 3 * cu * weight / 4),
+        // Bytes of a matrix of n weights in the format the GPU holds them (q8: its scales too).
+        let matrix = |n: u64| (n as f64 * ctx.format.bytes_per_weight()).ceil() as u64 + 4;
+        for (what, bytes) in [
+            ("wpe", nu * cu * 4),
+            ("the MLP activations (n_ctx × n_inner)", nu * hu * 4),
+            ("qkv (n_ctx × 3·n_embd)", nu * 3 * cu * 4),
+            ("mlp.c_fc", matrix(cu * hu)),
+            ("attn.c_attn", matrix(cu * 3 * cu)),
             (
                 "the logits of a verification pass",
-                MAX_VERIFY as u64 * v as u64,
+                MAX_VERIFY as u64 * v as u64 * 4,
             ),
         ] {
-            if n * 4 > limit {
-                return Err(too_big(what, n * 4));
+            if bytes > limit {
+                return Err(too_big(what, bytes));
             }
         }
-        let wte_rows = (limit / (cu * weight)) as usize;
+        // One row of wte (q8: its blocks' scales, and room for the padding to a word).
+        let (row, pad) = match ctx.format {
+            Format::Q8 => (cu + 4 * cu.div_ceil(32), 3),
+            f => (cu * f.bytes_per_weight() as u64, 0),
+        };
+        let wte_rows = (limit.saturating_sub(pad) / row) as usize;
         if wte_rows == 0 {
-            return Err(too_big("one row of wte", cu * 4));
+            return Err(too_big("one row of wte", row));
         }
         let wte_rows = wte_rows.min(v);
         let most = ctx.max_workgroups as usize;
@@ -502,6 +515,46 @@ impl Plan {
         }
         Ok(Plan { wte_rows })
     }
+}
+
+/// `v` (rows, cols) in the GPU's q8 (`kernels.rs` `Kernel::q8_read`): blocks of 32 down each
+/// column (`down`: a Conv1D weight, (K, N)) or along each row (a wte chunk), each rounded to
+/// -63..=63 with one scale as the CPU's q8 rounds it (`backend/cpu/q8`), so both hold the same
+/// weights; the bytes at their elements' places, four to a word, then the scales' bits.
+fn to_q8(v: &[f32], rows: usize, cols: usize, down: bool) -> Vec<u32> {
+    // A line is what one block runs along: a column (down) or a row.
+    let (lines, len) = if down { (cols, rows) } else { (rows, cols) };
+    let at = |line: usize, i: usize| {
+        if down {
+            i * cols + line
+        } else {
+            line * cols + i
+        }
+    };
+    let blocks = len.div_ceil(32);
+    let mut bytes = vec![0u8; v.len().div_ceil(4) * 4];
+    let mut scales = vec![0f32; lines * blocks];
+    for line in 0..lines {
+        for b in 0..blocks {
+            let block = b * 32..(b * 32 + 32).min(len);
+            let amax = block.clone().fold(0f32, |m, i| m.max(v[at(line, i)].abs()));
+            let scale = amax / 63.0;
+            let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+            for i in block {
+                let q = (v[at(line, i)] * inv).round_ties_even().clamp(-63.0, 63.0);
+                bytes[at(line, i)] = q as i32 as i8 as u8;
+            }
+            scales[if down {
+                b * cols + line
+            } else {
+                line * blocks + b
+            }] = scale;
+        }
+    }
+    let words = bytes
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+    words.chain(scales.iter().map(|s| s.to_bits())).collect()
 }
 
 /// f16 bits of `v`, padded to a whole number of 4 bytes (buffers are written in words).

@@ -15,7 +15,7 @@ pub mod kernels;
 mod load;
 mod slots;
 
-pub use context::{Context, GpuOptions};
+pub use context::{Context, Format, GpuOptions};
 pub use load::GpuParts;
 
 use crate::config::Config;
@@ -139,20 +139,15 @@ impl GpuBackend {
         &self.config
     }
 
-    /// Weight bytes one decode step reads: the matrices (f32 or f16), f32 biases and LayerNorm
-    /// parameters.
+    /// Weight bytes one decode step reads: the matrices (f32, f16 or q8), f32 biases and
+    /// LayerNorm parameters.
     pub fn decode_weight_bytes(&self) -> f64 {
-        self.config
-            .decode_weight_bytes(if self.ctx.f16 { 2.0 } else { 4.0 })
+        (self.config).decode_weight_bytes(self.ctx.format.bytes_per_weight())
     }
 
-    /// "f16" or "f32": the weight matrices' format.
+    /// "f32", "f16" or "q8": the weight matrices' format.
     pub fn dtype_name(&self) -> &'static str {
-        if self.ctx.f16 {
-            "f16"
-        } else {
-            "f32"
-        }
+        self.ctx.format.name()
     }
 
     /// The adapter in words, e.g. `llvmpipe (LLVM 19.1.7, 256 bits) (Vulkan, Cpu)`.

@@ -37,7 +37,8 @@ pub struct ModelArgs {
     pub model: PathBuf,
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendArg,
-    /// The weight format: q8 or f32 on the CPU (WebGPU then runs f32), f16 on WebGPU
+    /// The weight format: q8 (the default) or f32, on the CPU and on WebGPU; f16 on WebGPU (q8 on the
+    /// CPU)
     #[arg(long, value_enum, default_value = "q8")]
     pub dtype: DtypeArg,
     /// The CPU's 8-bit kernel: auto (the best this CPU has) or one it has by name (avx2,

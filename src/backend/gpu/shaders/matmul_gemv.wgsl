@@ -44,9 +44,9 @@ const COLS: u32 = 8u;
 const SLICES: u32 = 32u;
 var<workgroup> partial: array<array<f32, COLS>, SLICES>;
 
-// The one read of w (the f16 build rewrites it).
-fn weight(i: u32) -> f32 {
-    return w[i];
+// The one read of w, weight (k, col) of (K, N): the f16 and q8 builds rewrite it (kernels.rs).
+fn weight(k: u32, col: u32, N: u32) -> f32 {
+    return w[k * N + col];
 }
 
 // GPT-2's GELU, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). The argument is clamped because
@@ -93,15 +93,15 @@ fn dot_slice(xr: u32, K: u32, N: u32, col: u32, slice: u32) -> f32 {
     for (; k + 3u * SLICES < K; k = k + 4u * SLICES) {
         let xs = vec4<f32>(x[xr + k], x[xr + k + SLICES], x[xr + k + 2u * SLICES], x[xr + k + 3u * SLICES]);
         let ws = vec4<f32>(
-            weight(k * N + col),
-            weight((k + SLICES) * N + col),
-            weight((k + 2u * SLICES) * N + col),
-            weight((k + 3u * SLICES) * N + col),
+            weight(k, col, N),
+            weight(k + SLICES, col, N),
+            weight(k + 2u * SLICES, col, N),
+            weight(k + 3u * SLICES, col, N),
         );
         a = a + xs * ws;
     }
     for (; k < K; k = k + SLICES) {
-        a.x = a.x + x[xr + k] * weight(k * N + col);
+        a.x = a.x + x[xr + k] * weight(k, col, N);
     }
     return (a.x + a.y) + (a.z + a.w);
 }

@@ -62,9 +62,9 @@ fn workgroup_sum(v: f32, lid: u32) -> f32 {
     return total;
 }
 
-// The one read of w (the f16 build rewrites it).
-fn weight(i: u32) -> f32 {
-    return w[i];
+// The one read of w, weight (k, col) of (K, N): the f16 and q8 builds rewrite it (kernels.rs).
+fn weight(k: u32, col: u32, N: u32) -> f32 {
+    return w[k * N + col];
 }
 
 // x[base + k] normalised: (x − mean) · rstd · weight + bias, as layernorm.wgsl writes it.
@@ -118,15 +118,15 @@ fn main(
                 normed(base, k + 3u * SLICES, mean, rstd),
             );
             let ws = vec4<f32>(
-                weight(k * N + col),
-                weight((k + SLICES) * N + col),
-                weight((k + 2u * SLICES) * N + col),
-                weight((k + 3u * SLICES) * N + col),
+                weight(k, col, N),
+                weight(k + SLICES, col, N),
+                weight(k + 2u * SLICES, col, N),
+                weight(k + 3u * SLICES, col, N),
             );
             a = a + xs * ws;
         }
         for (; k < K; k = k + SLICES) {
-            a.x = a.x + normed(base, k, mean, rstd) * weight(k * N + col);
+            a.x = a.x + normed(base, k, mean, rstd) * weight(k, col, N);
         }
         acc = (a.x + a.y) + (a.z + a.w);
     }
