@@ -1,6 +1,6 @@
 //! Batching is exact: every sequence of a batch gets the tokens it gets alone — greedy and
 //! seeded sampling, in q8 and f32 on the CPU and on WebGPU — with prompts of different lengths
-//! joining at different steps and one aborted midway; and a batched pass gives each row the
+//! joining at different steps and one aborted midway, and when the GPU is lost midway; and a batched pass gives each row the
 //! logits of a pass alone, bit for bit, and greedy's pass their argmaxes. One body per behaviour, run on every backend (WebGPU on
 //! lavapipe in CI; elsewhere without an adapter a loud note, and CI=true fails).
 
@@ -15,12 +15,14 @@ fn load_as(dir: &str, dtype: CpuDtype) -> Model {
     Model::load_dir(&root().join(dir), BackendChoice::Cpu, dtype).unwrap()
 }
 
-/// The model in `dir` on every backend there is: the CPU in q8 and in f32, WebGPU (f32).
+/// The model in `dir` on every backend there is: the CPU and WebGPU, each in q8 and in f32.
 fn backends(dir: &str) -> Vec<Model> {
     let mut models = vec![load_as(dir, CpuDtype::Q8), load_as(dir, CpuDtype::F32)];
     if gpu_common::gpu().is_some() {
-        let gpu = Model::load_dir(&root().join(dir), BackendChoice::WebGpu, CpuDtype::F32);
-        models.push(gpu.unwrap_or_else(|e| panic!("{dir} on the GPU: {e}")));
+        for dtype in [CpuDtype::Q8, CpuDtype::F32] {
+            let gpu = Model::load_dir(&root().join(dir), BackendChoice::WebGpu, dtype);
+            models.push(gpu.unwrap_or_else(|e| panic!("{dir} on the GPU in {dtype:?}: {e}")));
+        }
     }
     models
 }
@@ -111,6 +113,51 @@ fn a_batched_pass_gives_each_row_the_logits_of_a_pass_alone() {
         let chosen = block_on(model.predict_argmax(&lasts)).unwrap().to_vec();
         let argmaxes: Vec<u32> = out.chunks(v).map(gpt2_web::sampling::argmax).collect();
         assert_eq!(chosen, argmaxes, "{on}: greedy's pass chose other ids");
+        // Sampling's pass (on the GPU chosen there): each row's 40 largest with their ids.
+        let top = block_on(model.predict_top(&lasts, 40)).unwrap().to_vec();
+        let mut want = Vec::new();
+        out.chunks(v)
+            .for_each(|r| gpt2_web::sampling::top_k(r, 40, &mut want));
+        let sorted = |c: &[(f32, u32)]| -> Vec<Vec<(u32, u32)>> {
+            let row = |r: &[(f32, u32)]| {
+                let mut r: Vec<(u32, u32)> = r.iter().map(|c| (c.0.to_bits(), c.1)).collect();
+                r.sort_by_key(|c| c.1);
+                r
+            };
+            c.chunks(40).map(row).collect()
+        };
+        assert_eq!(
+            sorted(&top),
+            sorted(&want),
+            "{on}: sampling's pass gave other candidates"
+        );
+    }
+}
+
+#[test]
+fn sampling_from_the_top_k_reads_back_only_them_and_draws_the_same_tokens() {
+    // top_logprobs reads the whole row of logits; without it a top-k sampler reads its k
+    // candidates alone (`Want::Top`), and draws the same tokens from them.
+    for mut model in backends(DEMO) {
+        let on = on(&model);
+        for (i, prompt) in PROMPTS.iter().enumerate() {
+            let p = params(i, true);
+            let (top, _) = alone(&mut model, prompt, p.clone());
+            let whole = GenerateParams {
+                top_logprobs: 1,
+                ..p.clone()
+            };
+            let r = generate(&mut model, prompt, whole, &mut |_| {}, &|| false).unwrap();
+            assert_eq!(top, r.tokens, "{on}: prompt {i}");
+            let r = generate(&mut model, prompt, p, &mut |_| {}, &|| false).unwrap();
+            if let Some(gpu) = r.metrics.gpu {
+                let per_pass = gpu.readback_bytes / gpu.passes;
+                assert!(
+                    per_pass <= 8 * 40,
+                    "{on}: {per_pass} bytes read back per pass"
+                );
+            }
+        }
     }
 }
 
@@ -118,73 +165,103 @@ fn a_batched_pass_gives_each_row_the_logits_of_a_pass_alone() {
 fn every_sequence_of_a_batch_gets_the_tokens_it_gets_alone() {
     for mut model in backends(DEMO) {
         for sampled in [false, true] {
-            let want: Vec<_> = (PROMPTS.iter().enumerate())
-                .map(|(i, p)| alone(&mut model, p, params(i, sampled)))
-                .collect();
-            let what = format!("{} sampled={sampled}", on(&model));
-            // Three start together, the fourth joins after 2 steps, the fifth after 5; the
-            // second is aborted after 4 steps.
-            let mut batch = Batch::new();
-            let mut got: Vec<Vec<u32>> = vec![Vec::new(); PROMPTS.len()];
-            let mut slot_of = vec![usize::MAX; PROMPTS.len()];
-            let mut ended = vec![None; PROMPTS.len()];
-            let join =
-                |batch: &mut Batch, model: &mut Model, i: usize, slot_of: &mut Vec<usize>| {
-                    let g = Generation::new(model, PROMPTS[i], params(i, sampled)).unwrap();
-                    slot_of[i] = block_on(batch.add(model, g)).unwrap();
-                };
-            for i in 0..3 {
-                join(&mut batch, &mut model, i, &mut slot_of);
+            batch_as_alone(&mut model, sampled, None);
+        }
+    }
+}
+
+#[test]
+fn a_batch_that_loses_the_gpu_ends_on_the_cpu_with_every_members_tokens() {
+    // In f32, where the CPU's tokens are the GPU's: the device is lost at the batch's fourth
+    // step, with four members in it; the model goes on on the CPU, each member's sequence
+    // recomputed there, and every member ends with the tokens it gets alone on the GPU.
+    if gpu_common::gpu().is_none() {
+        return;
+    }
+    let load = || Model::load_dir(&root().join(DEMO), BackendChoice::WebGpu, CpuDtype::F32);
+    for sampled in [false, true] {
+        batch_as_alone(&mut load().unwrap(), sampled, Some(4));
+    }
+}
+
+/// Five generations through one batch, joining at different steps, one aborted: each gets the
+/// tokens it gets alone. With `lose_gpu`, the GPU is lost before that step.
+fn batch_as_alone(model: &mut Model, sampled: bool, lose_gpu: Option<usize>) {
+    let want: Vec<_> = (PROMPTS.iter().enumerate())
+        .map(|(i, p)| alone(model, p, params(i, sampled)))
+        .collect();
+    let what = format!("{} sampled={sampled} lose_gpu={lose_gpu:?}", on(model));
+    // Three start together, the fourth joins after 2 steps, the fifth after 5; the second is
+    // aborted after 4 steps.
+    let mut batch = Batch::new();
+    let mut got: Vec<Vec<u32>> = vec![Vec::new(); PROMPTS.len()];
+    let mut slot_of = vec![usize::MAX; PROMPTS.len()];
+    let mut ended = vec![None; PROMPTS.len()];
+    let join = |batch: &mut Batch, model: &mut Model, i: usize, slot_of: &mut Vec<usize>| {
+        let g = Generation::new(model, PROMPTS[i], params(i, sampled)).unwrap();
+        slot_of[i] = block_on(batch.add(model, g)).unwrap();
+    };
+    for i in 0..3 {
+        join(&mut batch, model, i, &mut slot_of);
+    }
+    for step in 1.. {
+        if step == 3 {
+            join(&mut batch, model, 3, &mut slot_of);
+        }
+        if step == 6 {
+            join(&mut batch, model, 4, &mut slot_of);
+        }
+        if step == 5 {
+            batch.get_mut(slot_of[1]).unwrap().cancel();
+        }
+        if lose_gpu == Some(step) {
+            match model.backend() {
+                gpt2_web::Backend::WebGpu(gpu) => gpu.lose_device(),
+                gpt2_web::Backend::Cpu(_) => panic!("{what}: not on the GPU at step {step}"),
             }
-            for step in 1.. {
-                if step == 3 {
-                    join(&mut batch, &mut model, 3, &mut slot_of);
+        }
+        for (slot, progress) in block_on(batch.step(model)).unwrap() {
+            let i = slot_of.iter().position(|&s| s == slot).unwrap();
+            match progress {
+                Move::Token(ev) => got[i].push(ev.id),
+                Move::Done => {
+                    let r = batch.remove(slot).unwrap().result();
+                    assert_eq!(r.tokens, got[i], "{what}: {i}'s result");
+                    ended[i] = Some(r.stop_reason);
+                    slot_of[i] = usize::MAX - 1 - i; // free; never matched again
                 }
-                if step == 6 {
-                    join(&mut batch, &mut model, 4, &mut slot_of);
-                }
-                if step == 5 {
-                    batch.get_mut(slot_of[1]).unwrap().cancel();
-                }
-                for (slot, progress) in block_on(batch.step(&mut model)).unwrap() {
-                    let i = slot_of.iter().position(|&s| s == slot).unwrap();
-                    match progress {
-                        Move::Token(ev) => got[i].push(ev.id),
-                        Move::Done => {
-                            let r = batch.remove(slot).unwrap().result();
-                            assert_eq!(r.tokens, got[i], "{what}: {i}'s result");
-                            ended[i] = Some(r.stop_reason);
-                            slot_of[i] = usize::MAX - 1 - i; // free; never matched again
-                        }
-                        Move::Working => panic!("{what}: the plain loop settled no token"),
-                    }
-                }
-                if batch.is_empty() && step > 6 {
-                    break;
-                }
-                assert!(step < 200, "{what}: the batch never ended");
+                Move::Working => panic!("{what}: the plain loop settled no token"),
             }
+        }
+        if batch.is_empty() && step > 6 {
+            break;
+        }
+        assert!(step < 200, "{what}: the batch never ended");
+    }
+    if lose_gpu.is_some() {
+        assert_eq!(model.backend().name(), "cpu", "{what}");
+        let why = model.gpu_unavailable.as_deref().unwrap_or_default();
+        assert!(why.contains("device was lost"), "{what}: {why}");
+    }
+    assert!(
+        batch.widest() >= 3,
+        "{what}: at most {} sequences shared a pass",
+        batch.widest()
+    );
+    for (i, (ids, stop)) in want.iter().enumerate() {
+        if i == 1 {
+            assert_eq!(ended[i], Some(StopReason::Abort), "{what}");
             assert!(
-                batch.widest() >= 3,
-                "{what}: at most {} sequences shared a pass",
-                batch.widest()
+                got[i].len() >= 3 && ids.starts_with(&got[i]),
+                "{what}: the aborted one's tokens {:?} are not a start of {ids:?}",
+                got[i]
             );
-            for (i, (ids, stop)) in want.iter().enumerate() {
-                if i == 1 {
-                    assert_eq!(ended[i], Some(StopReason::Abort), "{what}");
-                    assert!(
-                        got[i].len() >= 3 && ids.starts_with(&got[i]),
-                        "{what}: the aborted one's tokens {:?} are not a start of {ids:?}",
-                        got[i]
-                    );
-                } else {
-                    assert_eq!(
-                        &got[i], ids,
-                        "{what}: sequence {i} differs from its generation alone"
-                    );
-                    assert_eq!(ended[i], Some(*stop), "{what}: sequence {i}'s stop reason");
-                }
-            }
+        } else {
+            assert_eq!(
+                &got[i], ids,
+                "{what}: sequence {i} differs from its generation alone"
+            );
+            assert_eq!(ended[i], Some(*stop), "{what}: sequence {i}'s stop reason");
         }
     }
 }

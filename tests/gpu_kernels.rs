@@ -32,8 +32,8 @@ fn naga_validates_every_shader() {
         .unwrap_or_else(|e| panic!("{name}.wgsl: {}", e.emit_to_string(&src)));
         // The header STYLE.md asks for: what it computes, bindings, workgroup size and grid.
         assert!(
-            src.starts_with("// "),
-            "{name}.wgsl must open with a comment"
+            src.starts_with(&format!("// {name}")),
+            "{name}.wgsl must open with a comment naming it"
         );
         for word in ["Bindings", "Workgroup:", "Grid:"] {
             assert!(
@@ -50,32 +50,22 @@ fn naga_validates_every_shader() {
         names, known,
         "every shader file is a Kernel and every Kernel has a file"
     );
-    // The embedded sources are the files.
     for kernel in Kernel::ALL {
+        // The embedded source is the file.
         let file = std::fs::read_to_string(shaders_dir().join(format!("{}.wgsl", kernel.name())));
         assert_eq!(file.unwrap(), kernel.source());
-        // And each weight format's rewrite of it is valid WGSL (f16 needs the capability).
+        // Each weight format's rewrite of it is valid WGSL (f16 needs the capability).
         for format in [Format::F16, Format::Q8] {
             let src = kernel.source_for(format);
-            let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| {
-                panic!(
-                    "{} in {format:?}: {}",
-                    kernel.name(),
-                    e.emit_to_string(&src)
-                )
-            });
+            let what = format!("{} in {format:?}", kernel.name());
+            let module = naga::front::wgsl::parse_str(&src)
+                .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
             naga::valid::Validator::new(
                 naga::valid::ValidationFlags::all(),
                 naga::valid::Capabilities::SHADER_FLOAT16,
             )
             .validate(&module)
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{} in {format:?}: {}",
-                    kernel.name(),
-                    e.emit_to_string(&src)
-                )
-            });
+            .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
         }
     }
 }
@@ -611,4 +601,92 @@ fn argmax_takes_the_first_of_the_largest_in_each_row() {
         .collect();
     assert_eq!(want[1..4], [3, 0, 0]);
     assert_eq!(argmax(&short), want);
+}
+
+/// Sampling's candidates on the device are `sampling::top_k`'s: the k largest of each row, of
+/// equal ones at the k-th the smaller indices, NaN never taken before a number, for k = 1, a
+/// sampler's usual 40 and the most (`MAX_TOP_K`), over GPT-2's vocabulary and a row shorter than
+/// the workgroup; -0 below +0, as `total_cmp` has them.
+#[test]
+fn top_k_takes_the_k_largest_of_each_row_and_the_first_of_ties() {
+    use gpt2_web::backend::MAX_TOP_K;
+    let Some(g) = setup() else { return };
+    let mut rng = Rng::new(9);
+    let v = 50257;
+    let mut rows: Vec<Vec<f32>> = vec![rng.vec(v, 8.0)];
+    // Values in tenths: hundreds of ties at every value, the k-th among them.
+    rows.push(
+        rng.vec(v, 1.0)
+            .iter()
+            .map(|x| (x * 10.0).round() / 10.0)
+            .collect(),
+    );
+    let mut odd = vec![0.0f32; v];
+    odd[17] = f32::NAN;
+    odd[3] = -0.0;
+    odd[40_000] = f32::NEG_INFINITY;
+    odd[50_000] = 1.0;
+    rows.push(odd);
+    let top = |rows: &[Vec<f32>], k: usize| -> Vec<Vec<(u32, u32)>> {
+        let n = rows[0].len();
+        let dims = k::TopKDims {
+            v: n as u32,
+            k: k as u32,
+            _pad: [0; 2],
+        };
+        let dims = g.ctx.uniform("dims", &dims);
+        let logits = g.ctx.upload("logits", &rows.concat());
+        let out = g
+            .ctx
+            .upload("top", &vec![u32::MAX; (rows.len() + 1) * MAX_TOP_K * 2]);
+        g.run(
+            Kernel::TopK,
+            &[&dims, &logits, &out],
+            k::argmax_grid(rows.len()),
+        );
+        let got: Vec<u32> = g.read(&out).iter().map(|x| x.to_bits()).collect();
+        assert!(
+            got[rows.len() * MAX_TOP_K * 2..]
+                .iter()
+                .all(|&w| w == u32::MAX),
+            "only the grid's rows"
+        );
+        (got.chunks(MAX_TOP_K * 2).take(rows.len()))
+            .map(|r| {
+                let mut pairs: Vec<(u32, u32)> =
+                    r[..k * 2].chunks(2).map(|p| (p[0], p[1])).collect();
+                pairs.sort_by_key(|p| p.1);
+                pairs
+            })
+            .collect()
+    };
+    let want = |rows: &[Vec<f32>], k: usize| -> Vec<Vec<(u32, u32)>> {
+        (rows.iter())
+            .map(|r| {
+                let mut out = Vec::new();
+                gpt2_web::sampling::top_k(r, k, &mut out);
+                let mut pairs: Vec<(u32, u32)> = out.iter().map(|c| (c.0.to_bits(), c.1)).collect();
+                pairs.sort_by_key(|p| p.1);
+                pairs
+            })
+            .collect()
+    };
+    for k in [1, 40, MAX_TOP_K] {
+        let w = want(&rows, k);
+        assert_eq!(top(&rows, k), w, "k = {k}");
+        let ids: Vec<u32> = w[2].iter().map(|p| p.1).collect();
+        assert!(
+            !ids.contains(&17)
+                && ids[..k.min(3)].contains(&match k {
+                    1 => 50_000,
+                    _ => 0,
+                }),
+            "k = {k}: {:?}",
+            &ids[..k.min(4)]
+        );
+    }
+    // -0 ranks below +0: with k = 2, row 2 keeps 1.0 and the first +0 (index 0), not index 3.
+    assert_eq!(want(&rows, 2)[2], vec![(0, 0), (1f32.to_bits(), 50_000)]);
+    let short: Vec<Vec<f32>> = rows.iter().map(|r| r[..100].to_vec()).collect();
+    assert_eq!(top(&short, 40), want(&short, 40));
 }

@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 
 pub use crate::config::MAX_VERIFY;
-pub use rows::{Seq, Want};
+pub use rows::{Seq, Want, MAX_TOP_K};
 
 /// Which backend to use. The GPU backend is called "webgpu" everywhere (the JS API, the CLI,
 /// JSON, the docs): it is wgpu's WebGPU API, on the browser's WebGPU or natively on
@@ -95,6 +95,11 @@ impl Backend {
         }
         match (want, seqs) {
             (Want::Last | Want::Argmax, _) => Ok(()),
+            (Want::Top(k), _) if (1..=MAX_TOP_K).contains(&k) => Ok(()),
+            (Want::Top(k), _) => Err(Error::param(
+                "top_k",
+                format!("a pass gives 1 to {MAX_TOP_K} candidates, not {k}"),
+            )),
             (Want::Every(_), [s]) if s.ids.len() <= MAX_VERIFY => Ok(()),
             (Want::Every(_), [s]) => Err(Error::param(
                 "ids",
@@ -180,6 +185,15 @@ impl Backend {
         match self {
             Backend::Cpu(b) => b.chosen(),
             Backend::WebGpu(b) => b.chosen(),
+        }
+    }
+
+    /// Each sequence's k candidates (logit, id) after a `Want::Top(k)` pass, k after k in the
+    /// order given, each sequence's unsorted.
+    pub fn top(&self) -> &[(f32, u32)] {
+        match self {
+            Backend::Cpu(b) => b.top(),
+            Backend::WebGpu(b) => b.top(),
         }
     }
 

@@ -25,4 +25,13 @@ pub enum Want {
     /// pass returns no logits. On the GPU it is chosen there, and a step reads back 4 bytes per
     /// sequence instead of a vocabulary's logits.
     Argmax,
+    /// Sampling's candidates and nothing else: the `k` (1 ..= `MAX_TOP_K`) largest logits of
+    /// each sequence's last row with their ids (of equal ones at the k-th, the smaller ids:
+    /// `sampling::top_k`), in `Backend::top`, k per sequence in the order given, unsorted; the
+    /// pass returns no logits. On the GPU they are chosen there, and a step reads back 8·k bytes
+    /// per sequence.
+    Top(usize),
 }
+
+/// The most candidates `Want::Top` asks for (the GPU's top_k.wgsl keeps this many per row).
+pub const MAX_TOP_K: usize = 256;

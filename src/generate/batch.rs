@@ -31,6 +31,7 @@ pub struct Batch {
     members: Vec<Option<Generation>>,
     logits: Vec<f32>,
     chosen: Vec<u32>,
+    top: Vec<(f32, u32)>,
     /// The model's `epoch` when the slots were made: a fall-back empties every KV cache.
     epoch: usize,
     /// The most sequences that shared one forward pass so far.
@@ -195,16 +196,24 @@ impl Batch {
                 Some((slot, seq, fed))
             })
             .collect();
-        // When every sequence of the pass only takes the argmax, only the argmaxes come back.
-        let argmax =
-            (pass.iter()).all(|p| self.members[p.0].as_ref().is_some_and(|g| g.argmax_only()));
+        // When every sequence of the pass only takes the argmax, only the argmaxes come back;
+        // when each reads only its k likeliest tokens, only the largest k of them all.
+        let member = |p: &(usize, usize)| self.members[p.0].as_ref();
+        let argmax = (pass.iter()).all(|p| member(p).is_some_and(|g| g.argmax_only()));
+        let top = (pass.iter().map(|p| member(p).and_then(|g| g.top_only())))
+            .try_fold(0, |k, g| g.map(|g| k.max(g)))
+            .filter(|_| !argmax);
         self.logits.clear();
         self.chosen.clear();
-        match argmax {
-            true => self
+        self.top.clear();
+        match (argmax, top) {
+            (true, _) => self
                 .chosen
                 .extend_from_slice(model.predict_argmax(&seqs).await?),
-            false => self
+            (false, Some(k)) => self
+                .top
+                .extend_from_slice(model.predict_top(&seqs, k).await?),
+            (false, None) => self
                 .logits
                 .extend_from_slice(model.predict_batch(&seqs).await?),
         }
@@ -224,9 +233,10 @@ impl Batch {
         let gpu = model.backend().gpu_last_pass();
         for (i, &(slot, _)) in pass.iter().enumerate() {
             if let Some(g) = self.members[slot].as_mut() {
-                let row = match argmax {
-                    true => Row::Chosen(self.chosen[i]),
-                    false => Row::Logits(&self.logits[i * v..(i + 1) * v]),
+                let row = match (argmax, top) {
+                    (true, _) => Row::Chosen(self.chosen[i]),
+                    (false, Some(k)) => Row::Top(&self.top[i * k..(i + 1) * k]),
+                    (false, None) => Row::Logits(&self.logits[i * v..(i + 1) * v]),
                 };
                 g.batch_output(row, started, pass.len(), gpu);
             }

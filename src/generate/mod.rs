@@ -424,6 +424,15 @@ impl Generation {
         self.params.top_logprobs == 0 && self.params.sampling().picks_argmax()
     }
 
+    /// For a batch: how many of its largest logits this generation's next token reads when it
+    /// reads nothing else (greedy: 1; top-k sampling: k, at most `MAX_TOP_K`; no repetition
+    /// penalty, no `top_logprobs`), so that the backend may choose them (`Want::Top`) and read
+    /// back only those.
+    pub(crate) fn top_only(&self) -> Option<usize> {
+        let k = self.params.sampling().reads_top()?;
+        (self.params.top_logprobs == 0 && k <= crate::backend::MAX_TOP_K).then_some(k)
+    }
+
     /// For a batch, before this generation's first step: its prompt, when it may start from keys
     /// and values a KV cache slot holds already (the plain loop, `prefix_cache` on).
     pub(crate) fn prefix_wanted(&self) -> Option<&[u32]> {

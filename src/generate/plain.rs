@@ -12,6 +12,8 @@ use crate::sampling::Sampler;
 pub(crate) enum Row<'a> {
     Logits(&'a [f32]),
     Chosen(u32),
+    /// The largest logits and their ids (`Want::Top`), for a sampler that reads nothing else.
+    Top(&'a [(f32, u32)]),
 }
 
 /// One sequence, one token per forward pass.
@@ -80,16 +82,16 @@ impl Plain {
     ) -> Pending {
         self.started = true;
         self.fed = ids.len();
+        let chosen = |id| Pending {
+            id,
+            drafted: false,
+            top: Vec::new(),
+            prob: None,
+        };
         let logits = match row {
             Row::Logits(logits) => logits,
-            Row::Chosen(id) => {
-                return Pending {
-                    id,
-                    drafted: false,
-                    top: Vec::new(),
-                    prob: None,
-                }
-            }
+            Row::Chosen(id) => return chosen(id),
+            Row::Top(top) => return chosen(sampler.pick_top(top)),
         };
         self.logits.clear();
         self.logits.extend_from_slice(logits);

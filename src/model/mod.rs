@@ -224,6 +224,18 @@ impl Model {
         Ok(self.backend.chosen())
     }
 
+    /// `predict_batch` for sequences that sample from their `k` likeliest tokens at most: each
+    /// one's k largest logits and their ids, k after k (`Want::Top`; chosen on the GPU there: a
+    /// step reads back 8·k bytes per sequence).
+    pub async fn predict_top(
+        &mut self,
+        seqs: &[(usize, &[u32], usize)],
+        k: usize,
+    ) -> Result<&[(f32, u32)]> {
+        self.pass(seqs, Want::Top(k)).await?;
+        Ok(self.backend.top())
+    }
+
     /// The verification pass of speculative decoding over `seq[cached..]` (slot 0), the others
     /// held in the KV cache already: the logits of the first `rows_out` new ids, row after row
     /// (`more_logits` gives more), with the same fall-back as `predict`.

@@ -41,6 +41,20 @@ impl SamplingParams {
     pub fn picks_argmax(&self) -> bool {
         self.is_greedy() && self.repetition_penalty == 1.0
     }
+
+    /// How many of the largest logits a pick reads when it reads nothing else of them (so that
+    /// `Sampler::pick_top` gives `pick`'s token from those alone): 1 when greedy, `top_k` when
+    /// sampling from the top k; `None` with a repetition penalty (which moves logits by the
+    /// history) or without a top-k.
+    pub fn reads_top(&self) -> Option<usize> {
+        if self.repetition_penalty != 1.0 {
+            return None;
+        }
+        match self.is_greedy() {
+            true => Some(1),
+            false => (self.top_k > 0).then_some(self.top_k),
+        }
+    }
 }
 
 /// One candidate of the distribution the sampler drew from.
@@ -119,6 +133,22 @@ impl Sampler {
         self.verify(logits, history, None, n_top, top).0
     }
 
+    /// `pick` from the candidates a backend chose (`Want::Top(k)`: the k largest logits and their
+    /// ids, `top_k`'s), for settings that read nothing else of the logits (`SamplingParams::reads_top`, at
+    /// most k): the
+    /// token `pick` gives from the whole row, with the same draw of the generator.
+    pub fn pick_top(&mut self, top: &[(f32, u32)]) -> u32 {
+        self.picked = None;
+        if self.params.is_greedy() {
+            let first = (top.iter()).min_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            return first.map_or(0, |c| c.1);
+        }
+        self.gather_from(top.iter().copied(), self.params.temperature, true);
+        let max = self.restrict();
+        let total: f64 = self.cand.iter().map(|c| ((c.0 - max) as f64).exp()).sum();
+        self.draw_residual(max, total, None)
+    }
+
     /// Picks the next token as `pick` does, or, given a token a draft proposed for sure (prompt
     /// lookup: the draft's distribution q is one-hot), the speculative-sampling rule: keep the
     /// draft with probability min(1, p/q) = p(draft), else draw from max(0, p − q) normalised,
@@ -194,6 +224,12 @@ impl Sampler {
         let p = self.params.clone();
         let restrict = p.top_k > 0 || p.top_p < 1.0 || p.min_p > 0.0;
         self.gather(logits, p.temperature, restrict);
+        self.restrict()
+    }
+
+    /// `filter` after `gather`: top-k, top-p and min-p over `cand`; their largest scaled logit.
+    fn restrict(&mut self) -> f32 {
+        let p = self.params.clone();
         if p.top_k > 0 && p.top_k < self.cand.len() {
             self.cand.truncate(p.top_k);
         }
@@ -328,8 +364,19 @@ impl Sampler {
 
     /// Collects (logit / temperature, id) into `cand`; sorted descending when `sorted`.
     fn gather(&mut self, logits: &[f32], temperature: f32, sorted: bool) {
+        let all = (logits.iter().enumerate()).map(|(i, &l)| (l, i as u32));
+        self.gather_from(all, temperature, sorted);
+    }
+
+    /// `gather` over (logit, id) pairs: the whole row's, or the largest of it (`pick_top`).
+    fn gather_from(
+        &mut self,
+        logits: impl Iterator<Item = (f32, u32)> + Clone,
+        temperature: f32,
+        sorted: bool,
+    ) {
         self.cand.clear();
-        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let max = logits.clone().fold(f32::NEG_INFINITY, |m, c| m.max(c.0));
         let inv_t = 1.0 / temperature;
         let floor = if sorted {
             (max - NEGLIGIBLE * temperature) * inv_t
@@ -338,9 +385,7 @@ impl Sampler {
         };
         self.cand.extend(
             logits
-                .iter()
-                .enumerate()
-                .map(|(i, &l)| (l * inv_t, i as u32))
+                .map(|(l, i)| (l * inv_t, i))
                 .filter(|c| c.0 >= floor && !c.0.is_nan()),
         );
         if sorted {
@@ -365,6 +410,42 @@ impl Sampler {
             id: c.1,
             prob: (((c.0 - max) as f64).exp() / total) as f32,
         }));
+    }
+}
+
+/// The `k` largest of `row` as (value, index) into `out` (appended, unsorted): larger by
+/// `f32::total_cmp`, of equal ones the smaller index, NaN never before a number (the order
+/// `Sampler`'s sort gives its candidates, so they are its first k). All of `row` if shorter.
+pub fn top_k(row: &[f32], k: usize, out: &mut Vec<(f32, u32)>) {
+    let mut all: Vec<(f32, u32)> = (row.iter().enumerate())
+        .map(|(i, &x)| (x, i as u32))
+        .collect();
+    let before = |a: &(f32, u32), b: &(f32, u32)| {
+        let rank = |x: f32| (x.is_nan(), std::cmp::Reverse(crate::sampling::Total(x)));
+        rank(a.0).cmp(&rank(b.0)).then(a.1.cmp(&b.1))
+    };
+    let k = k.min(all.len());
+    if k > 0 && k < all.len() {
+        all.select_nth_unstable_by(k - 1, before);
+    }
+    out.extend_from_slice(&all[..k]);
+}
+
+/// An f32 ordered by `total_cmp`.
+#[derive(PartialEq)]
+struct Total(f32);
+
+impl Eq for Total {}
+
+impl PartialOrd for Total {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for Total {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0)
     }
 }
 

@@ -177,3 +177,62 @@ fn the_picked_tokens_probability_is_its_share_of_the_distribution_drawn_from() {
     assert_eq!((id, top[0].id), (0, 0));
     assert!((s.picked_prob().unwrap() - 0.5).abs() < 1e-6);
 }
+
+/// What a backend gives a sampler that reads only the top k (`Want::Top`): `pick_top` over the
+/// k largest draws the token `pick` draws from the whole row, step after step with one
+/// generator, for top-k alone and with temperature, top-p and min-p after it, k at and above
+/// `top_k`, greedy, and rows with ties at the k-th logit.
+#[test]
+fn pick_top_over_the_k_largest_is_pick_over_the_row() {
+    let mut rng = Rng::new(3);
+    let mut row = |tenths: bool| -> Vec<f32> {
+        (0..5000)
+            .map(|_| {
+                let x = (rng.next_f64() * 16.0 - 8.0) as f32;
+                if tenths {
+                    (x * 10.0).round() / 10.0
+                } else {
+                    x
+                }
+            })
+            .collect()
+    };
+    let rows: Vec<Vec<f32>> = (0..40).map(|i| row(i % 2 == 1)).collect();
+    let settings = [
+        params(|p| p.top_k = 40),
+        params(|p| (p.top_k, p.temperature) = (5, 0.3)),
+        params(|p| (p.top_k, p.top_p, p.temperature) = (50, 0.9, 1.3)),
+        params(|p| (p.top_k, p.min_p) = (100, 0.05)),
+        params(|p| (p.top_k, p.temperature) = (1, 0.8)),
+        greedy(),
+    ];
+    for p in settings {
+        let k = p.reads_top().unwrap();
+        for extra in [0, 7] {
+            let (mut whole, mut top) = (Sampler::new(p.clone()), Sampler::new(p.clone()));
+            for (i, r) in rows.iter().enumerate() {
+                let want = whole.pick(&mut r.clone(), &[], 0, &mut Vec::new());
+                let mut cand = Vec::new();
+                top_k(r, k + extra, &mut cand);
+                cand.reverse(); // any order
+                assert_eq!(top.pick_top(&cand), want, "{p:?}, k + {extra}, row {i}");
+            }
+        }
+    }
+    assert_eq!(params(|p| p.repetition_penalty = 1.1).reads_top(), None);
+    assert_eq!(params(|p| p.top_k = 0).reads_top(), None);
+}
+
+/// `top_k` is the first k of a sort by value (total order, larger first; NaN last), then index.
+#[test]
+fn top_k_is_the_first_k_of_the_sort() {
+    let row: Vec<f32> = [3.0, -0.0, 1.0, f32::NAN, 3.0, 0.0, 1.0, f32::NEG_INFINITY].to_vec();
+    for k in 0..=9 {
+        let mut got = Vec::new();
+        top_k(&row, k, &mut got);
+        let nan_last = |a: &(f32, u32), b: &(f32, u32)| a.0.is_nan().cmp(&b.0.is_nan());
+        got.sort_by(|a, b| nan_last(a, b).then(b.0.total_cmp(&a.0)).then(a.1.cmp(&b.1)));
+        let ids: Vec<u32> = got.iter().map(|c| c.1).collect();
+        assert_eq!(ids, [0, 4, 2, 6, 5, 1, 7, 3][..k.min(8)], "k = {k}");
+    }
+}

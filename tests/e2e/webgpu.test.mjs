@@ -52,16 +52,22 @@ async function pageLoaded(page) {
   }));
 }
 
-/** In the page: load `folder` with `backend`, generate greedily; what the model says about itself. */
+/**
+ * In the page: load `folder` with `backend`, generate greedily, then sampled from the top 40 twice
+ * (the second reading whole rows for its logprobs); what the model says about itself.
+ */
 async function loadAndGenerate(page, backend, maxTokens) {
   return page.evaluate(async ({ folder, backend, prompt, maxTokens }) => {
     const { Gpt2 } = await import('/gpt2.js');
     const model = await Gpt2.load({ model: folder, backend, dtype: 'f32' });
     const loaded = { backend: model.backend, adapter: model.adapter, gpuUnavailable: model.gpuUnavailable };
     const result = maxTokens > 0 ? await model.generate(prompt, { maxTokens, temperature: 0 }) : null;
+    const sampling = { maxTokens, temperature: 0.8, topK: 40, seed: 5 };
+    const sampled = maxTokens > 0 ? await model.generate(prompt, sampling) : null;
+    const whole = maxTokens > 0 ? await model.generate(prompt, { ...sampling, topLogprobs: 1 }) : null;
     const memory = await model.memory();
     model.dispose();
-    return { ...loaded, result, memory };
+    return { ...loaded, result, sampled, whole, memory };
   }, { folder: `/${MODEL_URL}`, backend, prompt: PROMPT, maxTokens });
 }
 
@@ -80,6 +86,11 @@ test('backend webgpu on SwiftShader: model.backend is webgpu and greedy text equ
     assert.equal(gpu.passes, got.result.metrics.targetForwards, JSON.stringify(gpu));
     assert.equal(gpu.submissions, gpu.passes);
     assert.equal(gpu.readbackBytes, 4 * gpu.passes);
+    // Sampling from the top 40 reads back each pass's 40 candidates (top_k.wgsl), and draws the
+    // tokens it draws from the whole rows.
+    assert.deepEqual(got.sampled.tokens, got.whole.tokens, 'top-k sampling on WebGPU differs from the whole rows');
+    const sampledGpu = got.sampled.metrics.gpu;
+    assert.equal(sampledGpu.readbackBytes, 8 * 40 * sampledGpu.passes, JSON.stringify(sampledGpu));
     assert.equal(got.memory.on, 'webgpu');
     assert.ok(got.memory.weights > 4e6 && got.memory.kvCache > 0, JSON.stringify(got.memory));
 

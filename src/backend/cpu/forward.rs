@@ -65,10 +65,11 @@ impl CpuBackend {
             return Err(no_slot(s.slot, n));
         }
         let rows_out = match want {
-            Want::Last | Want::Argmax => None,
+            Want::Last | Want::Argmax | Want::Top(_) => None,
             Want::Every(k) => Some(k),
         };
         self.chosen.clear();
+        self.top.clear();
         self.compute(seqs, rows_out)?;
         let v = self.config.vocab_size;
         let (rows, verify) = match want {
@@ -79,6 +80,12 @@ impl CpuBackend {
                 self.chosen.extend(last.map(crate::sampling::argmax));
                 (0, 0)
             }
+            Want::Top(k) => {
+                for row in self.logits[..seqs.len() * v].chunks_exact(v) {
+                    crate::sampling::top_k(row, k, &mut self.top);
+                }
+                (0, 0)
+            }
         };
         self.verify_rows = verify;
         Ok(&self.logits[..rows * v])
@@ -87,6 +94,11 @@ impl CpuBackend {
     /// Each sequence's argmax after a `Want::Argmax` pass.
     pub fn chosen(&self) -> &[u32] {
         &self.chosen
+    }
+
+    /// Each sequence's candidates after a `Want::Top` pass.
+    pub fn top(&self) -> &[(f32, u32)] {
+        &self.top
     }
 
     /// The pass itself: each sequence's slot taken out for it and put back after, whatever the

@@ -77,6 +77,8 @@ pub struct CpuBackend {
     logits: Vec<f32>, // (V,)
     /// Each sequence's argmax after a `Want::Argmax` pass.
     chosen: Vec<u32>,
+    /// Each sequence's k candidates after a `Want::Top(k)` pass.
+    top: Vec<(f32, u32)>,
     profile: Option<Profile>,
     scratch: forward::Scratch,
     /// Rows of the last verification pass whose ln_f output the scratch still holds.
@@ -123,6 +125,7 @@ impl CpuBackend {
             scratch: Default::default(),
             verify_rows: 0,
             chosen: Vec::new(),
+            top: Vec::new(),
         })
     }
 

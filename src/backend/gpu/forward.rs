@@ -4,7 +4,7 @@
 
 use super::kernels::{self as k, Kernel};
 use super::{GpuBackend, GpuCounters, Linear};
-use crate::backend::rows::{Seq, Want};
+use crate::backend::rows::{Seq, Want, MAX_TOP_K};
 use crate::config::MAX_VERIFY;
 use crate::error::Result;
 
@@ -19,31 +19,36 @@ impl GpuBackend {
         for s in seqs {
             self.check_slot(s.slot)?;
         }
-        let argmax = want == Want::Argmax;
+        let pick = match want {
+            Want::Argmax => Pick::Argmax,
+            Want::Top(k) => Pick::Top(k.min(self.config.vocab_size)),
+            Want::Last | Want::Every(_) => Pick::Logits,
+        };
         let decode = seqs.len() <= MAX_VERIFY && seqs.iter().all(|s| s.ids.len() == 1);
         if seqs.len() == 1 || decode {
             // With several sequences every row is one's last: the head runs over every row.
             let all = matches!(want, Want::Every(_)) || seqs.len() > 1;
-            return self.forward(seqs, all, argmax).await;
+            return self.forward(seqs, all, pick).await;
         }
         let v = self.config.vocab_size;
         let mut rows = std::mem::take(&mut self.gathered);
         rows.clear();
-        let mut ids = Vec::with_capacity(seqs.len());
+        let (mut ids, mut top) = (Vec::with_capacity(seqs.len()), Vec::new());
         let mut counted = GpuCounters::default();
         for s in seqs {
-            self.forward(std::slice::from_ref(s), false, argmax).await?;
-            match argmax {
-                true => ids.push(self.chosen_host[0]),
-                false => rows.extend_from_slice(&self.logits_host[..v]),
+            self.forward(std::slice::from_ref(s), false, pick).await?;
+            match pick {
+                Pick::Argmax => ids.push(self.chosen_host[0]),
+                Pick::Top(_) => top.extend_from_slice(&self.top_host),
+                Pick::Logits => rows.extend_from_slice(&self.logits_host[..v]),
             }
             counted += self.last_pass; // the pass's, all its submissions together
         }
         counted.passes = 1; // one pass, in several submissions
         self.totals.passes -= seqs.len() - 1;
         self.last_pass = counted;
-        if argmax {
-            self.chosen_host = ids;
+        if pick != Pick::Logits {
+            (self.chosen_host, self.top_host) = (ids, top);
             self.gathered = rows;
             return Ok(&[]);
         }
@@ -57,9 +62,9 @@ impl GpuBackend {
     /// The rows of `seqs` in one submission: the logits of the last row, or with `all` of every
     /// row (at most `MAX_VERIFY`), row after row: then every product takes the GEMV kernel,
     /// whose rows do not depend on each other, so each row is the same as a decode step of that
-    /// id alone. With `argmax` only those rows' argmaxes are read back (`chosen_host`), no
-    /// logits.
-    async fn forward(&mut self, seqs: &[Seq<'_>], all: bool, argmax: bool) -> Result<&[f32]> {
+    /// id alone. With `Pick::Argmax` or `Pick::Top` only those rows' argmaxes (`chosen_host`)
+    /// or candidates (`top_host`) are read back, no logits.
+    async fn forward(&mut self, seqs: &[Seq<'_>], all: bool, pick: Pick) -> Result<&[f32]> {
         self.ctx.check()?;
         let (c, v, n_ctx) = (
             self.config.n_embd,
@@ -76,6 +81,14 @@ impl GpuBackend {
         q.write_buffer(&inputs.step, 0, bytemuck::bytes_of(&k::Step::rows(t)));
         q.write_buffer(&self.ids, 0, bytemuck::cast_slice(&self.ids_host));
         q.write_buffer(&inputs.rows, 0, bytemuck::cast_slice(&table));
+        if let Pick::Top(k) = pick {
+            let dims = k::TopKDims {
+                v: v as u32,
+                k: k as u32,
+                _pad: [0; 2],
+            };
+            q.write_buffer(&self.top_dims, 0, bytemuck::bytes_of(&dims));
+        }
 
         let scopes = self.ctx.scopes();
         let mut enc = self
@@ -84,36 +97,33 @@ impl GpuBackend {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("forward"),
             });
-        let n = self.record(&mut enc, t, all, argmax);
+        let n = self.record(&mut enc, t, all, pick);
         let rows = if all { t } else { 1 };
-        let (floats, hidden) = match argmax {
-            true => (0, 0),
-            false => (rows * v, rows * c), // ln_f's rows after the logits, in one readback
+        let (floats, hidden) = match pick {
+            Pick::Logits => (rows * v, rows * c), // ln_f's rows after the logits, one readback
+            _ => (0, 0),
         };
-        let bytes = match argmax {
-            true => {
-                enc.copy_buffer_to_buffer(&self.chosen, 0, &self.staging, 0, (rows * 4) as u64);
-                rows * 4
-            }
-            false => {
-                let staging = &self.staging;
-                enc.copy_buffer_to_buffer(&self.logits, 0, staging, 0, (floats * 4) as u64);
-                let at = (floats * 4) as u64;
-                enc.copy_buffer_to_buffer(&self.xn, 0, staging, at, (hidden * 4) as u64);
-                (floats + hidden) * 4
-            }
-        };
+        let bytes = self.stage(&mut enc, pick, rows, floats, hidden);
         q.submit([enc.finish()]);
         let verdict = scopes.close("running the model on the GPU");
         self.logits_host.resize(floats + hidden, 0.0);
-        self.chosen_host.resize(if argmax { rows } else { 0 }, 0);
-        let read = match argmax {
-            true => self.ctx.read(&self.staging, &mut self.chosen_host).await,
-            false => self.ctx.read(&self.staging, &mut self.logits_host).await,
+        self.chosen_host
+            .resize(if pick == Pick::Argmax { rows } else { 0 }, 0);
+        let read = match pick {
+            Pick::Argmax => self.ctx.read(&self.staging, &mut self.chosen_host).await,
+            Pick::Top(k) => {
+                let mut words = vec![0u32; rows * k * 2];
+                let read = self.ctx.read(&self.staging, &mut words).await;
+                let pairs = words.chunks_exact(2).map(|p| (f32::from_bits(p[0]), p[1]));
+                self.top_host.clear();
+                self.top_host.extend(pairs);
+                read
+            }
+            Pick::Logits => self.ctx.read(&self.staging, &mut self.logits_host).await,
         };
         verdict.await?;
         read?;
-        self.read_rows = if argmax { 0 } else { rows };
+        self.read_rows = if pick == Pick::Logits { rows } else { 0 };
         self.last_pass = GpuCounters {
             passes: 1,
             submissions: 1,
@@ -124,10 +134,37 @@ impl GpuBackend {
         Ok(&self.logits_host[..floats])
     }
 
+    /// Copies what `pick` reads back of the pass's `rows` into the staging buffer: the argmaxes,
+    /// the candidates (each row's first k of its `MAX_TOP_K`), or the logits and then ln_f's rows
+    /// (`floats` and `hidden` values). Returns the bytes.
+    fn stage(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        pick: Pick,
+        rows: usize,
+        floats: usize,
+        hidden: usize,
+    ) -> usize {
+        let staging = &self.staging;
+        let mut copy = |from: &wgpu::Buffer, at: usize, to: usize, bytes: usize| {
+            enc.copy_buffer_to_buffer(from, at as u64, staging, to as u64, bytes as u64);
+            bytes
+        };
+        match pick {
+            Pick::Argmax => copy(&self.chosen, 0, 0, rows * 4),
+            Pick::Top(k) => (0..rows)
+                .map(|r| copy(&self.top, r * MAX_TOP_K * 8, r * k * 8, k * 8))
+                .sum(),
+            Pick::Logits => {
+                copy(&self.logits, 0, 0, floats * 4) + copy(&self.xn, 0, floats * 4, hidden * 4)
+            }
+        }
+    }
+
     /// Every dispatch of the model over `t` rows into one compute pass of `enc` (`all`: every
-    /// row's logits, by the GEMV; `argmax`: then each of those rows' argmax); how many
-    /// dispatches.
-    fn record(&self, enc: &mut wgpu::CommandEncoder, t: usize, all: bool, argmax: bool) -> usize {
+    /// row's logits, by the GEMV; `pick`: then each of those rows' argmax or candidates); how
+    /// many dispatches.
+    fn record(&self, enc: &mut wgpu::CommandEncoder, t: usize, all: bool, pick: Pick) -> usize {
         let c = self.config.n_embd;
         let mut n = 0;
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -179,11 +216,22 @@ impl GpuBackend {
                 k::lm_head_grid(chunk.rows, rows),
             );
         }
-        if argmax {
-            run(Kernel::Argmax, &self.argmax, k::argmax_grid(rows));
+        match pick {
+            Pick::Argmax => run(Kernel::Argmax, &self.argmax, k::argmax_grid(rows)),
+            Pick::Top(_) => run(Kernel::TopK, &self.top_k, k::argmax_grid(rows)),
+            Pick::Logits => {}
         }
         n
     }
+}
+
+/// What a pass reads back of its logits rows: all of them, each one's argmax, or each one's k
+/// largest with their ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pick {
+    Logits,
+    Argmax,
+    Top(usize),
 }
 
 /// A LayerNorm (`ln`) then the product `l` over its output: one fused dispatch where the product

@@ -28,6 +28,8 @@ pub enum Kernel {
     MatmulGemvLn,
     /// The index of each logits row's largest value: greedy's choice, read back in 4 bytes.
     Argmax,
+    /// The k largest values of each logits row and their indices: sampling's candidates.
+    TopK,
 }
 
 /// A kernel's one read of a weight matrix: `array[row * stride + col]`, the stride N for `w` (a
@@ -75,7 +77,7 @@ use Binding::{Read, ReadWrite, Uniform};
 
 impl Kernel {
     /// Every kernel, in the enum's order (`kernel as usize` indexes the pipelines).
-    pub const ALL: [Kernel; 9] = [
+    pub const ALL: [Kernel; 10] = [
         Kernel::Embedding,
         Kernel::LayerNorm,
         Kernel::MatmulTiled,
@@ -85,6 +87,7 @@ impl Kernel {
         Kernel::LmHead,
         Kernel::MatmulGemvLn,
         Kernel::Argmax,
+        Kernel::TopK,
     ];
 
     /// The file stem under `src/backend/gpu/shaders/`.
@@ -99,6 +102,7 @@ impl Kernel {
             Kernel::LmHead => "lm_head",
             Kernel::MatmulGemvLn => "matmul_gemv_ln",
             Kernel::Argmax => "argmax",
+            Kernel::TopK => "top_k",
         }
     }
 
@@ -160,6 +164,7 @@ impl Kernel {
             Kernel::LmHead => include_str!("shaders/lm_head.wgsl"),
             Kernel::MatmulGemvLn => include_str!("shaders/matmul_gemv_ln.wgsl"),
             Kernel::Argmax => include_str!("shaders/argmax.wgsl"),
+            Kernel::TopK => include_str!("shaders/top_k.wgsl"),
         }
     }
 
@@ -174,7 +179,7 @@ impl Kernel {
             Kernel::Attention => &[Uniform, Uniform, Read, Read, Read, Read, ReadWrite],
             Kernel::LmHead => &[Uniform, Read, Read, ReadWrite],
             Kernel::MatmulGemvLn => &[Uniform, Uniform, Read, Read, Read, Read, Read, ReadWrite],
-            Kernel::Argmax => &[Uniform, Read, ReadWrite],
+            Kernel::Argmax | Kernel::TopK => &[Uniform, Read, ReadWrite],
         }
     }
 
@@ -239,6 +244,17 @@ pub struct ArgmaxDims {
     /// The vocabulary: each row's length.
     pub v: u32,
     pub _pad: [u32; 3],
+}
+
+/// `Dims` of top_k.wgsl, written before each pass that asks for candidates.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct TopKDims {
+    /// The vocabulary: each row's length.
+    pub v: u32,
+    /// Candidates per row, 1 ..= `MAX_TOP_K`.
+    pub k: u32,
+    pub _pad: [u32; 2],
 }
 
 /// `Dims` of layernorm.wgsl.
@@ -341,7 +357,7 @@ pub fn lm_head_grid(rows: usize, positions: usize) -> [u32; 3] {
     [groups(rows, 8), positions as u32, 1]
 }
 
-/// Grid of argmax.wgsl: a workgroup per logits row.
+/// Grid of argmax.wgsl and top_k.wgsl: a workgroup per logits row.
 pub fn argmax_grid(rows: usize) -> [u32; 3] {
     [rows as u32, 1, 1]
 }

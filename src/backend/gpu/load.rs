@@ -6,6 +6,7 @@
 use super::context::{Context, Format, GpuOptions};
 use super::kernels::{self as k, Epilogue, Kernel, Kernels};
 use super::{Block, GpuBackend, KvInputs, Linear, WteChunk};
+use crate::backend::rows::MAX_TOP_K;
 use crate::config::{Activation, Config, MAX_VERIFY};
 use crate::error::{Error, Result};
 use crate::weights::table::{self, Pair, Role};
@@ -214,6 +215,9 @@ impl Builder<'_> {
         };
         let argmax_dims = self.ctx.uniform("argmax dims", &argmax_dims);
         let argmax = self.bind(Kernel::Argmax, "argmax", &[&argmax_dims, &logits, &chosen]);
+        let top = self.ctx.storage("top", f32s(MAX_VERIFY * MAX_TOP_K * 2));
+        let top_dims = self.ctx.uniform("top_k dims", &k::TopKDims::default());
+        let top_k = self.bind(Kernel::TopK, "top_k", &[&top_dims, &logits, &top]);
         let mut buffers = vec![wpe, x, fc, argmax_dims];
         buffers.extend([s.ln_rows, s.ln_last, s.c_attn]);
         buffers.extend([s.attn_c_proj, s.c_fc, s.mlp_c_proj]);
@@ -236,6 +240,10 @@ impl Builder<'_> {
             argmax,
             chosen,
             chosen_host: Vec::new(),
+            top_k,
+            top,
+            top_dims,
+            top_host: Vec::new(),
             _buffers: buffers,
             weight_bytes: 0,
             last_pass: Default::default(),

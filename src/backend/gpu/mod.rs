@@ -120,6 +120,10 @@ pub struct GpuBackend {
     argmax: wgpu::BindGroup, // the logits' rows into `chosen`
     chosen: wgpu::Buffer,  // (MAX_VERIFY,) u32: each row's argmax
     chosen_host: Vec<u32>, // the argmaxes of the last pass, when it asked for them
+    top_k: wgpu::BindGroup, // the logits' rows into `top`
+    top: wgpu::Buffer,     // (MAX_VERIFY, MAX_TOP_K, 2) u32: each row's candidates
+    top_dims: wgpu::Buffer, // top_k.wgsl's V and k, written by a pass that asks for candidates
+    top_host: Vec<(f32, u32)>, // the candidates of the last pass, k per row, when it asked
     _buffers: Vec<wgpu::Buffer>, // wpe, activations, uniforms: kept for the bind groups
     /// Bytes of the weights' buffers on the device.
     weight_bytes: u64,
@@ -181,6 +185,11 @@ impl GpuBackend {
     /// Each sequence's argmax after a `Want::Argmax` pass.
     pub fn chosen(&self) -> &[u32] {
         &self.chosen_host
+    }
+
+    /// Each sequence's candidates after a `Want::Top` pass.
+    pub fn top(&self) -> &[(f32, u32)] {
+        &self.top_host
     }
 
     /// The logits of the last pass (see `Backend::logits`).
