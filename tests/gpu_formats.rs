@@ -2,7 +2,8 @@
 //! with shader-f16; lavapipe has it): the weight matrices in 16 bits, the arithmetic in f32,
 //! against transformers: the logits within a documented tolerance, and the greedy tokens (README,
 //! "What runs where"). q8 (`dtype: 'q8'` with `backend: 'webgpu'`): the CPU's q8 weights,
-//! dequantized in the kernels, against the CPU's q8: the same greedy tokens.
+//! dequantized in the kernels, and its rounding of activations and KV cache, against the CPU's
+//! q8: the same greedy tokens.
 
 mod common;
 mod gpu_common;
@@ -100,107 +101,14 @@ fn agreeing(a: &[Vec<u32>], b: &[Vec<u32>]) -> Vec<usize> {
     a.iter().zip(b).map(same).collect()
 }
 
-/// tiny-random's folder with each weight matrix as the CPU's q8 holds it (quantized by
-/// `Q8Matrix`, blocks of 32 along each output's inputs, and read back), in f32.
-fn rounded_as_q8() -> std::path::PathBuf {
-    use gpt2_web::backend::cpu::q8::Q8Matrix;
-    use safetensors::{tensor::TensorView, Dtype, SafeTensors};
-    let (src, dir) = (
-        root().join("tests/fixtures/tiny-random"),
-        common::tempdir("q8-rounded"),
-    );
-    for f in ["config.json", "tokenizer.json"] {
-        std::fs::copy(src.join(f), dir.join(f)).unwrap();
-    }
-    let bytes = std::fs::read(src.join("model.safetensors")).unwrap();
-    let st = SafeTensors::deserialize(&bytes).unwrap();
-    let mut out = Vec::new();
-    for (name, view) in st.tensors() {
-        let mut w: Vec<f32> = bytemuck::pod_collect_to_vec(view.data());
-        let shape = view.shape().to_vec();
-        let conv1d = name.ends_with("c_attn.weight")
-            || name.ends_with("c_proj.weight")
-            || name.ends_with("c_fc.weight");
-        if conv1d || name == "wte.weight" {
-            // As the CPU loads them: Conv1D (in, out) → rows out, columns in; wte (V, C) as it is.
-            let (rows, cols, rs, cs) = match conv1d {
-                true => (shape[1], shape[0], 1, shape[1]),
-                false => (shape[0], shape[1], shape[1], 1),
-            };
-            let m = Q8Matrix::quantize(&w, rows, cols, rs, cs).unwrap();
-            let mut row = vec![0f32; cols];
-            for r in 0..rows {
-                m.dequantize_row(r, &mut row);
-                for (c, &v) in row.iter().enumerate() {
-                    w[r * rs + c * cs] = v;
-                }
-            }
-        }
-        out.push((name, shape, bytemuck::cast_slice::<f32, u8>(&w).to_vec()));
-    }
-    let views = (out.iter()).map(|(n, s, b)| {
-        (
-            n.clone(),
-            TensorView::new(Dtype::F32, s.clone(), b).unwrap(),
-        )
-    });
-    std::fs::write(
-        dir.join("model.safetensors"),
-        safetensors::serialize(views, None).unwrap(),
-    )
-    .unwrap();
-    dir
-}
-
+/// The GPU's q8 rounds as the CPU's q8 does: the weights, each product's input by blocks of 32,
+/// the KV cache (keys by blocks of 32 of a head, values by head) and attention's query and
+/// weights. Greedy on the demo model gives the CPU's q8 tokens, 64 after each fixture prompt
+/// (where the CPU's q8 and f32 part after 17, 64 and 59 tokens), and the logits after each prompt
+/// lie within 0.06–0.2% of their range of the CPU's q8 (2026-12-06, lavapipe): the order of the
+/// sums differs, and now and then a value at a rounding boundary tips.
 #[test]
-fn q8_on_the_gpu_computes_on_the_cpus_q8_weights_exactly() {
-    if gpu_common::gpu().is_none() {
-        return;
-    }
-    let fx = fixture("tiny-random");
-    let load =
-        |dir: &std::path::Path, dtype| Model::load_dir(dir, BackendChoice::WebGpu, dtype).unwrap();
-    let mut q8 = load(&root().join(&fx.model_dir), CpuDtype::Q8);
-    let mut rounded = load(&rounded_as_q8(), CpuDtype::F32);
-    assert_eq!(
-        (q8.backend().dtype_name(), rounded.backend().dtype_name()),
-        ("q8", "f32")
-    );
-    let params = GenerateParams {
-        max_tokens: 24,
-        ignore_eos: true,
-        ..Default::default()
-    };
-    for (i, case) in fx.cases.iter().enumerate() {
-        // The same f32 weights (the kernel's q·scale is the CPU's), the same arithmetic: bit for bit.
-        let (a, b) = (
-            common::logits(&mut q8, &case.ids),
-            common::logits(&mut rounded, &case.ids),
-        );
-        assert!(
-            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
-            "case {i}: the logits differ"
-        );
-        let want = case.logits();
-        let moved = (a.iter().zip(&want)).fold(0f32, |m, (x, w)| m.max((x - w).abs()));
-        assert!(
-            moved > 1e-4,
-            "case {i}: q8 left the logits where f32 has them ({moved:e})"
-        );
-        let (a, _) = common::run_ids(&mut q8, &case.ids, params.clone());
-        let (b, _) = common::run_ids(&mut rounded, &case.ids, params.clone());
-        assert_eq!(a.tokens, b.tokens, "case {i}");
-    }
-}
-
-/// The GPU's q8 rounds the weights as the CPU's does but keeps the activations and the KV cache
-/// in f32, where the CPU's q8 rounds those to 8 bits too; greedy parts from it where a near-tie
-/// tips. Measured on the demo model (2026-12-06, lavapipe): tokens before the first difference
-/// per fixture prompt, GPU q8 = CPU q8 [64, 64, 29], CPU q8 = CPU f32 [17, 64, 59]. The test
-/// holds the two q8s at least as close as q8 and f32 are, and their logits within 2% of their
-/// range.
-#[test]
-fn q8_on_the_gpu_stays_as_close_to_the_cpus_q8_as_q8_is_to_f32() {
+fn q8_on_the_gpu_gives_the_cpus_q8_greedy_tokens() {
     let Some((mut gpu, on_gpu)) = greedy(BackendChoice::WebGpu, CpuDtype::Q8, 64) else {
         return;
     };
@@ -209,9 +117,16 @@ fn q8_on_the_gpu_stays_as_close_to_the_cpus_q8_as_q8_is_to_f32() {
     let (gq, qf) = (agreeing(&on_gpu, &q8), agreeing(&q8, &f32));
     eprintln!("greedy, 64 tokens, tokens before the first difference per prompt: GPU q8 = CPU q8 {gq:?}; CPU q8 = CPU f32 {qf:?}");
     assert!(
-        gq.iter().sum::<usize>() >= qf.iter().sum::<usize>(),
-        "{gq:?} against {qf:?}"
+        qf.iter().any(|&n| n < 64),
+        "q8 and f32 agree: the test cannot tell q8 apart"
     );
+    for (i, (g, c)) in on_gpu.iter().zip(&q8).enumerate() {
+        assert_eq!(
+            g, c,
+            "case {i}: the GPU's q8 parts from the CPU's after {} tokens",
+            gq[i]
+        );
+    }
     for (i, case) in fixture("gpt2-shakespeare").cases.iter().enumerate() {
         let (g, c) = (
             common::logits(&mut gpu, &case.ids),
@@ -221,7 +136,7 @@ fn q8_on_the_gpu_stays_as_close_to_the_cpus_q8_as_q8_is_to_f32() {
             c.iter().fold(f32::MIN, |m, &x| m.max(x)) - c.iter().fold(f32::MAX, |m, &x| m.min(x));
         let diff = (g.iter().zip(&c)).fold(0f32, |m, (a, b)| m.max((a - b).abs())) / range;
         eprintln!("case {i}: the GPU's q8 logits within {diff:.2e} of the CPU's q8, as a share of their range");
-        assert!(diff < 0.02, "case {i}: {diff:.2e}");
+        assert!(diff < 5e-3, "case {i}: {diff:.2e}");
     }
     // A quarter of f32's bytes and their scales: 1.125 bytes per weight of a matrix.
     let (weights, _) = gpu.backend().memory();

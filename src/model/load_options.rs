@@ -73,7 +73,7 @@ pub const LOAD_OPTIONS: &[LoadOption] = &[
         js: "dtype",
         ts: "Dtype",
         check: Check::List("DTYPES"),
-        doc: "The weight format on the CPU: 'q8' (default) keeps each weight in 8 bits (blocks of 32 with a scale each, quantized as the model loads: about 3× faster per token than 'f32' and a quarter of the memory, at a small accuracy cost; see the README) or 'f32' (exact). WebGPU holds its weight matrices in the same format ('q8': the CPU's 8-bit weights, a quarter of f32's bytes, dequantized in its kernels, whose activations and KV cache stay f32), or in 16 bits for 'f16' (adapters with shader-f16; the arithmetic stays f32; half the bytes per token, within a documented tolerance of f32), and the CPU, if it runs instead or after a lost GPU, q8.",
+        doc: "The weight format on the CPU: 'q8' (default) keeps each weight in 8 bits (blocks of 32 with a scale each, quantized as the model loads: about 3× faster per token than 'f32' and a quarter of the memory, at a small accuracy cost; see the README) or 'f32' (exact). WebGPU holds its weight matrices in the same format ('q8': the CPU's 8-bit weights, a quarter of f32's bytes, dequantized in its kernels, which round activations and KV cache as the CPU's q8 does), or in 16 bits for 'f16' (adapters with shader-f16; the arithmetic stays f32; half the bytes per token, within a documented tolerance of f32), and the CPU, if it runs instead or after a lost GPU, q8.",
     },
     LoadOption {
         js: "threads",

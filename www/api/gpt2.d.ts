@@ -78,10 +78,10 @@ export interface LoadOptions {
    * a scale each, quantized as the model loads: about 3× faster per token than 'f32' and a
    * quarter of the memory, at a small accuracy cost; see the README) or 'f32' (exact). WebGPU
    * holds its weight matrices in the same format ('q8': the CPU's 8-bit weights, a quarter of
-   * f32's bytes, dequantized in its kernels, whose activations and KV cache stay f32), or in 16
-   * bits for 'f16' (adapters with shader-f16; the arithmetic stays f32; half the bytes per
-   * token, within a documented tolerance of f32), and the CPU, if it runs instead or after a
-   * lost GPU, q8.
+   * f32's bytes, dequantized in its kernels, which round activations and KV cache as the CPU's
+   * q8 does), or in 16 bits for 'f16' (adapters with shader-f16; the arithmetic stays f32; half
+   * the bytes per token, within a documented tolerance of f32), and the CPU, if it runs instead
+   * or after a lost GPU, q8.
    */
   dtype?: Dtype;
   /**

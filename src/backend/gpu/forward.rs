@@ -189,16 +189,27 @@ impl GpuBackend {
                 k::elementwise_grid(t, c),
             );
         }
+        // With q8 weights a tiled product's input is rounded first, as the CPU's q8 rounds it
+        // (the GEMV kernels round their rows themselves).
+        let rounding = self.rounding.as_ref().filter(|_| mm == Kernel::MatmulTiled);
+        let (h, quantize) = (self.config.n_inner, Kernel::Quantize);
+        let round_xn = rounding.map(|r| (&r.xn, k::quantize_grid(t, c)));
         for b in &self.blocks {
-            for (kernel, bind, g) in normed(mm, t, &b.ln_1, &b.c_attn) {
+            for (kernel, bind, g) in normed(mm, t, &b.ln_1, &b.c_attn, round_xn) {
                 run(kernel, bind, g);
             }
             run(Kernel::KvWrite, &b.kv_write, k::elementwise_grid(t, c));
             let heads = k::attention_grid(self.config.n_head, t);
             run(Kernel::Attention, &b.attention, heads);
+            if let Some(r) = rounding {
+                run(quantize, &r.att, k::quantize_grid(t, c));
+            }
             run(mm, &b.attn_c_proj.bind, grid(&b.attn_c_proj));
-            for (kernel, bind, g) in normed(mm, t, &b.ln_2, &b.c_fc) {
+            for (kernel, bind, g) in normed(mm, t, &b.ln_2, &b.c_fc, round_xn) {
                 run(kernel, bind, g);
+            }
+            if let Some(r) = rounding {
+                run(quantize, &r.fc, k::quantize_grid(t, h));
             }
             run(mm, &b.mlp_c_proj.bind, grid(&b.mlp_c_proj));
         }
@@ -235,20 +246,23 @@ enum Pick {
 }
 
 /// A LayerNorm (`ln`) then the product `l` over its output: one fused dispatch where the product
-/// is a GEMV (decode, verification), else the two.
+/// is a GEMV (decode, verification), else the two, with `round` (quantize.wgsl over the
+/// LayerNorm's output, q8 weights) between them.
 fn normed<'a>(
     mm: Kernel,
     t: usize,
     ln: &'a wgpu::BindGroup,
     l: &'a Linear,
+    round: Option<(&'a wgpu::BindGroup, [u32; 3])>,
 ) -> impl Iterator<Item = (Kernel, &'a wgpu::BindGroup, [u32; 3])> {
     let grid = k::matmul_grid(mm, t, l.n_out);
     let steps = match &l.fused {
         Some(fused) if mm == Kernel::MatmulGemv => {
-            [Some((Kernel::MatmulGemvLn, fused, grid)), None]
+            [Some((Kernel::MatmulGemvLn, fused, grid)), None, None]
         }
         _ => [
             Some((Kernel::LayerNorm, ln, k::layernorm_grid(t, false))),
+            round.map(|(r, g)| (Kernel::Quantize, r, g)),
             Some((mm, &l.bind, grid)),
         ],
     };

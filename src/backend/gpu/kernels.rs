@@ -30,6 +30,8 @@ pub enum Kernel {
     Argmax,
     /// The k largest values of each logits row and their indices: sampling's candidates.
     TopK,
+    /// A prompt's product inputs rounded in place as the CPU's q8 rounds them (q8 weights).
+    Quantize,
 }
 
 /// A kernel's one read of a weight matrix: `array[row * stride + col]`, the stride N for `w` (a
@@ -77,7 +79,7 @@ use Binding::{Read, ReadWrite, Uniform};
 
 impl Kernel {
     /// Every kernel, in the enum's order (`kernel as usize` indexes the pipelines).
-    pub const ALL: [Kernel; 10] = [
+    pub const ALL: [Kernel; 11] = [
         Kernel::Embedding,
         Kernel::LayerNorm,
         Kernel::MatmulTiled,
@@ -88,6 +90,7 @@ impl Kernel {
         Kernel::MatmulGemvLn,
         Kernel::Argmax,
         Kernel::TopK,
+        Kernel::Quantize,
     ];
 
     /// The file stem under `src/backend/gpu/shaders/`.
@@ -103,6 +106,7 @@ impl Kernel {
             Kernel::MatmulGemvLn => "matmul_gemv_ln",
             Kernel::Argmax => "argmax",
             Kernel::TopK => "top_k",
+            Kernel::Quantize => "quantize",
         }
     }
 
@@ -140,6 +144,17 @@ impl Kernel {
         }
     }
 
+    /// The pipeline constant that turns on, with q8 weights, the CPU's q8 rounding of what the
+    /// kernel reads: `Q8_ACT` for a product's input row (act_q8.wgsl), `Q8_KV` for the KV cache
+    /// and attention's query and weights.
+    pub fn q8_switch(self) -> Option<&'static str> {
+        match self {
+            Kernel::MatmulGemv | Kernel::MatmulGemvLn | Kernel::LmHead => Some("Q8_ACT"),
+            Kernel::KvWrite | Kernel::Attention => Some("Q8_KV"),
+            _ => None,
+        }
+    }
+
     /// The weight matrix a kernel reads, if it reads one, and the row and column of its one read.
     fn weight_read(self) -> Option<WeightRead> {
         let (array, row, col) = match self {
@@ -152,19 +167,26 @@ impl Kernel {
         Some(WeightRead { array, row, col })
     }
 
-    /// The WGSL source.
+    /// The WGSL source: its file, and for the kernels that read a product's input row the q8
+    /// rounding of it they call (`act_q8.wgsl`, on with `Q8_ACT`).
     pub fn source(self) -> &'static str {
+        macro_rules! with_act {
+            ($file:literal) => {
+                concat!(include_str!($file), include_str!("shaders/act_q8.wgsl"))
+            };
+        }
         match self {
             Kernel::Embedding => include_str!("shaders/embedding.wgsl"),
             Kernel::LayerNorm => include_str!("shaders/layernorm.wgsl"),
             Kernel::MatmulTiled => include_str!("shaders/matmul_tiled.wgsl"),
-            Kernel::MatmulGemv => include_str!("shaders/matmul_gemv.wgsl"),
+            Kernel::MatmulGemv => with_act!("shaders/matmul_gemv.wgsl"),
             Kernel::KvWrite => include_str!("shaders/kv_write.wgsl"),
             Kernel::Attention => include_str!("shaders/attention.wgsl"),
-            Kernel::LmHead => include_str!("shaders/lm_head.wgsl"),
-            Kernel::MatmulGemvLn => include_str!("shaders/matmul_gemv_ln.wgsl"),
+            Kernel::LmHead => with_act!("shaders/lm_head.wgsl"),
+            Kernel::MatmulGemvLn => with_act!("shaders/matmul_gemv_ln.wgsl"),
             Kernel::Argmax => include_str!("shaders/argmax.wgsl"),
             Kernel::TopK => include_str!("shaders/top_k.wgsl"),
+            Kernel::Quantize => include_str!("shaders/quantize.wgsl"),
         }
     }
 
@@ -180,6 +202,7 @@ impl Kernel {
             Kernel::LmHead => &[Uniform, Read, Read, ReadWrite],
             Kernel::MatmulGemvLn => &[Uniform, Uniform, Read, Read, Read, Read, Read, ReadWrite],
             Kernel::Argmax | Kernel::TopK => &[Uniform, Read, ReadWrite],
+            Kernel::Quantize => &[Uniform, Uniform, ReadWrite],
         }
     }
 
@@ -299,7 +322,9 @@ pub struct MatmulDims {
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub struct KvDims {
     pub c: u32,
-    pub _pad: [u32; 3],
+    /// Head size: the q8 cache's rounding goes by heads.
+    pub hs: u32,
+    pub _pad: [u32; 2],
 }
 
 /// `Dims` of attention.wgsl.
@@ -357,6 +382,20 @@ pub fn lm_head_grid(rows: usize, positions: usize) -> [u32; 3] {
     [groups(rows, 8), positions as u32, 1]
 }
 
+/// Grid of quantize.wgsl: a thread per block of 32 of the `t` rows of `k` values.
+pub fn quantize_grid(t: usize, k: usize) -> [u32; 3] {
+    [groups(t * k.div_ceil(32), 64), 1, 1]
+}
+
+/// `Dims` of quantize.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct QuantizeDims {
+    /// Values per row.
+    pub k: u32,
+    pub _pad: [u32; 3],
+}
+
 /// Grid of argmax.wgsl and top_k.wgsl: a workgroup per logits row.
 pub fn argmax_grid(rows: usize) -> [u32; 3] {
     [rows as u32, 1, 1]
@@ -407,6 +446,9 @@ impl Kernels {
                     label: Some(k.name()),
                     source: wgpu::ShaderSource::Wgsl(k.source_for(format)),
                 });
+                // With q8 weights, the CPU's q8 rounding of activations and KV cache.
+                let on = format == super::Format::Q8 && k.q8_switch().is_some();
+                let switch = [(k.q8_switch().unwrap_or_default(), 1.0)];
                 let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                     label: Some(k.name()),
                     bind_group_layouts: &[Some(&layouts[k.layout_index()])],
@@ -417,7 +459,10 @@ impl Kernels {
                     layout: Some(&layout),
                     module: &module,
                     entry_point: Some("main"),
-                    compilation_options: Default::default(),
+                    compilation_options: wgpu::PipelineCompilationOptions {
+                        constants: &switch[..usize::from(on)],
+                        ..Default::default()
+                    },
                     cache: None,
                 })
             })

@@ -5,7 +5,7 @@
 
 use super::context::{Context, Format, GpuOptions};
 use super::kernels::{self as k, Epilogue, Kernel, Kernels};
-use super::{Block, GpuBackend, KvInputs, Linear, WteChunk};
+use super::{Block, GpuBackend, KvInputs, Linear, Rounding, WteChunk};
 use crate::backend::rows::MAX_TOP_K;
 use crate::config::{Activation, Config, MAX_VERIFY};
 use crate::error::{Error, Result};
@@ -184,9 +184,35 @@ impl Builder<'_> {
             .bind_group(&self.ctx.device, kernel, label, bufs)
     }
 
+    /// With q8 weights, quantize.wgsl over each input of a prompt's tiled products: the
+    /// LayerNorms' output, attention's, and the MLP's GELU.
+    fn rounding(&self, a: &Activations) -> Option<Rounding> {
+        if self.ctx.format != Format::Q8 {
+            return None;
+        }
+        let dims = |k: usize| {
+            let d = k::QuantizeDims {
+                k: k as u32,
+                _pad: [0; 3],
+            };
+            self.ctx.uniform("quantize dims", &d)
+        };
+        let (c, h) = (dims(self.config.n_embd), dims(self.config.n_inner));
+        let bind = |x: &wgpu::Buffer, d: &wgpu::Buffer| {
+            self.bind(Kernel::Quantize, "quantize", &[&a.step, d, x])
+        };
+        Some(Rounding {
+            xn: bind(&a.xn, &c),
+            att: bind(&a.att, &c),
+            fc: bind(&a.fc, &h),
+            _dims: [c, h],
+        })
+    }
+
     fn build(self, mut up: Uploaded, wte: Vec<(usize, wgpu::Buffer)>) -> Result<GpuBackend> {
         let a = self.activations();
         let s = self.shared();
+        let rounding = self.rounding(&a);
         let wpe = up.take(table::WPE)?; // (n_ctx, C)
         let wte = self.wte_chunks(wte, &a, &wpe);
         let blocks = (0..self.config.n_layer)
@@ -244,6 +270,7 @@ impl Builder<'_> {
             top,
             top_dims,
             top_host: Vec::new(),
+            rounding,
             _buffers: buffers,
             weight_bytes: 0,
             last_pass: Default::default(),
@@ -300,7 +327,8 @@ impl Builder<'_> {
         };
         let kv_dims = k::KvDims {
             c: c as u32,
-            _pad: [0; 3],
+            hs: self.config.head_size() as u32,
+            _pad: [0; 2],
         };
         Shared {
             ln_rows: ctx.uniform("ln dims", &ln_dims(0)),

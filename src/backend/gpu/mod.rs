@@ -74,6 +74,16 @@ struct Linear {
     _buffers: [wgpu::Buffer; 2], // weight (in, out), bias (out,)
 }
 
+/// quantize.wgsl over the inputs of a prompt's tiled products (q8 weights): the LayerNorms'
+/// output (`xn`), attention's (`att`) and the MLP's GELU (`fc`). Decode's GEMV kernels round
+/// their input row themselves (act_q8.wgsl).
+struct Rounding {
+    xn: wgpu::BindGroup,
+    att: wgpu::BindGroup,
+    fc: wgpu::BindGroup,
+    _dims: [wgpu::Buffer; 2], // K = C, K = n_inner
+}
+
 /// One transformer block `h.{i}`: its weights live in the bind groups that use them.
 struct Block {
     ln_1: wgpu::BindGroup,
@@ -109,21 +119,23 @@ pub struct GpuBackend {
     kernels: Kernels,
     wte: Vec<WteChunk>,
     blocks: Vec<Block>,
-    ln_f: wgpu::BindGroup,       // the last row into xn's row 0
-    ln_f_all: wgpu::BindGroup,   // every row (the verification pass)
-    ids: wgpu::Buffer,           // (n_ctx,) u32
-    logits: wgpu::Buffer,        // (MAX_VERIFY, V)
-    staging: wgpu::Buffer,       // (MAX_VERIFY, V + C) mappable copy of logits, then xn's rows
-    logits_host: Vec<f32>, // (rows, V) logits, then (rows, C) ln_f's rows, of the last forward
-    read_rows: usize,      // the rows the last forward read back
-    xn: wgpu::Buffer,      // (n_ctx, C) LayerNorm output: ln_f's rows after a forward
-    argmax: wgpu::BindGroup, // the logits' rows into `chosen`
-    chosen: wgpu::Buffer,  // (MAX_VERIFY,) u32: each row's argmax
-    chosen_host: Vec<u32>, // the argmaxes of the last pass, when it asked for them
-    top_k: wgpu::BindGroup, // the logits' rows into `top`
-    top: wgpu::Buffer,     // (MAX_VERIFY, MAX_TOP_K, 2) u32: each row's candidates
-    top_dims: wgpu::Buffer, // top_k.wgsl's V and k, written by a pass that asks for candidates
+    ln_f: wgpu::BindGroup,     // the last row into xn's row 0
+    ln_f_all: wgpu::BindGroup, // every row (the verification pass)
+    ids: wgpu::Buffer,         // (n_ctx,) u32
+    logits: wgpu::Buffer,      // (MAX_VERIFY, V)
+    staging: wgpu::Buffer,     // (MAX_VERIFY, V + C) mappable copy of logits, then xn's rows
+    logits_host: Vec<f32>,     // (rows, V) logits, then (rows, C) ln_f's rows, of the last forward
+    read_rows: usize,          // the rows the last forward read back
+    xn: wgpu::Buffer,          // (n_ctx, C) LayerNorm output: ln_f's rows after a forward
+    argmax: wgpu::BindGroup,   // the logits' rows into `chosen`
+    chosen: wgpu::Buffer,      // (MAX_VERIFY,) u32: each row's argmax
+    chosen_host: Vec<u32>,     // the argmaxes of the last pass, when it asked for them
+    top_k: wgpu::BindGroup,    // the logits' rows into `top`
+    top: wgpu::Buffer,         // (MAX_VERIFY, MAX_TOP_K, 2) u32: each row's candidates
+    top_dims: wgpu::Buffer,    // top_k.wgsl's V and k, written by a pass that asks for candidates
     top_host: Vec<(f32, u32)>, // the candidates of the last pass, k per row, when it asked
+    /// With q8 weights: a prompt's product inputs rounded as the CPU's q8 rounds them.
+    rounding: Option<Rounding>,
     _buffers: Vec<wgpu::Buffer>, // wpe, activations, uniforms: kept for the bind groups
     /// Bytes of the weights' buffers on the device.
     weight_bytes: u64,

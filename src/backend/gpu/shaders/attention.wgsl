@@ -8,6 +8,13 @@
 // is ≤ 0 and no score buffer of n_ctx entries is needed. Each thread owns output dimensions
 // lid, lid+64, ... (HS ≤ 256).
 //
+// With Q8_KV (q8 weights) it computes what the CPU's 8-bit attention does (`attention_q8`): the
+// query rounded by blocks of 32 to -127..=127; the cache holds keys and values rounded as the
+// CPU's 8-bit cache holds them (kv_write.wgsl); each weight exp(s − m) times its value's scale
+// (max|v| / 63 of its row, which a thread finds from the cached row) rounded by blocks of 32
+// positions to -127..=127 before it multiplies the value's 8-bit numbers. The online softmax's
+// rescaling moves every weight of a block alike, which the rounding does not see.
+//
 // Bindings (group 0):
 //   0 run: Step   uniform   T
 //   1 dims: Dims  uniform   C, NH, HS, scale (1/√HS, over layer+1 if the config says so)
@@ -46,7 +53,10 @@ const PER_THREAD: u32 = MAX_HS / WG;
 // Stands in for -inf (WGSL has no infinity literal); exp(NEG_BIG - finite) is 0.
 const NEG_BIG: f32 = -3.0e38;
 
+override Q8_KV: bool = false;
+
 var<workgroup> q: array<f32, MAX_HS>;   // the query, pre-scaled
+var<workgroup> qs: array<f32, 8>;       // with Q8_KV: its blocks' scales
 var<workgroup> w: array<f32, WG>;       // exp(score - m) of the current tile
 var<workgroup> red: array<f32, WG>;     // reduction scratch
 
@@ -96,6 +106,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         q[d] = qkv[t * 3u * C + head + d] * dims.scale;
     }
     workgroupBarrier();
+    if (Q8_KV) { // uniform: a pipeline constant
+        if (lid * 32u < HS) {
+            var amax = 0.0;
+            for (var d = lid * 32u; d < min(lid * 32u + 32u, HS); d = d + 1u) {
+                amax = max(amax, abs(q[d]));
+            }
+            qs[lid] = amax / 127.0;
+        }
+        workgroupBarrier();
+        for (var d = lid; d < HS; d = d + WG) {
+            let s = qs[d / 32u];
+            let inv = select(0.0, 1.0 / s, s > 0.0);
+            q[d] = clamp(round(q[d] * inv), -127.0, 127.0) * s;
+        }
+        workgroupBarrier();
+    }
 
     var m = NEG_BIG;
     var l = 0.0;
@@ -114,7 +140,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (p < n) {
             e = exp(s - m_new);
         }
-        w[lid] = e;
+        // With Q8_KV: the weight times its value's scale, rounded by blocks of 32 positions, over
+        // that scale again (the cache holds the value times it).
+        var f = e;
+        if (Q8_KV) { // uniform: a pipeline constant
+            var vs = 0.0;
+            if (p < n) {
+                for (var d = 0u; d < HS; d = d + 1u) {
+                    vs = max(vs, abs(v_cache[base + p * C + head + d]));
+                }
+                vs = vs / 63.0;
+            }
+            w[lid] = e * vs;
+            workgroupBarrier();
+            let b0 = (lid / 32u) * 32u;
+            var amax = 0.0;
+            for (var j = b0; j < b0 + 32u; j = j + 1u) {
+                amax = max(amax, w[j]);
+            }
+            let sw = amax / 127.0;
+            let inv = select(0.0, 1.0 / sw, sw > 0.0);
+            f = select(0.0, clamp(round(e * vs * inv), -127.0, 127.0) * sw / vs, vs > 0.0);
+            workgroupBarrier();
+        }
+        w[lid] = f;
         let tile_sum = reduce_sum(e, lid); // its barriers also publish w
         let corr = exp(m - m_new);
         l = l * corr + tile_sum;

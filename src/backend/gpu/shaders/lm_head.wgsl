@@ -31,14 +31,29 @@ const ROWS: u32 = 8u;
 var<workgroup> partial: array<array<f32, LANES>, ROWS>;
 
 @compute @workgroup_size(32, 8)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+) {
     let C = dims.C;
     let r = wid.x * ROWS + lid.y;
     let i = wid.y; // the row of xn
+    // With q8 weights, the row's block scales first (act_q8.wgsl).
+    if (Q8_ACT) {
+        for (var blk = li; blk * 32u < C; blk = blk + LANES * ROWS) {
+            var amax = 0.0;
+            for (var c = blk * 32u; c < min(blk * 32u + 32u, C); c = c + 1u) {
+                amax = max(amax, abs(xn[i * C + c]));
+            }
+            act_block(blk, amax);
+        }
+        workgroupBarrier(); // uniform: Q8_ACT is a pipeline constant
+    }
     var s = 0.0;
     if (r < dims.chunk_rows) {
         for (var c = lid.x; c < C; c = c + LANES) {
-            s = s + xn[i * C + c] * wte[r * C + c];
+            s = s + act(xn[i * C + c], c) * wte[r * C + c];
         }
     }
     partial[lid.y][lid.x] = s;

@@ -57,11 +57,26 @@ fn gelu_tanh(v: f32) -> f32 {
 }
 
 @compute @workgroup_size(8, 32)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+) {
     let K = dims.K;
     let N = dims.N;
     let row = wid.y;
     let col = wid.x * COLS + lid.x;
+    // With q8 weights, the row's block scales first (act_q8.wgsl).
+    if (Q8_ACT && row < run.T) {
+        for (var blk = li; blk * 32u < K; blk = blk + 256u) {
+            var amax = 0.0;
+            for (var k = blk * 32u; k < min(blk * 32u + 32u, K); k = k + 1u) {
+                amax = max(amax, abs(x[row * K + k]));
+            }
+            act_block(blk, amax);
+        }
+        workgroupBarrier(); // uniform: Q8_ACT is a pipeline constant
+    }
     var acc = 0.0;
     if (row < run.T && col < N) {
         acc = dot_slice(row * K, K, N, col, lid.y);
@@ -91,7 +106,12 @@ fn dot_slice(xr: u32, K: u32, N: u32, col: u32, slice: u32) -> f32 {
     var a = vec4<f32>(0.0);
     var k = slice;
     for (; k + 3u * SLICES < K; k = k + 4u * SLICES) {
-        let xs = vec4<f32>(x[xr + k], x[xr + k + SLICES], x[xr + k + 2u * SLICES], x[xr + k + 3u * SLICES]);
+        let xs = vec4<f32>(
+            act(x[xr + k], k),
+            act(x[xr + k + SLICES], k + SLICES),
+            act(x[xr + k + 2u * SLICES], k + 2u * SLICES),
+            act(x[xr + k + 3u * SLICES], k + 3u * SLICES),
+        );
         let ws = vec4<f32>(
             weight(k, col, N),
             weight(k + SLICES, col, N),
@@ -101,7 +121,7 @@ fn dot_slice(xr: u32, K: u32, N: u32, col: u32, slice: u32) -> f32 {
         a = a + xs * ws;
     }
     for (; k < K; k = k + SLICES) {
-        a.x = a.x + x[xr + k] * weight(k, col, N);
+        a.x = a.x + act(x[xr + k], k) * weight(k, col, N);
     }
     return (a.x + a.y) + (a.z + a.w);
 }

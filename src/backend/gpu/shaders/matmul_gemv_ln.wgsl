@@ -103,6 +103,17 @@ fn main(
         sq = sq + d * d;
     }
     let rstd = inverseSqrt(workgroup_sum(sq, li) / f32(K) + dims.eps);
+    // With q8 weights, the normalised row's block scales (act_q8.wgsl).
+    if (Q8_ACT) {
+        for (var blk = li; blk * 32u < K; blk = blk + WG) {
+            var amax = 0.0;
+            for (var k = blk * 32u; k < min(blk * 32u + 32u, K); k = k + 1u) {
+                amax = max(amax, abs(normed(base, k, mean, rstd)));
+            }
+            act_block(blk, amax);
+        }
+        workgroupBarrier(); // uniform: Q8_ACT is a pipeline constant
+    }
 
     let col = wid.x * COLS + lid.x;
     var acc = 0.0;
@@ -112,10 +123,10 @@ fn main(
         var k = lid.y;
         for (; k + 3u * SLICES < K; k = k + 4u * SLICES) {
             let xs = vec4<f32>(
-                normed(base, k, mean, rstd),
-                normed(base, k + SLICES, mean, rstd),
-                normed(base, k + 2u * SLICES, mean, rstd),
-                normed(base, k + 3u * SLICES, mean, rstd),
+                act(normed(base, k, mean, rstd), k),
+                act(normed(base, k + SLICES, mean, rstd), k + SLICES),
+                act(normed(base, k + 2u * SLICES, mean, rstd), k + 2u * SLICES),
+                act(normed(base, k + 3u * SLICES, mean, rstd), k + 3u * SLICES),
             );
             let ws = vec4<f32>(
                 weight(k, col, N),
@@ -126,7 +137,7 @@ fn main(
             a = a + xs * ws;
         }
         for (; k < K; k = k + SLICES) {
-            a.x = a.x + normed(base, k, mean, rstd) * weight(k, col, N);
+            a.x = a.x + act(normed(base, k, mean, rstd), k) * weight(k, col, N);
         }
         acc = (a.x + a.y) + (a.z + a.w);
     }

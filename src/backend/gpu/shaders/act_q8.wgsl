@@ -1,0 +1,27 @@
+// act_q8 (kernels.rs appends it to the kernels that read a product's input row, matmul_gemv,
+// matmul_gemv_ln and lm_head): the CPU's q8 rounding of that row. With q8 weights the CPU rounds
+// each block of 32 of a product's input to -127..=127 with the scale max|x| / 127 (`Q8Act`), so
+// with Q8_ACT (set for q8 weights) a workgroup first finds its row's block scales
+// (`act_block` for each block, from the values its kernel reads), then reads each value as
+// round(x / scale) · scale (`act`). Without it `act` is the value.
+
+override Q8_ACT: bool = false;
+const ACT_BLOCKS: u32 = 256u; // a row of up to 8192 values
+var<workgroup> act_scale: array<f32, ACT_BLOCKS>;
+var<workgroup> act_inv: array<f32, ACT_BLOCKS>;
+
+// Block b's scale from the largest magnitude of its values, as `quantize_block` takes it.
+fn act_block(b: u32, amax: f32) {
+    let s = amax / 127.0;
+    act_scale[b] = s;
+    act_inv[b] = select(0.0, 1.0 / s, s > 0.0);
+}
+
+// Value v at index k of the row, rounded as its block is (with Q8_ACT).
+fn act(v: f32, k: u32) -> f32 {
+    if (!Q8_ACT) {
+        return v;
+    }
+    let b = k >> 5u;
+    return clamp(round(v * act_inv[b]), -127.0, 127.0) * act_scale[b];
+}
