@@ -4,7 +4,9 @@
 //! pass dispatches with.
 
 use super::context::{Context, Format, GpuOptions};
+use super::formats::{to_f16, to_q8};
 use super::kernels::{self as k, Epilogue, Kernel, Kernels};
+use super::plan::Plan;
 use super::{Block, GpuBackend, KvInputs, Linear, Rounding, WteChunk};
 use crate::backend::rows::MAX_TOP_K;
 use crate::config::{Activation, Config, MAX_VERIFY};
@@ -484,123 +486,4 @@ impl Builder<'_> {
             _buffers: ln_1_bufs.into_iter().chain(ln_2_bufs).collect(),
         })
     }
-}
-
-/// Sizes decided before anything is allocated, so a model that cannot fit fails early and
-/// `Auto` can fall back to the CPU.
-struct Plan {
-    /// Vocab rows per wte chunk.
-    wte_rows: usize,
-}
-
-impl Plan {
-    fn new(config: &Config, ctx: &Context) -> Result<Plan> {
-        let (c, hid, n_ctx, v) = (
-            config.n_embd,
-            config.n_inner,
-            config.n_positions,
-            config.vocab_size,
-        );
-        let limit = ctx.max_binding.min(ctx.max_buffer);
-        let too_big = |what: &str, bytes: u64| {
-            Error::Gpu(format!(
-                "the model does not fit this GPU's limits: {what} needs {bytes} bytes in one \
-                 buffer, the device allows {limit}"
-            ))
-        };
-        // Sizes in u64, so nothing wraps on wasm32 before it is compared.
-        let (cu, hu, nu) = (c as u64, hid as u64, n_ctx as u64);
-        // Bytes of a matrix of n weights in the format the GPU holds them (q8: its scales too).
-        let matrix = |n: u64| (n as f64 * ctx.format.bytes_per_weight()).ceil() as u64 + 4;
-        for (what, bytes) in [
-            ("wpe", nu * cu * 4),
-            ("the MLP activations (n_ctx × n_inner)", nu * hu * 4),
-            ("qkv (n_ctx × 3·n_embd)", nu * 3 * cu * 4),
-            ("mlp.c_fc", matrix(cu * hu)),
-            ("attn.c_attn", matrix(cu * 3 * cu)),
-            (
-                "the logits of a verification pass",
-                MAX_VERIFY as u64 * v as u64 * 4,
-            ),
-        ] {
-            if bytes > limit {
-                return Err(too_big(what, bytes));
-            }
-        }
-        // One row of wte (q8: its blocks' scales, and room for the padding to a word).
-        let (row, pad) = match ctx.format {
-            Format::Q8 => (cu + 4 * cu.div_ceil(32), 3),
-            f => (cu * f.bytes_per_weight() as u64, 0),
-        };
-        let wte_rows = (limit.saturating_sub(pad) / row) as usize;
-        if wte_rows == 0 {
-            return Err(too_big("one row of wte", row));
-        }
-        let wte_rows = wte_rows.min(v);
-        let most = ctx.max_workgroups as usize;
-        let widest = [
-            k::elementwise_grid(n_ctx, c)[0],
-            k::lm_head_grid(wte_rows, 1)[0],
-            k::matmul_grid(Kernel::MatmulTiled, n_ctx, hid.max(3 * c))[0],
-            k::attention_grid(config.n_head, n_ctx)[1],
-        ];
-        if widest.iter().any(|&g| g as usize > most) {
-            return Err(Error::Gpu(format!(
-                "the model needs more than the {most} workgroups per dimension this GPU allows"
-            )));
-        }
-        Ok(Plan { wte_rows })
-    }
-}
-
-/// `v` (rows, cols) in the GPU's q8 (`kernels.rs` `Kernel::q8_read`): blocks of 32 down each
-/// column (`down`: a Conv1D weight, (K, N)) or along each row (a wte chunk), each rounded to
-/// -63..=63 with one scale as the CPU's q8 rounds it (`backend/cpu/q8`), so both hold the same
-/// weights; the bytes at their elements' places, four to a word, then the scales' bits.
-fn to_q8(v: &[f32], rows: usize, cols: usize, down: bool) -> Vec<u32> {
-    // A line is what one block runs along: a column (down) or a row.
-    let (lines, len) = if down { (cols, rows) } else { (rows, cols) };
-    let at = |line: usize, i: usize| {
-        if down {
-            i * cols + line
-        } else {
-            line * cols + i
-        }
-    };
-    let blocks = len.div_ceil(32);
-    let mut bytes = vec![0u8; v.len().div_ceil(4) * 4];
-    let mut scales = vec![0f32; lines * blocks];
-    for line in 0..lines {
-        for b in 0..blocks {
-            let block = b * 32..(b * 32 + 32).min(len);
-            let amax = block.clone().fold(0f32, |m, i| m.max(v[at(line, i)].abs()));
-            let scale = amax / 63.0;
-            let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
-            for i in block {
-                let q = (v[at(line, i)] * inv).round_ties_even().clamp(-63.0, 63.0);
-                bytes[at(line, i)] = q as i32 as i8 as u8;
-            }
-            scales[if down {
-                b * cols + line
-            } else {
-                line * blocks + b
-            }] = scale;
-        }
-    }
-    let words = bytes
-        .chunks_exact(4)
-        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
-    words.chain(scales.iter().map(|s| s.to_bits())).collect()
-}
-
-/// f16 bits of `v`, padded to a whole number of 4 bytes (buffers are written in words).
-fn to_f16(v: &[f32]) -> Vec<u16> {
-    let mut h: Vec<u16> = v
-        .iter()
-        .map(|&x| half::f16::from_f32(x).to_bits())
-        .collect();
-    if h.len() % 2 == 1 {
-        h.push(0);
-    }
-    h
 }

@@ -10,9 +10,11 @@
 //! step): the products run over all of them, attention over each row's own slot.
 
 pub mod context;
+mod formats;
 mod forward;
 pub mod kernels;
 mod load;
+mod plan;
 mod slots;
 
 pub use context::{Context, Format, GpuOptions};
