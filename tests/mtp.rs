@@ -210,3 +210,86 @@ fn recipe_heads_load() {
     assert_eq!(mtp.tokens, plain.tokens);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The heads time themselves on the engine (`mtp::HeadsTrial`): the first greedy `draft: 'mtp'`
+/// generations alternate drafted and plain blocks — the plain loop's tokens either way — until a
+/// verdict; a verdict of off (measured or remembered) runs the plain loop, in a batch, unless
+/// `forceDraft`; each says so in `metrics.mtp`.
+#[test]
+fn the_heads_measure_whether_they_pay_and_a_verdict_of_off_runs_the_plain_loop() {
+    use gpt2_web::mtp::{HeadsVerdict, TRIAL_BLOCK, TRIAL_BLOCKS};
+    let mut model = load(DEMO);
+    let prompt = model
+        .tokenizer
+        .encode("ROMEO:\nBut soft, what light")
+        .unwrap();
+    let long = |draft, force_draft| GenerateParams {
+        max_tokens: if draft == Draft::None || force_draft {
+            100
+        } else {
+            40
+        },
+        ignore_eos: true,
+        draft,
+        force_draft,
+        ..Default::default()
+    };
+    let (plain, _) = run_ids(&mut model, &prompt, long(Draft::None, false));
+    // Three generations of 40 tokens: 117 steps after their prompts, the trial's 64 among them.
+    for _ in 0..3 {
+        let r = run_ids(&mut model, &prompt, long(Draft::Mtp, false)).0;
+        assert_eq!(r.tokens, plain.tokens[..40]);
+        let m = r.metrics.mtp.as_ref().expect("metrics.mtp");
+        if model.heads_trial.verdict.is_none() || m.ran == "measuring" {
+            assert_eq!((m.ran, m.forced), ("measuring", false), "{m:?}");
+        }
+    }
+    let v = model
+        .heads_trial
+        .verdict
+        .clone()
+        .expect("a verdict after 117 steps");
+    assert_eq!(v.forwards, 2 * TRIAL_BLOCK * TRIAL_BLOCKS);
+    assert!(
+        v.plain_ms_per_token > 0.0 && v.drafted_ms_per_token > 0.0,
+        "{v:?}"
+    );
+
+    let json = |on: bool, speedup: f64| {
+        let v = HeadsVerdict {
+            on,
+            speedup,
+            ..v.clone()
+        };
+        serde_json::to_string(&v).unwrap()
+    };
+    model.heads_trial.remember(&json(false, 0.8)).unwrap();
+    let (off, _) = run_ids(&mut model, &prompt, long(Draft::Mtp, false));
+    let plain = GenerateParams {
+        max_tokens: 40,
+        ..long(Draft::None, false)
+    };
+    let plain = run_ids(&mut model, &prompt, plain).0;
+    let m = off.metrics.mtp.as_ref().expect("metrics.mtp");
+    assert_eq!(m.ran, "plain");
+    assert!(
+        m.verdict.as_ref().is_some_and(|v| v.remembered && !v.on),
+        "{m:?}"
+    );
+    assert_eq!(off.tokens, plain.tokens);
+    assert_eq!(
+        (off.metrics.drafted_tokens, off.metrics.target_forwards),
+        (0, 40)
+    );
+    let (forced, _) = run_ids(&mut model, &prompt, long(Draft::Mtp, true));
+    let m = forced.metrics.mtp.as_ref().expect("metrics.mtp");
+    assert_eq!((m.ran, m.forced), ("drafted", true));
+    assert_eq!(forced.tokens[..40], plain.tokens);
+    assert!(forced.metrics.drafted_tokens > 0);
+
+    model.heads_trial.remember(&json(true, 1.5)).unwrap();
+    let (on, _) = run_ids(&mut model, &prompt, long(Draft::Mtp, false));
+    assert_eq!(on.metrics.mtp.as_ref().map(|m| m.ran), Some("drafted"));
+    assert!(on.metrics.drafted_tokens > 0 && on.metrics.target_forwards < 40);
+    assert_eq!(on.tokens, plain.tokens);
+}

@@ -73,6 +73,9 @@ async function onePrompt({ prompt, draft, tokens, runs }) {
     tokens: last.b.tokens.length, forwards: last.b.metrics.targetForwards,
     plainMs: median(plain), specMs: median(spec),
     identical: JSON.stringify(last.a.tokens) === JSON.stringify(last.b.tokens),
+    // With the heads: 'off' when this browser measured that they lose (the plain loop ran).
+    heads: { drafted: 'on', plain: 'off' }[last.b.metrics.mtp?.ran] ?? last.b.metrics.mtp?.ran ?? null,
+    verdict: last.b.metrics.mtp?.verdict?.why ?? null,
   };
 }
 
@@ -110,7 +113,11 @@ console.log(`${path.basename(MODEL)}${GGUF ? ` (${GGUF})` : ''}, ${DTYPE}, 1 thr
 console.log('| engine | drafter | prompt | kind | tokens per forward | plain ms | speculative ms | ratio |');
 console.log('|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
-  console.log(`| ${r.engine} | ${r.draft} | ${r.name} | ${r.kind} | ${(r.tokens / r.forwards).toFixed(2)} | ${r.plainMs.toFixed(0)} | ${r.specMs.toFixed(0)} | ${(r.plainMs / r.specMs).toFixed(2)}× |`);
+  console.log(`| ${r.engine} | ${r.draft} | ${r.name} | ${r.kind} | ${(r.tokens / r.forwards).toFixed(2)} | ${r.plainMs.toFixed(0)} | ${r.specMs.toFixed(0)} | ${(r.plainMs / r.specMs).toFixed(2)}×${r.heads === 'off' ? ' off' : ''} |`);
+}
+for (const engine of ENGINE_NAMES) {
+  const v = rows.filter((r) => r.engine === engine && r.verdict).at(-1)?.verdict;
+  if (v) console.log(`\n${engine}: the heads ${v}`);
 }
 console.log('');
 for (const engine of ENGINE_NAMES) {

@@ -31,6 +31,10 @@ pub struct SpecRun {
     pub speedup: f64,
     /// Whether the two texts are the same (greedy: they must be).
     pub identical: bool,
+    /// With the heads (`draft: 'mtp'`, not forced): "on" when they drafted, "off" when the engine
+    /// had measured that they lose and ran the plain loop, "measuring" while it measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heads: Option<&'static str>,
 }
 
 /// Each prompt plain and with `draft`, greedy, `tokens` new tokens, median of `reps` after a
@@ -79,6 +83,11 @@ pub fn speculative(
             speculative_ms,
             speedup: plain_ms / speculative_ms,
             identical: a.tokens == b.tokens,
+            heads: b.metrics.mtp.as_ref().map(|h| match h.ran {
+                "drafted" => "on",
+                "plain" => "off",
+                other => other,
+            }),
         });
     }
     Ok(out)
@@ -107,7 +116,7 @@ pub fn mtp_guess_ms(model: &mut Model) -> Option<f64> {
 /// The speculative benchmark as a table, with the geometric mean speed-up of each kind.
 pub fn speculative_table(runs: &[SpecRun]) -> String {
     let mut s = format!(
-        "{:<16} {:<10} {:>7} {:>9} {:>11} {:>10} {:>10} {:>8} {:>10}\n",
+        "{:<16} {:<10} {:>7} {:>9} {:>11} {:>10} {:>10} {:>8}{:4} {:>10}\n",
         "prompt",
         "kind",
         "tokens",
@@ -116,11 +125,12 @@ pub fn speculative_table(runs: &[SpecRun]) -> String {
         "plain ms",
         "spec ms",
         "ratio",
+        "",
         "same text"
     );
     for r in runs {
         s += &format!(
-            "{:<16} {:<10} {:>7} {:>9} {:>11.2} {:>10.1} {:>10.1} {:>7.2}× {:>10}\n",
+            "{:<16} {:<10} {:>7} {:>9} {:>11.2} {:>10.1} {:>10.1} {:>7.2}×{:<4} {:>10}\n",
             r.name,
             r.kind,
             r.tokens,
@@ -129,6 +139,10 @@ pub fn speculative_table(runs: &[SpecRun]) -> String {
             r.plain_ms,
             r.speculative_ms,
             r.speedup,
+            match r.heads {
+                Some("off") => " off",
+                _ => "",
+            },
             if r.identical { "yes" } else { "NO" }
         );
     }

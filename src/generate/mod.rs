@@ -38,6 +38,7 @@ pub use batch::{choice_params, Batch, MAX_BATCH, MAX_CHOICES, MAX_QUEUE};
 pub use beam::{Beam, EarlyStopping, MAX_BEAMS};
 pub use next::NextLogits;
 pub use options::{GenerateParams, Kind, Limits, OptionSpec, OptionValue, Scope, OPTIONS};
+pub use speculative::HeadsUse;
 
 /// The most stop texts one generation takes, and the longest (each is matched against the
 /// text's tail after every token).
@@ -196,6 +197,10 @@ pub struct Metrics {
     /// bytes read back of a step. Absent on the CPU.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuCounters>,
+    /// With `draft: 'mtp'`: whether the heads drafted, and this engine's measured verdict on them
+    /// (`mtp::HeadsTrial`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mtp: Option<HeadsUse>,
 }
 
 /// The outcome of a generation: `{ text, tokens, stopReason, metrics }` in JSON.
@@ -255,6 +260,8 @@ pub struct Generation {
     batch_size: usize,
     /// On the GPU, what the passes this generation's tokens came from asked of it.
     gpu: Option<GpuCounters>,
+    /// `draft: 'mtp'` that runs the plain loop: this engine measured that the heads lose.
+    heads_off: Option<HeadsUse>,
 }
 
 impl Generation {
@@ -282,6 +289,33 @@ impl Generation {
         config.check_ids(&ids, 0)?;
         let mut params = params;
         params.stop.retain(|s| !s.is_empty());
+        if params.draft == Draft::Mtp && model.mtp.is_none() {
+            return Err(crate::error::Error::param(
+                "draft",
+                format!(
+                    "\"mtp\" needs multi-token prediction heads, and this model has none ({} beside \
+                     its weights, or mtp.* tensors in its GGUF file; tools/train_mtp_heads.py makes them)",
+                    crate::mtp::HEADS_FILE
+                ),
+            ));
+        }
+        let trial = &model.heads_trial;
+        let mut heads_off = None;
+        // The heads' trial and verdict decide greedy generations only: their tokens are the plain
+        // loop's either way, where a seed's sampled text depends on which steps drafted.
+        let decides =
+            params.draft == Draft::Mtp && !params.force_draft && params.sampling().picks_argmax();
+        if decides {
+            if let Some(v) = trial.verdict.as_ref().filter(|v| !v.on) {
+                // Measured to lose on this engine: the plain loop, in a batch with others.
+                params.draft = Draft::None;
+                heads_off = Some(HeadsUse {
+                    ran: "plain",
+                    forced: false,
+                    verdict: Some(v.clone()),
+                });
+            }
+        }
         let p = &params;
         let strategy = if p.num_beams > 1 {
             let (n, penalty, early) = (p.num_beams, p.length_penalty, p.early_stopping);
@@ -289,17 +323,8 @@ impl Generation {
                 n, penalty, early, p.kv_cache,
             )))
         } else if p.draft != Draft::None {
-            if p.draft == Draft::Mtp && model.mtp.is_none() {
-                return Err(crate::error::Error::param(
-                    "draft",
-                    format!(
-                        "\"mtp\" needs multi-token prediction heads, and this model has none ({} beside \
-                         its weights, or mtp.* tensors in its GGUF file; tools/train_mtp_heads.py makes them)",
-                        crate::mtp::HEADS_FILE
-                    ),
-                ));
-            }
-            let s = speculative::Speculative::new(p.draft, p.draft_tokens, &p.sampling())?;
+            let heads = (p.draft == Draft::Mtp).then_some((p.force_draft, decides, trial));
+            let s = speculative::Speculative::new(p.draft, p.draft_tokens, &p.sampling(), heads)?;
             Strategy::Speculative(Box::new(s))
         } else {
             Strategy::Plain(plain::Plain::new(p.kv_cache, p.prefix_cache))
@@ -313,6 +338,7 @@ impl Generation {
             forwards: 0,
             batch_size: 1,
             gpu: None,
+            heads_off,
             params,
         })
     }

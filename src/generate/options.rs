@@ -311,6 +311,8 @@ generate_options! {
     draft "draft": Draft = Draft::None, None;
     /// The most tokens one draft proposes (the length adapts below it).
     draft_tokens "draftTokens": usize = 8, closed(1.0, (crate::backend::MAX_VERIFY - 1) as f64);
+    /// With draft 'mtp': let the heads draft even where this engine measured that they make decoding slower (`metrics.mtp` gives the verdict; without it such a generation runs the plain loop, the same tokens). For the lab and benchmarks.
+    force_draft "forceDraft": bool = false, None;
     /// false: no KV cache, every step recomputes the whole sequence (the lesson's naive loop): the same tokens, a step that grows with the position. Not with draft.
     kv_cache "kvCache": bool = true, None;
     /// Prefix caching: start from the keys and values of the prompt's first tokens when an earlier generation on this model computed them (the same prompt again, a fixed preamble, a chat's history, the n choices), the same logits bit for bit; on the CPU in q8, where each row is computed alike in any pass (elsewhere the whole prompt runs). false: always run the whole prompt (to time prefill).

@@ -23,6 +23,10 @@ impl Generation {
             metrics: Metrics {
                 batch_size: self.batch_size,
                 gpu: self.gpu,
+                mtp: match &self.strategy {
+                    Strategy::Speculative(s) => s.heads.clone(),
+                    _ => self.heads_off.clone(),
+                },
                 ..t.metrics(self.forwards, (drafted, accepted), cached)
             },
             beams: match &self.strategy {

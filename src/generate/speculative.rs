@@ -8,9 +8,25 @@ use super::{Pending, Transcript};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::mtp::MIN_CONFIDENCE;
+use crate::mtp::{HeadsStep, HeadsTrial, HeadsVerdict};
+use crate::platform::now_ms;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::speculate::{prompt_lookup, Draft, DraftLength};
 use std::collections::VecDeque;
+
+/// With `draft: 'mtp'`: what the heads did for a generation (`Metrics::mtp`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeadsUse {
+    /// "drafted": the heads drafted every step (on, or forced); "plain": this engine measured
+    /// that they lose, so the plain loop ran; "measuring": no verdict yet when it started, so its
+    /// steps alternated drafted and plain blocks to time them (`mtp::HeadsTrial`).
+    pub ran: &'static str,
+    /// `forceDraft` was set.
+    pub forced: bool,
+    /// This engine's verdict, once there is one: remembered, or measured before or during it.
+    pub verdict: Option<HeadsVerdict>,
+}
 
 pub(super) struct Speculative {
     /// Where drafts come from (not `Draft::None`).
@@ -33,10 +49,24 @@ pub(super) struct Speculative {
     /// Tokens drafted, and how many of them the model kept.
     pub drafted: usize,
     pub accepted: usize,
+    /// With the heads: what they did (`Metrics::mtp`), and the time of the last guesses, which
+    /// the drafted pass after them counts.
+    pub heads: Option<HeadsUse>,
+    guess_ms: f64,
+    /// Whether the heads trial decides the kind of each step (else every step drafts).
+    decides: bool,
 }
 
 impl Speculative {
-    pub fn new(kind: Draft, draft_tokens: usize, sampling: &SamplingParams) -> Result<Self> {
+    /// `heads`: with `Draft::Mtp`, whether `forceDraft` is set, whether the engine's heads trial
+    /// decides this generation's steps (greedy, not forced: the tokens are the plain loop's
+    /// whichever kind of step runs; a sampled text would depend on them), and the trial.
+    pub fn new(
+        kind: Draft,
+        draft_tokens: usize,
+        sampling: &SamplingParams,
+        heads: Option<(bool, bool, &HeadsTrial)>,
+    ) -> Result<Self> {
         let draft_sampler = Sampler::new(SamplingParams {
             seed: sampling.seed ^ 0x5eed_d4af7,
             ..sampling.clone()
@@ -54,11 +84,24 @@ impl Speculative {
             guesses: Vec::new(),
             drafted: 0,
             accepted: 0,
+            decides: heads.is_some_and(|(_, decides, _)| decides),
+            heads: heads.map(|(forced, decides, trial)| HeadsUse {
+                ran: if trial.measuring() && decides {
+                    "measuring"
+                } else {
+                    "drafted"
+                },
+                forced,
+                verdict: trial.verdict.clone(),
+            }),
+            guess_ms: 0.0,
         })
     }
 
     /// One forward pass: the unfed ids alone (the prompt's step drafts nothing), or with a draft
     /// after them; the sampler keeps the draft's tokens while it agrees and adds its own next one.
+    /// With the heads, unless forced, the model's heads trial says whether the pass drafts, and
+    /// times it while it measures.
     pub async fn step(
         &mut self,
         model: &mut Model,
@@ -68,35 +111,60 @@ impl Speculative {
         n_top: usize,
         pending: &mut VecDeque<Pending>,
     ) -> Result<()> {
-        self.propose(model, draft_model, t).await?;
+        let forced = !self.decides;
+        let step = match forced {
+            true => HeadsStep::Drafted,
+            false => model.heads_trial.next_step(),
+        };
+        let t0 = now_ms();
+        let drafting = step == HeadsStep::Drafted;
+        self.propose(model, draft_model, t, drafting).await?;
         let (r0, kept) = self.judge(model, sampler, &t.ids, n_top, pending).await?;
-        if self.kind == Draft::Mtp {
-            // The row whose logits gave the last token: its hidden state, the heads' input.
-            let row = if self.draft.is_empty() { 0 } else { r0 + kept };
-            model.guess_ahead(row, MIN_CONFIDENCE, &mut self.guesses)?;
-        }
+        let prompt = self.fed == 0;
         self.fed = t.ids.len() + kept;
         self.draft_fed = self.draft_fed.min(self.fed);
-        self.len.update(self.draft.len(), kept);
+        if drafting {
+            self.len.update(self.draft.len(), kept);
+        }
         self.drafted += self.draft.len();
         self.accepted += kept;
+        let Some(heads) = &mut self.heads else {
+            return Ok(());
+        };
+        let ms = now_ms() - t0 + if drafting { self.guess_ms } else { 0.0 };
+        if !forced && !prompt {
+            model.heads_trial.record(step, ms, kept + 1);
+        }
+        if heads.verdict.is_none() {
+            heads.verdict.clone_from(&model.heads_trial.verdict);
+        }
+        // The heads guess from the row whose logits gave the last token, for a drafted pass next.
+        if forced || model.heads_trial.next_step() == HeadsStep::Drafted {
+            let t0 = now_ms();
+            let row = if self.draft.is_empty() { 0 } else { r0 + kept };
+            model.guess_ahead(row, MIN_CONFIDENCE, &mut self.guesses)?;
+            self.guess_ms = now_ms() - t0;
+        } else {
+            self.guesses.clear();
+        }
         Ok(())
     }
 
-    /// This step's draft into `self.draft`: none for the prompt's step, else up to the draft
-    /// length, never past `max_tokens` or the context.
+    /// This step's draft into `self.draft`: none for the prompt's step or when not `drafting`,
+    /// else up to the draft length, never past `max_tokens` or the context.
     async fn propose(
         &mut self,
         model: &Model,
         draft_model: Option<&mut Model>,
         t: &Transcript,
+        drafting: bool,
     ) -> Result<()> {
         let ids = &t.ids;
         let n_out = ids.len() - t.n_prompt;
         let room = (t.max_tokens - n_out)
             .saturating_sub(1)
             .min(model.config.n_positions - ids.len());
-        let k = if self.fed == 0 {
+        let k = if self.fed == 0 || !drafting {
             0
         } else {
             self.len.get().min(room)

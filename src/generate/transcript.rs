@@ -199,6 +199,7 @@ impl Transcript {
             batch_size: 1,
             cached_prompt_tokens: cached,
             gpu: None,
+            mtp: None,
         }
     }
 }

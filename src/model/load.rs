@@ -236,6 +236,7 @@ impl Loader {
             epoch: 0,
             kv: Default::default(),
             mtp,
+            heads_trial: Default::default(),
             backend_times: None,
         };
         if self.race {
@@ -259,6 +260,7 @@ impl Model {
         self.reload = None;
         self.gpu_unavailable = Some(why);
         self.epoch += 1;
+        self.heads_trial = Default::default(); // another engine: the heads are measured again
         self.kv.clear(); // the new backend's one KV cache is empty
         self.kv.resize(1);
         Ok(())

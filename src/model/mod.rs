@@ -56,6 +56,9 @@ pub struct Model {
     /// Multi-token prediction heads (`Draft::Mtp`), when the weights carry them (a GGUF file's
     /// `mtp.*` tensors) or `mtp_heads.safetensors` lies beside them.
     pub mtp: Option<crate::mtp::MtpHeads>,
+    /// Whether the heads pay on this backend (`mtp::HeadsTrial`): measured by the first
+    /// `draft: 'mtp'` generations, or a verdict a front end remembered; reset by a fall-back.
+    pub heads_trial: crate::mtp::HeadsTrial,
     /// What `Auto` measured when it raced a GPU against the CPU (`race.rs`), and what it chose.
     pub backend_times: Option<BackendTimes>,
 }

@@ -265,6 +265,16 @@ impl Scheduler {
         })
     }
 
+    /// Gives `model` the verdict on its multi-token heads that an earlier visit measured in this
+    /// browser (`metrics.mtp.verdict`, as JSON; gpt2.js keeps it per build, threads, backend and
+    /// dtype), so that `draft: 'mtp'` does not measure again (`mtp::HeadsTrial::remember`).
+    #[wasm_bindgen(js_name = rememberHeadsVerdict)]
+    pub fn remember_heads_verdict(&self, model: u32, json: &str) -> Result<(), JsValue> {
+        let mut s = self.inner.borrow_mut();
+        let m = s.model_mut(model as ModelId).map_err(js_err)?;
+        m.heads_trial.remember(json).map_err(js_err)
+    }
+
     /// Bytes `model` holds, `{ weights, kvCache, on }`: in wasm memory on the CPU (allocated, as
     /// `budget::Footprint` predicts them), in the device's buffers on WebGPU (`on` says which:
     /// "cpu" or "webgpu"), in the dtype it runs.

@@ -147,7 +147,7 @@ for (const name of ENGINES) {
       });
     });
 
-    test('API: draft mtp (the demo model\'s heads, in its GGUF file) gives the plain greedy tokens in fewer model steps', T, async () => {
+    test('API: draft mtp (the demo model\'s heads, in its GGUF file) gives the plain greedy tokens in fewer model steps; the heads measure whether they pay, and the next visit remembers it', T, async () => {
       const got = await withEnginePage(engine, async (page) => {
         await page.goto(`${sites.assets.origin}${sites.assets.page('mtp', '<title>MTP test</title>')}`);
         return page.evaluate(async ({ prompt }) => {
@@ -158,19 +158,43 @@ for (const name of ENGINES) {
             const opts = { maxTokens: 40, temperature: 0, ignoreEos: true };
             const plain = await model.generate(prompt, opts);
             const events = [];
-            const mtp = await model.generate(prompt, { ...opts, draft: 'mtp', onToken: (e) => events.push(e) });
+            const mtp = await model.generate(prompt, { ...opts, draft: 'mtp', forceDraft: true, onToken: (e) => events.push(e) });
             out[dtype] = { heads: model.mtpHeads, plain: plain.tokens, mtp: mtp.tokens, metrics: mtp.metrics, drafted: events.filter((e) => e.drafted).length };
+            // Without forceDraft the first generations time drafted blocks against plain ones.
+            const measured = [];
+            for (let i = 0; i < 4 && !measured.at(-1)?.verdict; i++) {
+              const r = await model.generate(prompt, { ...opts, draft: 'mtp' });
+              measured.push({ ...r.metrics.mtp, same: r.tokens.join() === plain.tokens.join() });
+            }
+            out[dtype].measured = measured;
             model.dispose();
           }
+          // A later load of the model in this browser takes the verdict instead of measuring again.
+          const again = await Gpt2.load({ backend: 'cpu', dtype: 'q8' });
+          const plain = await again.generate(prompt, { maxTokens: 40, temperature: 0, ignoreEos: true });
+          const r = await again.generate(prompt, { maxTokens: 40, temperature: 0, ignoreEos: true, draft: 'mtp' });
+          out.again = { mtp: r.metrics.mtp, forwards: r.metrics.targetForwards, same: r.tokens.join() === plain.tokens.join() };
+          again.dispose();
           return out;
         }, { prompt: 'ROMEO.\nI will not'});
       });
-      for (const [dtype, r] of Object.entries(got)) {
+      const { again, ...dtypes } = got;
+      for (const [dtype, r] of Object.entries(dtypes)) {
         assert.ok(r.heads?.heads >= 1 && r.heads.draftVocab > 0, `${dtype}: no heads: ${JSON.stringify(r.heads)}`);
         assert.deepEqual(r.mtp, r.plain, `${dtype}: greedy with the heads' drafts differs from plain greedy`);
         assert.ok(r.metrics.acceptedDraftTokens > 0 && r.metrics.targetForwards < r.plain.length, `${dtype}: ${JSON.stringify(r.metrics)}`);
         assert.equal(r.drafted, r.metrics.acceptedDraftTokens);
+        assert.deepEqual(r.metrics.mtp && [r.metrics.mtp.ran, r.metrics.mtp.forced], ['drafted', true]);
+        const v = r.measured.at(-1).verdict;
+        assert.ok(r.measured.every((m) => m.same), `${dtype}: a measuring generation's tokens differ from plain greedy`);
+        assert.equal(r.measured[0].ran, 'measuring', JSON.stringify(r.measured[0]));
+        assert.ok(v && v.forwards === 64 && v.speedup > 0 && !v.remembered && v.on === v.speedup >= 1.02, `${dtype}: ${JSON.stringify(r.measured)}`);
       }
+      const v = again.mtp?.verdict;
+      assert.ok(v?.remembered && v.forwards === 64, `not remembered: ${JSON.stringify(again)}`);
+      assert.equal(again.mtp.ran, v.on ? 'drafted' : 'plain');
+      assert.ok(again.same, 'the remembered verdict changed the tokens');
+      assert.ok(v.on ? again.forwards < 40 : again.forwards === 40, JSON.stringify(again));
     });
 
     test('API: concurrent generates on one model run as one batch, each with the tokens it gets alone; an aborted one leaves alone', T, async () => {

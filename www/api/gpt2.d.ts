@@ -204,6 +204,12 @@ export interface EngineOptions {
   /** The most tokens one draft proposes (the length adapts below it). In 1..=15. Default 8. */
   draftTokens?: number;
   /**
+   * With draft 'mtp': let the heads draft even where this engine measured that they make
+   * decoding slower (`metrics.mtp` gives the verdict; without it such a generation runs the
+   * plain loop, the same tokens). For the lab and benchmarks. Default false.
+   */
+  forceDraft?: boolean;
+  /**
    * false: no KV cache, every step recomputes the whole sequence (the lesson's naive loop): the
    * same tokens, a step that grows with the position. Not with draft. Default true.
    */
@@ -421,6 +427,30 @@ export interface Metrics {
    * greedy, the vocabulary's logits when sampling. Absent on the CPU, and with beams or a draft.
    */
   gpu?: { passes: number; submissions: number; dispatches: number; readbackBytes: number };
+  /**
+   * With `draft: 'mtp'`: whether the heads drafted, and whether they pay in this browser. The first
+   * greedy such generations measure it (sampled ones always draft: a seed's text must not depend on it) — blocks of drafted steps alternate with blocks of plain ones (the
+   * same tokens either way) and are timed — and the verdict is kept in localStorage per model,
+   * build, threads, backend and dtype. `ran`: 'drafted' (the heads on, or `forceDraft`), 'plain'
+   * (measured to be slower here: the plain loop ran, `draftedTokens` 0) or 'measuring'.
+   */
+  mtp?: {
+    ran: 'drafted' | 'plain' | 'measuring';
+    forced: boolean;
+    verdict: null | {
+      /** Whether `draft: 'mtp'` drafts (its drafted tokens came ≥ 1.02× as fast as plain ones). */
+      on: boolean;
+      plainMsPerToken: number;
+      draftedMsPerToken: number;
+      /** plainMsPerToken ÷ draftedMsPerToken. */
+      speedup: number;
+      /** Forward passes timed. */
+      forwards: number;
+      why: string;
+      /** Measured on an earlier visit, not now. */
+      remembered: boolean;
+    };
+  };
 }
 
 export interface GenerateResult {

@@ -161,6 +161,35 @@ function rememberKernels(build, [decode, prompt], times) {
   }
 }
 
+/**
+ * What earlier visits measured of a model's multi-token heads in this browser (`metrics.mtp.verdict`
+ * of a generation that measured them), for the model `name`: `{ [headsAt]: verdict }`, headsAt the
+ * worker's build, threads, backend and dtype (its load's `headsAt`), or null. Kept with the user
+ * agent and core count, as the kernels are, for the 16 models used last.
+ */
+const HEADS_AT = 'gpt2-web:mtp-heads-1';
+function rememberedHeads(name) {
+  try {
+    const t = JSON.parse(globalThis.localStorage?.getItem(HEADS_AT) ?? 'null');
+    if (t?.device !== deviceNow() || typeof t.models !== 'object' || t.models === null) return null;
+    const m = t.models[name];
+    return typeof m === 'object' && m !== null ? m : null;
+  } catch {
+    return null;
+  }
+}
+function rememberHeads(name, headsAt, verdict) {
+  try {
+    const t = JSON.parse(globalThis.localStorage?.getItem(HEADS_AT) ?? 'null');
+    const all = t?.device === deviceNow() && typeof t.models === 'object' && t.models !== null ? t.models : {};
+    const mine = { ...(all[name] ?? {}), [headsAt]: verdict };
+    const rest = Object.entries(all).filter(([n]) => n !== name).slice(-15);
+    globalThis.localStorage?.setItem(HEADS_AT, JSON.stringify({ device: deviceNow(), models: Object.fromEntries([...rest, [name, mine]]) }));
+  } catch {
+    // storage refused: the next visit measures them again
+  }
+}
+
 export class Gpt2 {
   #conn;
   #id;
@@ -210,7 +239,7 @@ export class Gpt2 {
       const progress = ({ file, loaded, total, tensor, cached, plan }) => {
         for (const f of load.listeners) f({ file, loaded, total, tensor, cached, ...(plan ? { plan } : {}) });
       };
-      const { id, promise } = request(conn, { op: 'load', source, backend: runOn, dtype, threads, build, kernel, raceSoftwareGpu, timedKernels: rememberedKernels(), platform, builds: BUILDS, files: names }, { progress });
+      const { id, promise } = request(conn, { op: 'load', source, backend: runOn, dtype, threads, build, kernel, raceSoftwareGpu, timedKernels: rememberedKernels(), headsVerdicts: source.urls ? rememberedHeads(name) : null, platform, builds: BUILDS, files: names }, { progress });
       load.id = id; // the model's id in the worker (connection.js forgets a crashed one by it)
       load.promise = promise.then((info) => ({ id, info }));
       if (key !== null) conn.loads.set(key, load);
@@ -259,7 +288,7 @@ export class Gpt2 {
       info.backendTimes = past;
       info.gpuUnavailable = `${past.why} (on an earlier load, remembered in this browser)`;
     }
-    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, mtpHeads: info.mtpHeads ? Object.freeze({ ...info.mtpHeads }) : null, backendTimes: info.backendTimes ? Object.freeze({ ...info.backendTimes }) : null, notCached: info.notCached ?? null, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
+    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, mtpHeads: info.mtpHeads ? Object.freeze({ ...info.mtpHeads }) : null, backendTimes: info.backendTimes ? Object.freeze({ ...info.backendTimes }) : null, notCached: info.notCached ?? null, headsAt: info.headsAt ?? null, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
     const handle = new Gpt2(conn, loaded.id, info.config, name, load);
     handle.#onBackendChange = onBackendChange;
     handle.#onProgress = onProgress;
@@ -427,6 +456,12 @@ export class Gpt2 {
         settle = { reject };
         promise.then(resolve, reject);
       });
+      // Heads measured now, on the backend the model loaded on: the next visit need not measure.
+      const heads = result?.metrics?.mtp?.verdict;
+      const live = this.#load.live;
+      if (heads && !heads.remembered && this.#load.key !== null && live.headsAt?.includes(` ${live.backend} `)) {
+        rememberHeads(this.#name, live.headsAt, heads);
+      }
       return result; // aborted while queued: the engine's result of a generation that never ran
     } finally {
       signal?.removeEventListener('abort', onAbort);

@@ -70,7 +70,10 @@ export async function runSpeculativeLab(model, { prompt, maxTokens, method, sign
         continue;
       }
       const events = [];
-      const r = await model.generate(prompt, { ...options, draft: draftOf(m), onToken: (t) => events.push(t) });
+      // The heads draft here even where this browser measured that they lose (forceDraft): the
+      // lab shows what they do; the summary gives the verdict that draft: 'mtp' follows elsewhere.
+      const force = m === 'mtp' ? { forceDraft: true } : {};
+      const r = await model.generate(prompt, { ...options, ...force, draft: draftOf(m), onToken: (t) => events.push(t) });
       if (r.stopReason === 'abort') return null;
       const steps = tokensPerStep(events);
       const k = r.metrics;
@@ -78,6 +81,7 @@ export async function runSpeculativeLab(model, { prompt, maxTokens, method, sign
         method: m, label, identical: r.text === plain.text && r.tokens.join() === plain.tokens.join(),
         tokensPerStep: k.outputTokens / Math.max(1, k.targetForwards), kept: k.acceptedDraftTokens, drafted: k.draftedTokens,
         byPosition: keptByPosition(steps, 3), msPerToken: k.totalMs / k.outputTokens, speedup: plain.metrics.totalMs / k.totalMs,
+        verdict: k.mtp?.verdict ?? null,
       });
       if (m === method) shown = { events, steps, metrics: k, text: r.text };
     }
@@ -90,11 +94,22 @@ export async function runSpeculativeLab(model, { prompt, maxTokens, method, sign
       `Plain: ${plain.metrics.outputTokens} tokens in ${plain.metrics.targetForwards} model steps, ${fmtMs(plain.metrics.totalMs)}. ` +
       ran.map((r) => `${r.label}: ${r.tokensPerStep.toFixed(2)} tokens per step, ${r.speedup.toFixed(2)}× the speed`).join('; ') + '. ' +
       (best && best.speedup > 1.05 ? `${best.label} paid most here. ` : 'None paid here: the text did not repeat or the guesses missed, and a checked guess still costs part of a step. ') +
-      'Prompt lookup pays where the text repeats; heads guess anywhere but cost a little every step; a draft model costs its own steps.';
+      'Prompt lookup pays where the text repeats; heads guess anywhere but cost a little every step; a draft model costs its own steps. ' +
+      headsVerdict(rows.find((r) => r.method === 'mtp'));
     return { plain: plain.metrics, rows, steps: shown?.steps ?? [], identical: ran.every((r) => r.identical) };
   } finally {
     drafter?.dispose();
   }
+}
+
+/** What this browser measured of the heads, in a sentence ('' for a model without them). */
+export function headsVerdict(row) {
+  if (!row || row.why) return '';
+  const v = row.verdict;
+  if (!v) return "The heads' verdict in this browser is not measured yet: the first generations with draft 'mtp' time blocks of drafted steps against plain ones, then keep the faster.";
+  const when = v.remembered ? 'measured on an earlier visit' : 'measured';
+  return `In this browser the heads were ${when} at ${v.speedup.toFixed(2)}× plain decoding over ${v.forwards} steps, so draft 'mtp' ` +
+    (v.on ? 'drafts.' : 'runs the plain loop here (the same text), unless forceDraft is set as this lab does.');
 }
 
 /** The chosen method's text (kept draft tokens highlighted) and its tokens per step. */

@@ -30,7 +30,7 @@ export function abortLoad(id) {
   return true;
 }
 
-async function loadModel({ id, source, backend, dtype, threads, build: only, kernel, raceSoftwareGpu = false, timedKernels = null, platform, builds, files: names }, state) {
+async function loadModel({ id, source, backend, dtype, threads, build: only, kernel, raceSoftwareGpu = false, timedKernels = null, headsVerdicts = null, platform, builds, files: names }, state) {
   setFiles(names);
   // The load's phases, in ms from its start (Gpt2#loadTimings; `./build.sh bench --cold` prints them).
   const t0 = performance.now();
@@ -123,7 +123,7 @@ async function loadModel({ id, source, backend, dtype, threads, build: only, ker
   // From now on the model is the scheduler's: the warm-up and the kernels' timing go through it.
   const index = startScheduler(mod).add(engine);
   try {
-    return await prepare(id, index, mod, { entry, timedKernels, build, timings, mark, state, running, plan, gpuUnavailable, notCached });
+    return await prepare(id, index, mod, { entry, timedKernels, headsVerdicts, build, timings, mark, state, running, plan, gpuUnavailable, notCached });
   } catch (e) {
     try {
       scheduler.dispose(index); // an aborted load leaves nothing behind
@@ -135,7 +135,7 @@ async function loadModel({ id, source, backend, dtype, threads, build: only, ker
 }
 
 /** The model `index`, built: warmed up, its 8-bit kernels timed, handed out; what the load answers. */
-async function prepare(id, index, mod, { entry, timedKernels, build, timings, mark, state, running, plan, gpuUnavailable, notCached }) {
+async function prepare(id, index, mod, { entry, timedKernels, headsVerdicts, build, timings, mark, state, running, plan, gpuUnavailable, notCached }) {
   const m = { index, disposed: false, crashed: null };
   entry.m = m;
   let info = scheduler.info(index);
@@ -161,10 +161,20 @@ async function prepare(id, index, mod, { entry, timedKernels, build, timings, ma
   mark('warmUpMs');
   models.set(id, m);
   info = scheduler.info(index); // the warm-up may have moved it to the CPU
+  // The heads' verdict an earlier visit measured with this build, threads, backend and dtype.
+  const headsAt = `${build} ${running} ${info.backend} ${info.dtype}`;
+  const heads = info.mtpHeads ? headsVerdicts?.[headsAt] : null;
+  if (heads) {
+    try {
+      scheduler.rememberHeadsVerdict(index, JSON.stringify(heads));
+    } catch {
+      // not a verdict (storage edited by hand): the heads are measured again
+    }
+  }
   return {
     backend: info.backend, dtype: info.dtype, threads: running, build, kernel: mod.kernel(), kernelTimes, timedKernels: timedNow, config: info.config, adapter: await adapterName(info.adapter),
     gpuUnavailable: info.gpuUnavailable ?? gpuUnavailable, plan, timings, mtpHeads: info.mtpHeads ?? null,
-    backendTimes: info.backendTimes ?? null, notCached,
+    backendTimes: info.backendTimes ?? null, notCached, headsAt,
   };
 }
 

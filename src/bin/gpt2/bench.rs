@@ -160,6 +160,10 @@ impl BenchCmd {
                         h.draft_vocab()
                     );
                 }
+                if let Some(v) = &model.heads_trial.verdict {
+                    let state = if v.on { "on" } else { "off" };
+                    table += &format!("\nthe heads on this engine: {state}, {}", v.why);
+                }
             }
             tables.push(table);
         }
