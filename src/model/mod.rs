@@ -12,7 +12,7 @@ mod prefix;
 pub mod race;
 
 pub use load::{set_software_gpu_races, Loader};
-pub use race::BackendTimes;
+pub use race::{set_expected_batch, BackendTimes};
 
 use crate::backend::cpu::CpuDtype;
 use crate::backend::{Backend, BackendChoice, Seq, Want};

@@ -615,8 +615,11 @@ export declare class Gpt2 {
    * CPU copy did not fit beside the GPU's (then the GPU stays). When the CPU won, later loads of
    * the model in the same dtype in this browser go straight to the CPU (localStorage) and report
    * the earlier race with `remembered: true`; a GPU that won is raced again at every load.
+   * `batch` is the number of sequences the race chose by: 1 in a page; a front end that runs many
+   * at once (`gpt2 serve`) has both backends also time 8 steps of that many together
+   * (`webgpuBatchMs`, `cpuBatchMs`, else null) and takes the faster per token there.
    */
-  readonly backendTimes: { webgpuMs: number; cpuMs: number | null; logitDiff: number | null; chosen: 'webgpu' | 'cpu'; why: string; remembered?: true } | null;
+  readonly backendTimes: { webgpuMs: number; cpuMs: number | null; batch: number; webgpuBatchMs: number | null; cpuBatchMs: number | null; logitDiff: number | null; chosen: 'webgpu' | 'cpu'; why: string; remembered?: true } | null;
 
   /**
    * OpenAI's (legacy) completions API on this model, so code written for an OpenAI-compatible

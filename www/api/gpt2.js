@@ -119,7 +119,7 @@ function rememberedRace(key) {
     const t = JSON.parse(globalThis.localStorage?.getItem(key) ?? 'null');
     if (t?.chosen !== 'cpu' || typeof t.why !== 'string' || !Number.isFinite(t.webgpuMs)) return null;
     const num = (x) => (Number.isFinite(x) ? x : null);
-    return Object.freeze({ webgpuMs: t.webgpuMs, cpuMs: num(t.cpuMs), logitDiff: num(t.logitDiff), chosen: 'cpu', why: t.why, remembered: true });
+    return Object.freeze({ webgpuMs: t.webgpuMs, cpuMs: num(t.cpuMs), batch: Number.isInteger(t.batch) ? t.batch : 1, webgpuBatchMs: num(t.webgpuBatchMs), cpuBatchMs: num(t.cpuBatchMs), logitDiff: num(t.logitDiff), chosen: 'cpu', why: t.why, remembered: true });
   } catch {
     return null;
   }

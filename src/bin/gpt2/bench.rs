@@ -60,6 +60,8 @@ impl BenchCmd {
                     "--batch takes sizes from 1 to {max}, e.g. 1,2,4,8"
                 )));
             }
+            // `auto` chooses by the largest batch timed here.
+            gpt2_web::model::set_expected_batch(self.batch.iter().copied().max().unwrap_or(1));
             let mut model = self.model.load()?;
             let prompt_tokens = self.prompt_tokens.unwrap_or(16);
             let bar = bar();

@@ -58,6 +58,8 @@ impl Engine {
         let thread = std::thread::Builder::new()
             .name("gpt2-engine".into())
             .spawn(move || {
+                // `auto` chooses its backend by the batch a server runs, not one sequence.
+                gpt2_web::model::set_expected_batch(gpt2_web::generate::MAX_BATCH);
                 let model = match model.load() {
                     Ok(m) => m,
                     Err(e) => return drop(ready_tx.send(Err(e))),
