@@ -37,21 +37,23 @@ pub struct SpecRun {
     pub heads: Option<&'static str>,
 }
 
-/// Each prompt plain and with `draft`, greedy, `tokens` new tokens, median of `reps` after a
-/// warm-up; the two runs of a repetition back to back.
+/// Each prompt plain and with `draft` (`force`: `forceDraft`), greedy, `tokens` new tokens,
+/// median of 3 after a warm-up; the two runs of a repetition back to back.
 pub fn speculative(
     model: &mut Model,
     mut draft_model: Option<&mut Model>,
     prompts: &[SpecPrompt],
     draft: crate::speculate::Draft,
     tokens: usize,
-    reps: usize,
+    force: bool,
 ) -> Result<Vec<SpecRun>> {
+    let reps = 3;
     let params = |draft| GenerateParams {
         max_tokens: tokens,
         ignore_eos: true,
         prefix_cache: false, // plain and drafted runs both time the whole prompt
         draft,
+        force_draft: force,
         ..Default::default()
     };
     let mut out = Vec::new();
@@ -64,7 +66,7 @@ pub fn speculative(
         run(model, draft)?; // warm-up
         let (mut plain, mut spec) = (Vec::new(), Vec::new());
         let mut last = None;
-        for _ in 0..reps.max(1) {
+        for _ in 0..reps {
             let a = run(model, crate::speculate::Draft::None)?;
             let b = run(model, draft)?;
             plain.push(a.metrics.total_ms);

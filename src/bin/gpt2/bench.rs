@@ -20,6 +20,10 @@ pub struct BenchCmd {
     /// greedy), tokens per forward and the ratio, a table each
     #[arg(long, value_name = "prompt-lookup,mtp,DIR", value_delimiter = ',')]
     draft: Vec<String>,
+    /// With --draft mtp: the heads draft in every run, even where this engine measured that they
+    /// lose (without it the engine decides, and a row whose heads were off says `off`)
+    #[arg(long)]
+    force_draft: bool,
     /// The speculative benchmark's prompts: {"prompts": [{"name", "kind", "prompt"}]}
     #[arg(
         long,
@@ -134,7 +138,7 @@ impl BenchCmd {
                 &prompts.prompts,
                 kind,
                 self.tokens,
-                3,
+                self.force_draft,
             )?;
             all.insert(
                 draft.clone(),
