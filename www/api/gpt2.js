@@ -18,6 +18,7 @@
 
 import { BUILDS, DEMO_MODEL } from './assets.js';
 import { completionsOf } from './completions.js';
+import { rememberedRace, rememberRace, rememberedKernels, rememberKernels, rememberedHeads, rememberHeads } from './memory.js';
 import { LIMITS, LOAD_OPTIONS } from './options.js';
 import { EMBED_HELP, connection, idle, request, withCode } from './connection.js';
 import { PRESETS } from './presets.js';
@@ -107,88 +108,6 @@ export function platformMemory(nav = globalThis.navigator) {
 
 // ---------------------------------------------------------------------------------------------
 // The public class.
-
-/**
- * What `backend: 'auto'` measured on an earlier load of this model and dtype in this browser,
- * when the CPU won (localStorage; a GPU that won is raced again at every load, its check being
- * worth the time): `backendTimes` with `remembered: true`, or null. Storage that is refused or
- * holds something else is no memory.
- */
-function rememberedRace(key) {
-  try {
-    const t = JSON.parse(globalThis.localStorage?.getItem(key) ?? 'null');
-    if (t?.chosen !== 'cpu' || typeof t.why !== 'string' || !Number.isFinite(t.webgpuMs)) return null;
-    const num = (x) => (Number.isFinite(x) ? x : null);
-    return Object.freeze({ webgpuMs: t.webgpuMs, cpuMs: num(t.cpuMs), batch: Number.isInteger(t.batch) ? t.batch : 1, webgpuBatchMs: num(t.webgpuBatchMs), cpuBatchMs: num(t.cpuBatchMs), logitDiff: num(t.logitDiff), chosen: 'cpu', why: t.why, remembered: true });
-  } catch {
-    return null;
-  }
-}
-
-function rememberRace(key, times) {
-  try {
-    globalThis.localStorage?.setItem(key, JSON.stringify(times));
-  } catch {
-    // storage refused (a private window, a full quota): the next load races again
-  }
-}
-
-/**
- * The 8-bit kernels an earlier load timed in this browser, per wasm build: `{ [build]: { decode,
- * prompt, times } }`, or null. Kept with the browser's user agent and core count, so that a new
- * browser version (another JIT) or another machine with a copied profile times them again.
- */
-const KERNELS_AT = 'gpt2-web:kernels-2'; // -2: decode's choice timed over the model's decode steps
-function deviceNow() {
-  return `${globalThis.navigator?.userAgent ?? ''} / ${globalThis.navigator?.hardwareConcurrency ?? 0} cores`;
-}
-function rememberedKernels() {
-  try {
-    const t = JSON.parse(globalThis.localStorage?.getItem(KERNELS_AT) ?? 'null');
-    if (t?.device !== deviceNow() || typeof t.builds !== 'object' || t.builds === null) return null;
-    const ok = (k) => typeof k?.decode === 'string' && typeof k.prompt === 'string' && typeof k.times === 'string';
-    return Object.fromEntries(Object.entries(t.builds).filter(([b, k]) => Object.hasOwn(BUILDS, b) && ok(k)));
-  } catch {
-    return null;
-  }
-}
-function rememberKernels(build, [decode, prompt], times) {
-  try {
-    const builds = { ...rememberedKernels(), [build]: { decode, prompt, times } };
-    globalThis.localStorage?.setItem(KERNELS_AT, JSON.stringify({ device: deviceNow(), builds }));
-  } catch {
-    // storage refused: the next load times them again
-  }
-}
-
-/**
- * What earlier visits measured of a model's multi-token heads in this browser (`metrics.mtp.verdict`
- * of a generation that measured them), for the model `name`: `{ [headsAt]: verdict }`, headsAt the
- * worker's build, threads, backend and dtype (its load's `headsAt`), or null. Kept with the user
- * agent and core count, as the kernels are, for the 16 models used last.
- */
-const HEADS_AT = 'gpt2-web:mtp-heads-1';
-function rememberedHeads(name) {
-  try {
-    const t = JSON.parse(globalThis.localStorage?.getItem(HEADS_AT) ?? 'null');
-    if (t?.device !== deviceNow() || typeof t.models !== 'object' || t.models === null) return null;
-    const m = t.models[name];
-    return typeof m === 'object' && m !== null ? m : null;
-  } catch {
-    return null;
-  }
-}
-function rememberHeads(name, headsAt, verdict) {
-  try {
-    const t = JSON.parse(globalThis.localStorage?.getItem(HEADS_AT) ?? 'null');
-    const all = t?.device === deviceNow() && typeof t.models === 'object' && t.models !== null ? t.models : {};
-    const mine = { ...(all[name] ?? {}), [headsAt]: verdict };
-    const rest = Object.entries(all).filter(([n]) => n !== name).slice(-15);
-    globalThis.localStorage?.setItem(HEADS_AT, JSON.stringify({ device: deviceNow(), models: Object.fromEntries([...rest, [name, mine]]) }));
-  } catch {
-    // storage refused: the next visit measures them again
-  }
-}
 
 export class Gpt2 {
   #conn;
