@@ -71,6 +71,53 @@ fn naga_validates_every_shader() {
     }
 }
 
+/// The rows a kernel's workgroup takes and the longest row it rounds are written in its WGSL and
+/// in kernels.rs (grids, plan.rs's limits): the two agree, and every kernel's workgroup memory
+/// fits the 16 KiB WebGPU guarantees (`maxComputeWorkgroupStorageSize`).
+#[test]
+fn kernels_agree_with_their_grids_and_fit_workgroup_memory() {
+    let consts = [
+        (Kernel::MatmulGemv, "ROWS_PER", k::GEMV_ROWS),
+        (Kernel::MatmulGemv, "ACT_BLOCKS", k::GEMV_MAX_K / 32),
+        (Kernel::MatmulGemvLn, "ROWS_PER", k::GEMV_ROWS),
+        (Kernel::MatmulGemvLn, "ACT_BLOCKS", k::GEMV_MAX_K / 32),
+        (Kernel::LmHead, "POS", k::HEAD_POSITIONS),
+        (Kernel::LmHead, "ACT_BLOCKS", k::HEAD_MAX_C / 32),
+    ];
+    for (kernel, name, value) in consts {
+        let line = format!("const {name}: u32 = {value}u;");
+        assert!(
+            kernel.source().contains(&line),
+            "{}.wgsl must say `{line}`, as kernels.rs does",
+            kernel.name()
+        );
+    }
+    for kernel in Kernel::ALL {
+        for format in [Format::F32, Format::Q8] {
+            // Workgroup arrays sized by the pipeline constant: at its largest value.
+            let src = kernel.source_for(format);
+            let rows = kernel.rows_per_group();
+            let batched = "override BATCH_ROWS: u32 = 1u;";
+            assert_eq!(src.contains(batched), rows > 1, "{}", kernel.name());
+            let src = src.replace(batched, &format!("const BATCH_ROWS: u32 = {rows}u;"));
+            let module = naga::front::wgsl::parse_str(&src).unwrap();
+            let mut layouter = naga::proc::Layouter::default();
+            layouter.update(module.to_ctx()).unwrap();
+            let bytes: u32 = module
+                .global_variables
+                .iter()
+                .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+                .map(|(_, v)| layouter[v.ty].size)
+                .sum();
+            assert!(
+                bytes <= 16384,
+                "{} in {format:?} uses {bytes} bytes of workgroup memory",
+                kernel.name()
+            );
+        }
+    }
+}
+
 /// A device with the kernels compiled.
 struct Gpu {
     ctx: Context,
@@ -84,8 +131,14 @@ fn setup() -> Option<Gpu> {
 }
 
 impl Gpu {
-    /// Runs one dispatch and fails the test on any wgpu error.
+    /// Runs one dispatch over one row of the kernel's input and fails the test on any wgpu error.
     fn run(&self, kernel: Kernel, buffers: &[&wgpu::Buffer], grid: [u32; 3]) {
+        self.run_rows(kernel, buffers, grid, 1)
+    }
+
+    /// Runs one dispatch over `rows` rows of the kernel's input (more than one: its batched
+    /// pipeline, where it has one) and fails the test on any wgpu error.
+    fn run_rows(&self, kernel: Kernel, buffers: &[&wgpu::Buffer], grid: [u32; 3], rows: usize) {
         let scopes = self.ctx.scopes();
         let bind = self
             .kernels
@@ -93,7 +146,7 @@ impl Gpu {
         let mut enc = self.ctx.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
-            self.kernels.dispatch(&mut pass, kernel, &bind, grid);
+            self.kernels.dispatch(&mut pass, kernel, &bind, grid, rows);
         }
         self.ctx.queue.submit([enc.finish()]);
         pollster::block_on(scopes.close(kernel.name())).unwrap();
@@ -103,8 +156,9 @@ impl Gpu {
         pollster::block_on(self.ctx.download(buf)).unwrap()
     }
 
+    /// A pass of `t` rows whose head (lm_head.wgsl) takes all of them.
     fn step(&self, t: usize) -> wgpu::Buffer {
-        self.ctx.uniform("step", &k::Step::rows(t))
+        self.ctx.uniform("step", &k::Step::with_head(t, t))
     }
 
     /// The row table of `(slot, pos, len)` sequences, uploaded; and each row's (first cache
@@ -261,7 +315,7 @@ fn matmuls_match_reference_for_every_epilogue() {
             for kernel in [Kernel::MatmulTiled, Kernel::MatmulGemv] {
                 let out = g.ctx.upload("out", &prior);
                 let bufs = [&step, &dims, &x_buf, &w_buf, &b_buf, &out];
-                g.run(kernel, &bufs, k::matmul_grid(kernel, t, n));
+                g.run_rows(kernel, &bufs, k::matmul_grid(kernel, t, n), t);
                 let what = format!("{} T={t} K={kk} N={n} {epilogue:?}", kernel.name());
                 assert_close(&g.read(&out), &want, 1e-5, 1e-4, &what);
             }
@@ -286,7 +340,7 @@ fn matmuls_match_reference_for_every_epilogue() {
             let out = g.ctx.upload("out", &prior);
             let bufs = [&step, &dims, &x_buf, &w_buf, &b_buf, &lw_buf, &lb_buf, &out];
             let kernel = Kernel::MatmulGemvLn;
-            g.run(kernel, &bufs, k::matmul_grid(kernel, t, n));
+            g.run_rows(kernel, &bufs, k::matmul_grid(kernel, t, n), t);
             let what = format!("{} T={t} K={kk} N={n} {epilogue:?}", kernel.name());
             assert_close(&g.read(&out), &want, 1e-5, 1e-4, &what);
         }
@@ -462,10 +516,17 @@ fn lm_head_dots_each_vocab_row_of_its_chunk() {
     };
     let dims = g.ctx.uniform("dims", &dims);
     let (xn_buf, wte_buf) = (g.ctx.upload("xn", &xn), g.ctx.upload("wte", &wte));
-    for positions in [1, 3, 11] {
+    // One workgroup's rows of xn, some of them, and more than one workgroup's.
+    for positions in [1, 3, 8, 11] {
         let logits = g.ctx.upload("logits", &vec![f32::NAN; 11 * v]);
-        let bufs = [&dims, &xn_buf, &wte_buf, &logits];
-        g.run(Kernel::LmHead, &bufs, k::lm_head_grid(rows, positions));
+        let step = g.step(positions);
+        let bufs = [&step, &dims, &xn_buf, &wte_buf, &logits];
+        g.run_rows(
+            Kernel::LmHead,
+            &bufs,
+            k::lm_head_grid(rows, positions),
+            positions,
+        );
         let got = g.read(&logits);
         for i in 0..positions {
             let want: Vec<f64> = (0..rows)
@@ -520,17 +581,24 @@ fn gemv_rows_give_the_same_bits_together_as_alone() {
         let (x, step) = (g.ctx.upload("x", x), g.step(rows));
         let out = g.ctx.upload("out", &vec![0.0f32; rows * n]);
         match kernel {
-            Kernel::MatmulGemv => g.run(
+            Kernel::MatmulGemv => g.run_rows(
                 kernel,
                 &[&step, &dims, &x, &w, &b, &out],
                 k::matmul_grid(kernel, rows, n),
+                rows,
             ),
-            Kernel::MatmulGemvLn => g.run(
+            Kernel::MatmulGemvLn => g.run_rows(
                 kernel,
                 &[&step, &dims, &x, &w, &b, &lw, &lb, &out],
                 k::matmul_grid(kernel, rows, n),
+                rows,
             ),
-            _ => g.run(kernel, &[&head, &x, &w, &out], k::lm_head_grid(n, rows)),
+            _ => g.run_rows(
+                kernel,
+                &[&step, &head, &x, &w, &out],
+                k::lm_head_grid(n, rows),
+                rows,
+            ),
         }
         g.read(&out)
     };

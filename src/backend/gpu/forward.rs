@@ -78,7 +78,9 @@ impl GpuBackend {
         let table = k::row_table(seqs.iter().map(|s| (s.slot, s.pos, s.ids.len())), n_ctx);
         let q = &self.ctx.queue;
         let inputs = &self.kv_inputs;
-        q.write_buffer(&inputs.step, 0, bytemuck::bytes_of(&k::Step::rows(t)));
+        let rows = if all { t } else { 1 };
+        let step = k::Step::with_head(t, rows);
+        q.write_buffer(&inputs.step, 0, bytemuck::bytes_of(&step));
         q.write_buffer(&self.ids, 0, bytemuck::cast_slice(&self.ids_host));
         q.write_buffer(&inputs.rows, 0, bytemuck::cast_slice(&table));
         if let Pick::Top(k) = pick {
@@ -98,7 +100,6 @@ impl GpuBackend {
                 label: Some("forward"),
             });
         let n = self.record(&mut enc, t, all, pick);
-        let rows = if all { t } else { 1 };
         let (floats, hidden) = match pick {
             Pick::Logits => (rows * v, rows * c), // ln_f's rows after the logits, one readback
             _ => (0, 0),
@@ -172,8 +173,11 @@ impl GpuBackend {
             timestamp_writes: None,
         });
         let kernels = &self.kernels;
+        // Rows of the pass (the head's: the last one's ln_f alone, or every row).
+        let head = if all { t } else { 1 };
         let mut run = |kernel, bind: &wgpu::BindGroup, grid| {
-            kernels.dispatch(&mut pass, kernel, bind, grid);
+            let rows = if kernel == Kernel::LmHead { head } else { t };
+            kernels.dispatch(&mut pass, kernel, bind, grid, rows);
             n += 1;
         };
         let mm = if all {
@@ -214,11 +218,8 @@ impl GpuBackend {
             run(mm, &b.mlp_c_proj.bind, grid(&b.mlp_c_proj));
         }
         // ln_f of the last row into xn's row 0, or of every row; then the head over them.
-        let (ln_f, rows) = if all {
-            (&self.ln_f_all, t)
-        } else {
-            (&self.ln_f, 1)
-        };
+        let ln_f = if all { &self.ln_f_all } else { &self.ln_f };
+        let rows = head;
         run(Kernel::LayerNorm, ln_f, k::layernorm_grid(t, !all));
         for chunk in &self.wte {
             run(

@@ -199,7 +199,7 @@ impl Kernel {
             }
             Kernel::KvWrite => &[Uniform, Uniform, Read, Read, ReadWrite, ReadWrite],
             Kernel::Attention => &[Uniform, Uniform, Read, Read, Read, Read, ReadWrite],
-            Kernel::LmHead => &[Uniform, Read, Read, ReadWrite],
+            Kernel::LmHead => &[Uniform, Uniform, Read, Read, ReadWrite],
             Kernel::MatmulGemvLn => &[Uniform, Uniform, Read, Read, Read, Read, Read, ReadWrite],
             Kernel::Argmax | Kernel::TopK => &[Uniform, Read, ReadWrite],
             Kernel::Quantize => &[Uniform, Uniform, ReadWrite],
@@ -207,6 +207,16 @@ impl Kernel {
     }
 
     /// The two matmuls share one layout, so a layer's bind groups serve prefill and decode.
+    /// The most rows of its input one workgroup of this kernel takes (its WGSL's ROWS_PER or
+    /// POS), each weight read once for all of them; 1 for the kernels without `BATCH_ROWS`.
+    pub fn rows_per_group(self) -> usize {
+        match self {
+            Kernel::MatmulGemv | Kernel::MatmulGemvLn => GEMV_ROWS,
+            Kernel::LmHead => HEAD_POSITIONS,
+            _ => 1,
+        }
+    }
+
     fn layout_index(self) -> usize {
         match self {
             Kernel::MatmulGemv => Kernel::MatmulTiled as usize,
@@ -221,14 +231,23 @@ impl Kernel {
 pub struct Step {
     /// Rows in this pass (T).
     pub t: u32,
-    pub _pad: [u32; 3],
+    /// Rows the head takes (lm_head.wgsl): 1 (the last row's ln_f, in row 0) or T.
+    pub head: u32,
+    pub _pad: [u32; 2],
 }
 
 impl Step {
+    /// A pass over `t` rows whose head takes the last row only.
     pub fn rows(t: usize) -> Step {
+        Step::with_head(t, 1)
+    }
+
+    /// A pass over `t` rows whose head takes `head` of them.
+    pub fn with_head(t: usize, head: usize) -> Step {
         Step {
             t: t as u32,
-            _pad: [0; 3],
+            head: head as u32,
+            _pad: [0; 2],
         }
     }
 }
@@ -355,10 +374,18 @@ pub fn layernorm_grid(t: usize, last_only: bool) -> [u32; 3] {
     [if last_only { 1 } else { t as u32 }, 1, 1]
 }
 
+/// Rows a matmul_gemv.wgsl or matmul_gemv_ln.wgsl workgroup takes (their ROWS_PER), each weight
+/// read once for all of them.
+pub const GEMV_ROWS: usize = 4;
+
+/// The longest input row (K) the GEMV kernels round for q8 weights (their ACT_BLOCKS · 32).
+pub const GEMV_MAX_K: usize = 256 * 32;
+
 /// Grid of a matmul over T rows and N columns.
+/// (One row: one workgroup row, as `Kernels::dispatch` runs one row per workgroup then.)
 pub fn matmul_grid(kernel: Kernel, t: usize, n: usize) -> [u32; 3] {
     match kernel {
-        Kernel::MatmulGemv | Kernel::MatmulGemvLn => [groups(n, 8), t as u32, 1],
+        Kernel::MatmulGemv | Kernel::MatmulGemvLn => [groups(n, 8), groups(t, GEMV_ROWS), 1],
         _ => [groups(n, 16), groups(t, 16), 1],
     }
 }
@@ -377,9 +404,16 @@ pub fn attention_grid(nh: usize, t: usize) -> [u32; 3] {
     [nh as u32, t as u32, 1]
 }
 
-/// Grid of lm_head.wgsl: 8 vocab rows per workgroup, for `positions` rows of xn.
+/// Rows of xn an lm_head.wgsl workgroup takes (its POS), each weight read once for all of them.
+pub const HEAD_POSITIONS: usize = 8;
+
+/// The longest row of xn (C) lm_head.wgsl rounds for q8 weights (its ACT_BLOCKS · 32).
+pub const HEAD_MAX_C: usize = 64 * 32;
+
+/// Grid of lm_head.wgsl: 8 vocab rows per workgroup, for `positions` rows of xn
+/// (`HEAD_POSITIONS` per workgroup).
 pub fn lm_head_grid(rows: usize, positions: usize) -> [u32; 3] {
-    [groups(rows, 8), positions as u32, 1]
+    [groups(rows, 8), groups(positions, HEAD_POSITIONS), 1]
 }
 
 /// Grid of quantize.wgsl: a thread per block of 32 of the `t` rows of `k` values.
@@ -404,7 +438,10 @@ pub fn argmax_grid(rows: usize) -> [u32; 3] {
 /// Every kernel's layout and pipeline on one device.
 pub struct Kernels {
     layouts: Vec<wgpu::BindGroupLayout>,
+    /// Each kernel's pipeline, one row of its input per workgroup.
     pipelines: Vec<wgpu::ComputePipeline>,
+    /// For the kernels with `BATCH_ROWS`: `rows_per_group` rows per workgroup.
+    batched: Vec<Option<wgpu::ComputePipeline>>,
 }
 
 impl Kernels {
@@ -439,35 +476,50 @@ impl Kernels {
                 })
             })
             .collect();
-        let pipelines = Kernel::ALL
-            .iter()
-            .map(|&k| {
-                let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(k.name()),
-                    source: wgpu::ShaderSource::Wgsl(k.source_for(format)),
-                });
-                // With q8 weights, the CPU's q8 rounding of activations and KV cache.
-                let on = format == super::Format::Q8 && k.q8_switch().is_some();
-                let switch = [(k.q8_switch().unwrap_or_default(), 1.0)];
-                let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                    label: Some(k.name()),
-                    bind_group_layouts: &[Some(&layouts[k.layout_index()])],
-                    immediate_size: 0,
-                });
-                device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(k.name()),
-                    layout: Some(&layout),
-                    module: &module,
-                    entry_point: Some("main"),
-                    compilation_options: wgpu::PipelineCompilationOptions {
-                        constants: &switch[..usize::from(on)],
-                        ..Default::default()
-                    },
-                    cache: None,
-                })
+        // A kernel with `BATCH_ROWS` twice: one row per workgroup, and `rows_per_group`.
+        let pipeline = |k: Kernel, rows: usize| {
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(k.name()),
+                source: wgpu::ShaderSource::Wgsl(k.source_for(format)),
+            });
+            // With q8 weights, the CPU's q8 rounding of activations and KV cache.
+            let mut constants = Vec::new();
+            if let Some(switch) = k.q8_switch().filter(|_| format == super::Format::Q8) {
+                constants.push((switch, 1.0));
+            }
+            if k.rows_per_group() > 1 {
+                constants.push(("BATCH_ROWS", rows as f64));
+            }
+            let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(k.name()),
+                bind_group_layouts: &[Some(&layouts[k.layout_index()])],
+                immediate_size: 0,
+            });
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(k.name()),
+                layout: Some(&layout),
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &constants,
+                    // Their workgroup memory, sized for their most rows, is written before it
+                    // is read: zeroing it first (the default) cost a sequence's step on
+                    // lavapipe 8% in q8. Browsers zero it whatever this says.
+                    zero_initialize_workgroup_memory: k.rows_per_group() == 1,
+                },
+                cache: None,
             })
+        };
+        let pipelines = Kernel::ALL.iter().map(|&k| pipeline(k, 1)).collect();
+        let batched = Kernel::ALL
+            .iter()
+            .map(|&k| (k.rows_per_group() > 1).then(|| pipeline(k, k.rows_per_group())))
             .collect();
-        Kernels { layouts, pipelines }
+        Kernels {
+            layouts,
+            pipelines,
+            batched,
+        }
     }
 
     /// A bind group for `kernel` with `buffers` bound whole, in the order its header lists them.
@@ -493,15 +545,19 @@ impl Kernels {
         })
     }
 
-    /// Records one dispatch of `kernel` over `grid` workgroups.
+    /// Records one dispatch of `kernel` over `grid` workgroups, for `rows` rows of its input:
+    /// more than one takes the kernel's batched pipeline where it has one (the grid functions
+    /// size the grid for that).
     pub fn dispatch(
         &self,
         pass: &mut wgpu::ComputePass<'_>,
         kernel: Kernel,
         bind_group: &wgpu::BindGroup,
         grid: [u32; 3],
+        rows: usize,
     ) {
-        pass.set_pipeline(&self.pipelines[kernel as usize]);
+        let batched = self.batched[kernel as usize].as_ref().filter(|_| rows > 1);
+        pass.set_pipeline(batched.unwrap_or(&self.pipelines[kernel as usize]));
         pass.set_bind_group(0, bind_group, &[]);
         pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
     }

@@ -363,7 +363,7 @@ impl Builder<'_> {
             start += rows;
             let dims = self.ctx.uniform("wte chunk dims", &dims);
             let embedding = [&a.step, &dims, &a.ids, &buf, wpe, &a.rows, &a.x];
-            let lm_head = [&dims, &a.xn, &buf, &a.logits];
+            let lm_head = [&a.step, &dims, &a.xn, &buf, &a.logits];
             chunks.push(WteChunk {
                 rows,
                 embedding: self.bind(Kernel::Embedding, "embedding", &embedding),

@@ -46,6 +46,21 @@ impl Plan {
                 return Err(too_big(what, bytes));
             }
         }
+        // With q8 weights a product's kernel keeps the block scales of its input rows in
+        // workgroup memory, room for rows of so many values (act_q8.wgsl's ACT_BLOCKS · 32).
+        if ctx.format == Format::Q8 {
+            for (what, n, most) in [
+                ("n_embd (the head's input)", c, k::HEAD_MAX_C),
+                ("n_embd", c, k::GEMV_MAX_K),
+                ("n_inner", hid, k::GEMV_MAX_K),
+            ] {
+                if n > most {
+                    return Err(Error::Gpu(format!(
+                        "the GPU's 8-bit kernels take rows of at most {most} values: {what} is {n}"
+                    )));
+                }
+            }
+        }
         // One row of wte (q8: its blocks' scales, and room for the padding to a word).
         let (row, pad) = match ctx.format {
             Format::Q8 => (cu + 4 * cu.div_ceil(32), 3),

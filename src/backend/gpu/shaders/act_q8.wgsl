@@ -1,27 +1,29 @@
 // act_q8 (kernels.rs appends it to the kernels that read a product's input row, matmul_gemv,
 // matmul_gemv_ln and lm_head): the CPU's q8 rounding of that row. With q8 weights the CPU rounds
 // each block of 32 of a product's input to -127..=127 with the scale max|x| / 127 (`Q8Act`), so
-// with Q8_ACT (set for q8 weights) a workgroup first finds its row's block scales
+// with Q8_ACT (set for q8 weights) a workgroup first finds the block scales of each of its rows
 // (`act_block` for each block, from the values its kernel reads), then reads each value as
-// round(x / scale) · scale (`act`). Without it `act` is the value.
+// round(x / scale) · scale (`act`). Without it `act` is the value. The including kernel says how
+// many rows a workgroup reads (BATCH_ROWS, a pipeline constant) and how many blocks its longest
+// row has (ACT_BLOCKS).
 
 override Q8_ACT: bool = false;
-const ACT_BLOCKS: u32 = 256u; // a row of up to 8192 values
-var<workgroup> act_scale: array<f32, ACT_BLOCKS>;
-var<workgroup> act_inv: array<f32, ACT_BLOCKS>;
+var<workgroup> act_scale: array<array<f32, ACT_BLOCKS>, BATCH_ROWS>;
+var<workgroup> act_inv: array<array<f32, ACT_BLOCKS>, BATCH_ROWS>;
 
-// Block b's scale from the largest magnitude of its values, as `quantize_block` takes it.
-fn act_block(b: u32, amax: f32) {
+// Block b's scale of the workgroup's row p, from the largest magnitude of its values, as
+// `quantize_block` takes it.
+fn act_block(p: u32, b: u32, amax: f32) {
     let s = amax / 127.0;
-    act_scale[b] = s;
-    act_inv[b] = select(0.0, 1.0 / s, s > 0.0);
+    act_scale[p][b] = s;
+    act_inv[p][b] = select(0.0, 1.0 / s, s > 0.0);
 }
 
-// Value v at index k of the row, rounded as its block is (with Q8_ACT).
-fn act(v: f32, k: u32) -> f32 {
+// Value v at index k of the workgroup's row p, rounded as its block is (with Q8_ACT).
+fn act(v: f32, k: u32, p: u32) -> f32 {
     if (!Q8_ACT) {
         return v;
     }
     let b = k >> 5u;
-    return clamp(round(v * act_inv[b]), -127.0, 127.0) * act_scale[b];
+    return clamp(round(v * act_inv[p][b]), -127.0, 127.0) * act_scale[p][b];
 }

@@ -1,18 +1,32 @@
 // lm_head: logits[i, chunk_start + r] = xn[i, :] · wte[r, :], the tied output head over one vocab
 // chunk of wte (the whole of wte when it fits one storage binding), for the rows i of xn.
 //
-// A decode step or a prompt uses row 0 only: ln_f of the last position (layernorm.wgsl with
-// last_only = 1). A verification pass uses every row, ln_f of each position. wte is stored
-// (V, C), so each logit is a dot product along a contiguous row: the 32 lanes of a workgroup
-// row stride through it together (coalesced), then add their partial sums in workgroup memory.
+// A decode step of one sequence or a prompt uses row 0 only: ln_f of the last position
+// (layernorm.wgsl with last_only = 1). A batch's decode step and a verification pass use every
+// row, ln_f of each (run.head rows). wte is stored (V, C), so each logit is a dot product along
+// a contiguous row: the 32 lanes of a workgroup row stride through it together (coalesced), then
+// add their partial sums in workgroup memory. A workgroup takes up to POS rows of xn, so each
+// weight it reads serves all of them: a batch of POS sequences reads wte once per step, not POS
+// times. Each logit is summed in the same order whichever rows share its workgroup (a lane's
+// products in order of c, then the same tree), so a row's logits are bit for bit those of the
+// row alone.
 //
 // Bindings (group 0):
-//   0 dims: Dims  uniform   C, chunk_start, chunk_rows, V
-//   1 xn          storage, read        (n_ctx, C), the first grid.y rows used
-//   2 wte         storage, read        (chunk_rows, C)
-//   3 logits      storage, read_write  (MAX_VERIFY, V), columns chunk_start .. +chunk_rows
-//                                      of the first grid.y rows written
-// Workgroup: 32×8 threads (lanes along C × rows).  Grid: (ceil(chunk_rows / 8), rows of xn, 1).
+//   0 run: Step   uniform   head: the rows of xn to take
+//   1 dims: Dims  uniform   C, chunk_start, chunk_rows, V
+//   2 xn          storage, read        (n_ctx, C), the first run.head rows used
+//   3 wte         storage, read        (chunk_rows, C)
+//   4 logits      storage, read_write  (MAX_VERIFY, V), columns chunk_start .. +chunk_rows
+//                                      of the first run.head rows written
+// Workgroup: 32×8 threads (lanes along C × vocab rows).
+// Grid: (ceil(chunk_rows / 8), ceil(run.head / BATCH_ROWS), 1).
+
+struct Step {
+    T: u32,
+    head: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
 
 struct Dims {
     C: u32,
@@ -21,14 +35,20 @@ struct Dims {
     V: u32,
 }
 
-@group(0) @binding(0) var<uniform> dims: Dims;
-@group(0) @binding(1) var<storage, read> xn: array<f32>;
-@group(0) @binding(2) var<storage, read> wte: array<f32>;
-@group(0) @binding(3) var<storage, read_write> logits: array<f32>;
+@group(0) @binding(0) var<uniform> run: Step;
+@group(0) @binding(1) var<uniform> dims: Dims;
+@group(0) @binding(2) var<storage, read> xn: array<f32>;
+@group(0) @binding(3) var<storage, read> wte: array<f32>;
+@group(0) @binding(4) var<storage, read_write> logits: array<f32>;
 
 const LANES: u32 = 32u;
 const ROWS: u32 = 8u;
-var<workgroup> partial: array<array<f32, LANES>, ROWS>;
+const POS: u32 = 8u; // the most rows of xn a workgroup takes (kernels.rs: HEAD_POSITIONS)
+// Rows of xn this pipeline's workgroups take: 1 (one row: no code for more), or POS (a batch's
+// step, a verification). kernels.rs builds both and dispatches by the rows of the pass.
+override BATCH_ROWS: u32 = 1u;
+const ACT_BLOCKS: u32 = 64u; // C ≤ 2048 (plan.rs checks)
+var<workgroup> partial: array<array<array<f32, LANES>, ROWS>, BATCH_ROWS>;
 
 @compute @workgroup_size(32, 8)
 fn main(
@@ -38,33 +58,68 @@ fn main(
 ) {
     let C = dims.C;
     let r = wid.x * ROWS + lid.y;
-    let i = wid.y; // the row of xn
-    // With q8 weights, the row's block scales first (act_q8.wgsl).
+    let i0 = wid.y * BATCH_ROWS; // the workgroup's first row of xn
+    let np = min(min(BATCH_ROWS, POS), run.head - min(i0, run.head)); // and how many it takes
+    let more = BATCH_ROWS > 1u; // false: the guards below are no code
+    // With q8 weights, the block scales of each of its rows first (act_q8.wgsl).
     if (Q8_ACT) {
-        for (var blk = li; blk * 32u < C; blk = blk + LANES * ROWS) {
-            var amax = 0.0;
-            for (var c = blk * 32u; c < min(blk * 32u + 32u, C); c = c + 1u) {
-                amax = max(amax, abs(xn[i * C + c]));
+        for (var p = 0u; p < np; p = p + 1u) {
+            for (var blk = li; blk * 32u < C; blk = blk + LANES * ROWS) {
+                var amax = 0.0;
+                for (var c = blk * 32u; c < min(blk * 32u + 32u, C); c = c + 1u) {
+                    amax = max(amax, abs(xn[(i0 + p) * C + c]));
+                }
+                act_block(p, blk, amax);
             }
-            act_block(blk, amax);
         }
         workgroupBarrier(); // uniform: Q8_ACT is a pipeline constant
     }
-    var s = 0.0;
+    // One sum per row of xn, each a scalar of its own (an array indexed in a loop may live in
+    // slower memory); a row past np adds nothing (uniform branches).
+    var s0 = 0.0;
+    var s1 = 0.0;
+    var s2 = 0.0;
+    var s3 = 0.0;
+    var s4 = 0.0;
+    var s5 = 0.0;
+    var s6 = 0.0;
+    var s7 = 0.0;
     if (r < dims.chunk_rows) {
+        let x0 = i0 * C;
         for (var c = lid.x; c < C; c = c + LANES) {
-            s = s + act(xn[i * C + c], c) * wte[r * C + c];
+            let wv = wte[r * C + c];
+            s0 = s0 + act(xn[x0 + c], c, 0u) * wv;
+            if (more && np > 1u) { s1 = s1 + act(xn[x0 + C + c], c, 1u) * wv; }
+            if (more && np > 2u) { s2 = s2 + act(xn[x0 + 2u * C + c], c, 2u) * wv; }
+            if (more && np > 3u) { s3 = s3 + act(xn[x0 + 3u * C + c], c, 3u) * wv; }
+            if (more && np > 4u) { s4 = s4 + act(xn[x0 + 4u * C + c], c, 4u) * wv; }
+            if (more && np > 5u) { s5 = s5 + act(xn[x0 + 5u * C + c], c, 5u) * wv; }
+            if (more && np > 6u) { s6 = s6 + act(xn[x0 + 6u * C + c], c, 6u) * wv; }
+            if (more && np > 7u) { s7 = s7 + act(xn[x0 + 7u * C + c], c, 7u) * wv; }
         }
     }
-    partial[lid.y][lid.x] = s;
+    partial[0][lid.y][lid.x] = s0;
+    if (more) {
+        partial[1][lid.y][lid.x] = s1;
+        partial[2][lid.y][lid.x] = s2;
+        partial[3][lid.y][lid.x] = s3;
+        partial[4][lid.y][lid.x] = s4;
+        partial[5][lid.y][lid.x] = s5;
+        partial[6][lid.y][lid.x] = s6;
+        partial[7][lid.y][lid.x] = s7;
+    }
     workgroupBarrier();
     for (var stride = LANES / 2u; stride > 0u; stride = stride / 2u) {
         if (lid.x < stride) {
-            partial[lid.y][lid.x] = partial[lid.y][lid.x] + partial[lid.y][lid.x + stride];
+            for (var p = 0u; p < np; p = p + 1u) {
+                partial[p][lid.y][lid.x] = partial[p][lid.y][lid.x] + partial[p][lid.y][lid.x + stride];
+            }
         }
         workgroupBarrier();
     }
     if (lid.x == 0u && r < dims.chunk_rows) {
-        logits[i * dims.V + dims.chunk_start + r] = partial[lid.y][0];
+        for (var p = 0u; p < np; p = p + 1u) {
+            logits[(i0 + p) * dims.V + dims.chunk_start + r] = partial[p][lid.y][0];
+        }
     }
 }

@@ -6,7 +6,11 @@
 // chain of dependent loads is K / 128 long and a 768-column matrix has 96 workgroups. (64 columns
 // by 4 slices, one load at a time, left a GPU with 132 SMs 12 to 48 workgroups waiting on chains
 // of K / 4 loads: 8 ms per GPT-2-124M token on an H200.) The 32 partial sums of a column are
-// added in workgroup memory by a tree, in a fixed order.
+// added in workgroup memory by a tree, in a fixed order. A workgroup takes up to ROWS_PER rows of
+// x (a batch's decode step: one row per sequence), each weight it reads serving all of them, so
+// a step of B sequences reads w ceil(B / ROWS_PER) times rather than B times. A row's sums are
+// taken in the same order whichever rows share its workgroup, so each row's output is bit for
+// bit that of the row alone.
 // Epilogue (dims.epilogue): 0 = bias only, 1 = bias then GELU (tanh form), 2 = bias then add
 // into out (the residual stream). The same as matmul_tiled.wgsl, so the two share bind groups.
 //
@@ -17,7 +21,7 @@
 //   3 w           storage, read        (K, N)
 //   4 b           storage, read        (N,)
 //   5 out         storage, read_write  (n_ctx, N), first T rows written
-// Workgroup: 8×32 threads (columns × K slices).  Grid: (ceil(N / 8), T, 1).
+// Workgroup: 8×32 threads (columns × K slices).  Grid: (ceil(N / 8), ceil(T / BATCH_ROWS), 1).
 
 struct Step {
     T: u32,
@@ -42,7 +46,12 @@ struct Dims {
 
 const COLS: u32 = 8u;
 const SLICES: u32 = 32u;
-var<workgroup> partial: array<array<f32, COLS>, SLICES>;
+const ROWS_PER: u32 = 4u; // the most rows of x a workgroup takes (kernels.rs: GEMV_ROWS)
+// Rows of x this pipeline's workgroups take: 1 (one row: no code for more), or ROWS_PER (a
+// batch's step). kernels.rs builds both and dispatches by the rows of the pass.
+override BATCH_ROWS: u32 = 1u;
+const ACT_BLOCKS: u32 = 256u; // rows of up to 8192 values (plan.rs checks)
+var<workgroup> partial: array<array<array<f32, COLS>, SLICES>, BATCH_ROWS>;
 
 // The one read of w, weight (k, col) of (K, N): the f16 and q8 builds rewrite it (kernels.rs).
 fn weight(k: u32, col: u32, N: u32) -> f32 {
@@ -64,64 +73,101 @@ fn main(
 ) {
     let K = dims.K;
     let N = dims.N;
-    let row = wid.y;
+    let r0 = wid.y * BATCH_ROWS; // the workgroup's first row
+    let nr = min(min(BATCH_ROWS, ROWS_PER), run.T - min(r0, run.T)); // and how many it takes
     let col = wid.x * COLS + lid.x;
-    // With q8 weights, the row's block scales first (act_q8.wgsl).
-    if (Q8_ACT && row < run.T) {
-        for (var blk = li; blk * 32u < K; blk = blk + 256u) {
-            var amax = 0.0;
-            for (var k = blk * 32u; k < min(blk * 32u + 32u, K); k = k + 1u) {
-                amax = max(amax, abs(x[row * K + k]));
+    // With q8 weights, the block scales of each of its rows first (act_q8.wgsl).
+    if (Q8_ACT) {
+        for (var p = 0u; p < nr; p = p + 1u) {
+            for (var blk = li; blk * 32u < K; blk = blk + 256u) {
+                var amax = 0.0;
+                for (var k = blk * 32u; k < min(blk * 32u + 32u, K); k = k + 1u) {
+                    amax = max(amax, abs(x[(r0 + p) * K + k]));
+                }
+                act_block(p, blk, amax);
             }
-            act_block(blk, amax);
         }
         workgroupBarrier(); // uniform: Q8_ACT is a pipeline constant
     }
-    var acc = 0.0;
-    if (row < run.T && col < N) {
-        acc = dot_slice(row * K, K, N, col, lid.y);
+    var acc = vec4<f32>(0.0); // row p's sum in component p
+    if (col < N) {
+        acc = dot_slice(r0, nr, K, N, col, lid.y);
     }
-    partial[lid.y][lid.x] = acc;
+    partial[0][lid.y][lid.x] = acc.x;
+    if (BATCH_ROWS > 1u) {
+        partial[1][lid.y][lid.x] = acc.y;
+        partial[2][lid.y][lid.x] = acc.z;
+        partial[3][lid.y][lid.x] = acc.w;
+    }
     workgroupBarrier();
     for (var s = SLICES / 2u; s > 0u; s = s / 2u) {
         if (lid.y < s) {
-            partial[lid.y][lid.x] = partial[lid.y][lid.x] + partial[lid.y + s][lid.x];
+            for (var p = 0u; p < nr; p = p + 1u) {
+                partial[p][lid.y][lid.x] = partial[p][lid.y][lid.x] + partial[p][lid.y + s][lid.x];
+            }
         }
         workgroupBarrier();
     }
-    if (lid.y != 0u || row >= run.T || col >= N) {
+    if (lid.y != 0u || col >= N) {
         return;
     }
-    let i = row * N + col;
-    let y = partial[0][lid.x] + b[col];
-    switch dims.epilogue {
-        case 1u: { out[i] = gelu_tanh(y); }
-        case 2u: { out[i] = out[i] + y; }
-        default: { out[i] = y; }
+    for (var p = 0u; p < nr; p = p + 1u) {
+        let i = (r0 + p) * N + col;
+        let y = partial[p][0][lid.x] + b[col];
+        switch dims.epilogue {
+            case 1u: { out[i] = gelu_tanh(y); }
+            case 2u: { out[i] = out[i] + y; }
+            default: { out[i] = y; }
+        }
     }
 }
 
-// x[xr + k] · w[k, col] summed over k = slice, slice + 32, ...: four rows a step.
-fn dot_slice(xr: u32, K: u32, N: u32, col: u32, slice: u32) -> f32 {
-    var a = vec4<f32>(0.0);
+// For each of the nr rows from r0 (component p of the result: row r0 + p): x[row, k] · w[k, col]
+// summed over k = slice, slice + 32, ..., four w rows a step, each weight read once for every
+// row. Each row's sums are variables of their own (an array indexed in a loop may live in slower
+// memory); a row past nr adds nothing (uniform branches).
+fn dot_slice(r0: u32, nr: u32, K: u32, N: u32, col: u32, slice: u32) -> vec4<f32> {
+    var a0 = vec4<f32>(0.0);
+    var a1 = vec4<f32>(0.0);
+    var a2 = vec4<f32>(0.0);
+    var a3 = vec4<f32>(0.0);
+    let x0 = r0 * K;
     var k = slice;
     for (; k + 3u * SLICES < K; k = k + 4u * SLICES) {
-        let xs = vec4<f32>(
-            act(x[xr + k], k),
-            act(x[xr + k + SLICES], k + SLICES),
-            act(x[xr + k + 2u * SLICES], k + 2u * SLICES),
-            act(x[xr + k + 3u * SLICES], k + 3u * SLICES),
-        );
+        let xs = xs4(x0, k, 0u); // the first row's values before the weights, as one row alone
         let ws = vec4<f32>(
             weight(k, col, N),
             weight(k + SLICES, col, N),
             weight(k + 2u * SLICES, col, N),
             weight(k + 3u * SLICES, col, N),
         );
-        a = a + xs * ws;
+        a0 = a0 + xs * ws;
+        if (BATCH_ROWS > 1u && nr > 1u) { a1 = a1 + xs4(x0 + K, k, 1u) * ws; }
+        if (BATCH_ROWS > 1u && nr > 2u) { a2 = a2 + xs4(x0 + 2u * K, k, 2u) * ws; }
+        if (BATCH_ROWS > 1u && nr > 3u) { a3 = a3 + xs4(x0 + 3u * K, k, 3u) * ws; }
     }
     for (; k < K; k = k + SLICES) {
-        a.x = a.x + act(x[xr + k], k) * weight(k, col, N);
+        let wv = weight(k, col, N);
+        a0.x = a0.x + act(x[x0 + k], k, 0u) * wv;
+        if (BATCH_ROWS > 1u && nr > 1u) { a1.x = a1.x + act(x[x0 + K + k], k, 1u) * wv; }
+        if (BATCH_ROWS > 1u && nr > 2u) { a2.x = a2.x + act(x[x0 + 2u * K + k], k, 2u) * wv; }
+        if (BATCH_ROWS > 1u && nr > 3u) { a3.x = a3.x + act(x[x0 + 3u * K + k], k, 3u) * wv; }
     }
-    return (a.x + a.y) + (a.z + a.w);
+    return vec4<f32>(
+        (a0.x + a0.y) + (a0.z + a0.w),
+        (a1.x + a1.y) + (a1.z + a1.w),
+        (a2.x + a2.y) + (a2.z + a2.w),
+        (a3.x + a3.y) + (a3.z + a3.w),
+    );
+}
+
+// The four values of x's row from xr that a step of dot_slice takes (k, k + 32, …), rounded as
+// the workgroup's row p is.
+fn xs4(xr: u32, k: u32, p: u32) -> vec4<f32> {
+    return vec4<f32>(
+        act(x[xr + k], k, p),
+        act(x[xr + k + SLICES], k + SLICES, p),
+        act(x[xr + k + 2u * SLICES], k + 2u * SLICES, p),
+        act(x[xr + k + 3u * SLICES], k + 3u * SLICES, p),
+    );
 }

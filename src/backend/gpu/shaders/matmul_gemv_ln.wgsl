@@ -1,7 +1,8 @@
 // matmul_gemv_ln: out = epilogue(layernorm(x) @ w + b), matmul_gemv with the LayerNorm before it
 // fused in: decode's ln_1 → c_attn and ln_2 → c_fc in one dispatch each instead of two.
 //
-// Each workgroup first takes its row's mean and variance (two passes, as layernorm.wgsl, with
+// Each workgroup first takes the mean and variance of each of its rows (up to ROWS_PER, as
+// matmul_gemv.wgsl: each weight read once for all of them; two passes, as layernorm.wgsl, with
 // the same tree sums over 256 threads), then reads x normalised on the fly:
 // (x − mean) · rstd · weight + bias, the expression layernorm.wgsl writes. The row is a few
 // thousand floats, so recomputing its statistics in every workgroup of the row costs less than
@@ -16,7 +17,8 @@
 //   5 ln_w        storage, read        (K,)
 //   6 ln_b        storage, read        (K,)
 //   7 out         storage, read_write  (n_ctx, N), first T rows written
-// Workgroup: 8×32 threads (columns × K slices, as matmul_gemv.wgsl).  Grid: (ceil(N / 8), T, 1).
+// Workgroup: 8×32 threads (columns × K slices, as matmul_gemv.wgsl).
+// Grid: (ceil(N / 8), ceil(T / BATCH_ROWS), 1).
 
 struct Step {
     T: u32,
@@ -43,8 +45,13 @@ struct Dims {
 
 const COLS: u32 = 8u;
 const SLICES: u32 = 32u;
+const ROWS_PER: u32 = 4u; // the most rows of x a workgroup takes, as matmul_gemv.wgsl
+// Rows of x this pipeline's workgroups take: 1 (one row: no code for more), or ROWS_PER (a
+// batch's step). kernels.rs builds both and dispatches by the rows of the pass.
+override BATCH_ROWS: u32 = 1u;
+const ACT_BLOCKS: u32 = 256u; // rows of up to 8192 values (plan.rs checks)
 const WG: u32 = 256u;
-var<workgroup> partial: array<array<f32, COLS>, SLICES>;
+var<workgroup> partial: array<array<array<f32, COLS>, SLICES>, BATCH_ROWS>;
 var<workgroup> tree: array<f32, WG>;
 
 // Sum of `v` over the workgroup; every thread gets the result (layernorm.wgsl's tree).
@@ -86,12 +93,91 @@ fn main(
 ) {
     let K = dims.K;
     let N = dims.N;
-    let row = wid.y;
-    // Uniform per workgroup, so returning here keeps the barriers below in uniform control flow.
-    if (row >= run.T) {
+    let r0 = wid.y * BATCH_ROWS; // the workgroup's first row
+    let nr = min(min(BATCH_ROWS, ROWS_PER), run.T - min(r0, run.T)); // and how many it takes (uniform)
+    // Each row's (mean, rstd) and, with q8 weights, its normalised values' block scales; a
+    // variable per row (an array indexed in a loop may live in slower memory).
+    let st0 = row_stats(r0 * K, K, 0u, li);
+    var st1 = vec2<f32>(0.0);
+    var st2 = vec2<f32>(0.0);
+    var st3 = vec2<f32>(0.0);
+    if (BATCH_ROWS > 1u && nr > 1u) { st1 = row_stats((r0 + 1u) * K, K, 1u, li); }
+    if (BATCH_ROWS > 1u && nr > 2u) { st2 = row_stats((r0 + 2u) * K, K, 2u, li); }
+    if (BATCH_ROWS > 1u && nr > 3u) { st3 = row_stats((r0 + 3u) * K, K, 3u, li); }
+    if (Q8_ACT) {
+        workgroupBarrier(); // uniform: Q8_ACT is a pipeline constant
+    }
+
+    let col = wid.x * COLS + lid.x;
+    var acc = vec4<f32>(0.0); // row p's sum in component p
+    if (col < N) {
+        // As matmul_gemv.wgsl's dot_slice: four w rows' loads in flight per step.
+        var a0 = vec4<f32>(0.0);
+        var a1 = vec4<f32>(0.0);
+        var a2 = vec4<f32>(0.0);
+        var a3 = vec4<f32>(0.0);
+        let x0 = r0 * K;
+        var k = lid.y;
+        for (; k + 3u * SLICES < K; k = k + 4u * SLICES) {
+            let xs = xs4(x0, k, 0u, st0); // the first row's values before the weights, as one row alone
+            let ws = vec4<f32>(
+                weight(k, col, N),
+                weight(k + SLICES, col, N),
+                weight(k + 2u * SLICES, col, N),
+                weight(k + 3u * SLICES, col, N),
+            );
+            a0 = a0 + xs * ws;
+            if (BATCH_ROWS > 1u && nr > 1u) { a1 = a1 + xs4(x0 + K, k, 1u, st1) * ws; }
+            if (BATCH_ROWS > 1u && nr > 2u) { a2 = a2 + xs4(x0 + 2u * K, k, 2u, st2) * ws; }
+            if (BATCH_ROWS > 1u && nr > 3u) { a3 = a3 + xs4(x0 + 3u * K, k, 3u, st3) * ws; }
+        }
+        for (; k < K; k = k + SLICES) {
+            let wv = weight(k, col, N);
+            a0.x = a0.x + act(normed(x0, k, st0.x, st0.y), k, 0u) * wv;
+            if (BATCH_ROWS > 1u && nr > 1u) { a1.x = a1.x + act(normed(x0 + K, k, st1.x, st1.y), k, 1u) * wv; }
+            if (BATCH_ROWS > 1u && nr > 2u) { a2.x = a2.x + act(normed(x0 + 2u * K, k, st2.x, st2.y), k, 2u) * wv; }
+            if (BATCH_ROWS > 1u && nr > 3u) { a3.x = a3.x + act(normed(x0 + 3u * K, k, st3.x, st3.y), k, 3u) * wv; }
+        }
+        acc = vec4<f32>(
+            (a0.x + a0.y) + (a0.z + a0.w),
+            (a1.x + a1.y) + (a1.z + a1.w),
+            (a2.x + a2.y) + (a2.z + a2.w),
+            (a3.x + a3.y) + (a3.z + a3.w),
+        );
+    }
+    partial[0][lid.y][lid.x] = acc.x;
+    if (BATCH_ROWS > 1u) {
+        partial[1][lid.y][lid.x] = acc.y;
+        partial[2][lid.y][lid.x] = acc.z;
+        partial[3][lid.y][lid.x] = acc.w;
+    }
+    workgroupBarrier();
+    for (var s = SLICES / 2u; s > 0u; s = s / 2u) {
+        if (lid.y < s) {
+            for (var p = 0u; p < nr; p = p + 1u) {
+                partial[p][lid.y][lid.x] = partial[p][lid.y][lid.x] + partial[p][lid.y + s][lid.x];
+            }
+        }
+        workgroupBarrier();
+    }
+    if (lid.y != 0u || col >= N) {
         return;
     }
-    let base = row * K;
+    for (var p = 0u; p < nr; p = p + 1u) {
+        let i = (r0 + p) * N + col;
+        let y = partial[p][0][lid.x] + b[col];
+        switch dims.epilogue {
+            case 1u: { out[i] = gelu_tanh(y); }
+            case 2u: { out[i] = out[i] + y; }
+            default: { out[i] = y; }
+        }
+    }
+}
+
+// The mean and rstd of the row of x from `base` (two passes, as layernorm.wgsl), and with q8
+// weights the block scales of its normalised values as the workgroup's row p (act_q8.wgsl).
+// Called in uniform control flow: it synchronises the workgroup.
+fn row_stats(base: u32, K: u32, p: u32, li: u32) -> vec2<f32> {
     var s = 0.0;
     for (var k = li; k < K; k = k + WG) {
         s = s + x[base + k];
@@ -103,60 +189,25 @@ fn main(
         sq = sq + d * d;
     }
     let rstd = inverseSqrt(workgroup_sum(sq, li) / f32(K) + dims.eps);
-    // With q8 weights, the normalised row's block scales (act_q8.wgsl).
     if (Q8_ACT) {
         for (var blk = li; blk * 32u < K; blk = blk + WG) {
             var amax = 0.0;
             for (var k = blk * 32u; k < min(blk * 32u + 32u, K); k = k + 1u) {
                 amax = max(amax, abs(normed(base, k, mean, rstd)));
             }
-            act_block(blk, amax);
+            act_block(p, blk, amax);
         }
-        workgroupBarrier(); // uniform: Q8_ACT is a pipeline constant
     }
+    return vec2<f32>(mean, rstd);
+}
 
-    let col = wid.x * COLS + lid.x;
-    var acc = 0.0;
-    if (col < N) {
-        // As matmul_gemv.wgsl's dot_slice: four w rows' loads in flight per step.
-        var a = vec4<f32>(0.0);
-        var k = lid.y;
-        for (; k + 3u * SLICES < K; k = k + 4u * SLICES) {
-            let xs = vec4<f32>(
-                act(normed(base, k, mean, rstd), k),
-                act(normed(base, k + SLICES, mean, rstd), k + SLICES),
-                act(normed(base, k + 2u * SLICES, mean, rstd), k + 2u * SLICES),
-                act(normed(base, k + 3u * SLICES, mean, rstd), k + 3u * SLICES),
-            );
-            let ws = vec4<f32>(
-                weight(k, col, N),
-                weight(k + SLICES, col, N),
-                weight(k + 2u * SLICES, col, N),
-                weight(k + 3u * SLICES, col, N),
-            );
-            a = a + xs * ws;
-        }
-        for (; k < K; k = k + SLICES) {
-            a.x = a.x + act(normed(base, k, mean, rstd), k) * weight(k, col, N);
-        }
-        acc = (a.x + a.y) + (a.z + a.w);
-    }
-    partial[lid.y][lid.x] = acc;
-    workgroupBarrier();
-    for (var s = SLICES / 2u; s > 0u; s = s / 2u) {
-        if (lid.y < s) {
-            partial[lid.y][lid.x] = partial[lid.y][lid.x] + partial[lid.y + s][lid.x];
-        }
-        workgroupBarrier();
-    }
-    if (lid.y != 0u || col >= N) {
-        return;
-    }
-    let i = row * N + col;
-    let y = partial[0][lid.x] + b[col];
-    switch dims.epilogue {
-        case 1u: { out[i] = gelu_tanh(y); }
-        case 2u: { out[i] = out[i] + y; }
-        default: { out[i] = y; }
-    }
+// The four normalised values of the row from `base` that a step takes (k, k + 32, …), rounded as
+// the workgroup's row p is; st: the row's (mean, rstd).
+fn xs4(base: u32, k: u32, p: u32, st: vec2<f32>) -> vec4<f32> {
+    return vec4<f32>(
+        act(normed(base, k, st.x, st.y), k, p),
+        act(normed(base, k + SLICES, st.x, st.y), k + SLICES, p),
+        act(normed(base, k + 2u * SLICES, st.x, st.y), k + 2u * SLICES, p),
+        act(normed(base, k + 3u * SLICES, st.x, st.y), k + 3u * SLICES, p),
+    );
 }
