@@ -1,11 +1,12 @@
 //! The WGSL kernels (`shaders/*.wgsl`, one per file): their bind-group layouts and pipelines,
-//! built once per device, the uniform structs that mirror the WGSL ones, and the dispatch grids.
+//! built once per device, and the dispatch grids (the uniform structs that mirror the WGSL ones:
+//! `uniforms.rs`, re-exported here).
 //!
 //! Every kernel binds one group whose entries are, in order, uniforms, read-only storage and
 //! read-write storage, as the header of its `.wgsl` lists them. Grids are computed here, next to
 //! the workgroup sizes they must agree with, so the model and the tests dispatch alike.
 
-use bytemuck::{Pod, Zeroable};
+pub use super::uniforms::*;
 
 /// One compute kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,138 +226,6 @@ impl Kernel {
     }
 }
 
-/// Per-pass values every kernel but the head reads: `Step` in the WGSL.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
-pub struct Step {
-    /// Rows in this pass (T).
-    pub t: u32,
-    /// Rows the head takes (lm_head.wgsl): 1 (the last row's ln_f, in row 0) or T.
-    pub head: u32,
-    pub _pad: [u32; 2],
-}
-
-impl Step {
-    /// A pass over `t` rows whose head takes the last row only.
-    pub fn rows(t: usize) -> Step {
-        Step::with_head(t, 1)
-    }
-
-    /// A pass over `t` rows whose head takes `head` of them.
-    pub fn with_head(t: usize, head: usize) -> Step {
-        Step {
-            t: t as u32,
-            head: head as u32,
-            _pad: [0; 2],
-        }
-    }
-}
-
-/// The row table the embedding, kv_write and attention read (`rows` in their WGSL): for each row
-/// of a pass, its position and the first cache row of its sequence's slot (slot · n_ctx); the
-/// rows of `(slot, pos, len)` after one another. A sequence's row at position p attends to the
-/// positions 0..=p of its own slot only, so rows of several sequences share a pass.
-pub fn row_table(seqs: impl IntoIterator<Item = (usize, usize, usize)>, n_ctx: usize) -> Vec<u32> {
-    let mut rows = Vec::new();
-    for (slot, pos, len) in seqs {
-        for p in pos..pos + len {
-            rows.extend([p as u32, (slot * n_ctx) as u32]);
-        }
-    }
-    rows
-}
-
-/// `Dims` of embedding.wgsl and lm_head.wgsl: one vocab chunk of wte.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
-pub struct ChunkDims {
-    pub c: u32,
-    /// First vocab row in the chunk.
-    pub chunk_start: u32,
-    /// Vocab rows in the chunk.
-    pub chunk_rows: u32,
-    /// The whole vocabulary: the stride between the logits of two positions.
-    pub v: u32,
-}
-
-/// `Dims` of argmax.wgsl.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
-pub struct ArgmaxDims {
-    /// The vocabulary: each row's length.
-    pub v: u32,
-    pub _pad: [u32; 3],
-}
-
-/// `Dims` of top_k.wgsl, written before each pass that asks for candidates.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
-pub struct TopKDims {
-    /// The vocabulary: each row's length.
-    pub v: u32,
-    /// Candidates per row, 1 ..= `MAX_TOP_K`.
-    pub k: u32,
-    pub _pad: [u32; 2],
-}
-
-/// `Dims` of layernorm.wgsl.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
-pub struct LayerNormDims {
-    pub c: u32,
-    /// 1: normalise only row T-1, into row 0 (ln_f).
-    pub last_only: u32,
-    pub eps: f32,
-    pub _pad: u32,
-}
-
-/// What a matmul does with x @ w + b.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
-pub enum Epilogue {
-    /// out = y (attn.c_attn).
-    Bias = 0,
-    /// out = gelu_tanh(y) (mlp.c_fc).
-    Gelu = 1,
-    /// out += y: the residual stream (attn.c_proj, mlp.c_proj).
-    Residual = 2,
-}
-
-/// `Dims` of matmul_tiled.wgsl, matmul_gemv.wgsl and matmul_gemv_ln.wgsl.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
-pub struct MatmulDims {
-    /// Inner dimension (in features).
-    pub k: u32,
-    /// Output columns (out features).
-    pub n: u32,
-    /// An `Epilogue` as u32.
-    pub epilogue: u32,
-    /// The LayerNorm's epsilon, for matmul_gemv_ln.wgsl (the others pad with it).
-    pub eps: f32,
-}
-
-/// `Dims` of kv_write.wgsl.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
-pub struct KvDims {
-    pub c: u32,
-    /// Head size: the q8 cache's rounding goes by heads.
-    pub hs: u32,
-    pub _pad: [u32; 2],
-}
-
-/// `Dims` of attention.wgsl.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
-pub struct AttentionDims {
-    pub c: u32,
-    pub nh: u32,
-    pub hs: u32,
-    /// Multiplies q·k: 1/√HS, divided by layer+1 when the config asks.
-    pub scale: f32,
-}
-
 /// Largest head size attention.wgsl supports (its per-thread accumulators).
 pub const MAX_HEAD_SIZE: usize = 256;
 
@@ -419,15 +288,6 @@ pub fn lm_head_grid(rows: usize, positions: usize) -> [u32; 3] {
 /// Grid of quantize.wgsl: a thread per block of 32 of the `t` rows of `k` values.
 pub fn quantize_grid(t: usize, k: usize) -> [u32; 3] {
     [groups(t * k.div_ceil(32), 64), 1, 1]
-}
-
-/// `Dims` of quantize.wgsl.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
-pub struct QuantizeDims {
-    /// Values per row.
-    pub k: u32,
-    pub _pad: [u32; 3],
 }
 
 /// Grid of argmax.wgsl and top_k.wgsl: a workgroup per logits row.

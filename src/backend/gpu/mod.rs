@@ -16,6 +16,7 @@ pub mod kernels;
 mod load;
 mod plan;
 mod slots;
+mod uniforms;
 
 pub use context::{Context, Format, GpuOptions};
 pub use load::GpuParts;
