@@ -99,6 +99,24 @@ fn kernels_agree_with_their_grids_and_fit_workgroup_memory() {
             let rows = kernel.rows_per_group();
             let batched = "override BATCH_ROWS: u32 = 1u;";
             assert_eq!(src.contains(batched), rows > 1, "{}", kernel.name());
+            // Each pipeline's value is valid WGSL (a constant index past an array the constant
+            // sizes is an error to Chromium's compiler even in a branch that never runs).
+            for one in [1, rows] {
+                let src = src.replace(batched, &format!("const BATCH_ROWS: u32 = {one}u;"));
+                let module = naga::front::wgsl::parse_str(&src).unwrap();
+                naga::valid::Validator::new(
+                    naga::valid::ValidationFlags::all(),
+                    naga::valid::Capabilities::empty(),
+                )
+                .validate(&module)
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "{} with BATCH_ROWS = {one}: {}",
+                        kernel.name(),
+                        e.emit_to_string(&src)
+                    )
+                });
+            }
             let src = src.replace(batched, &format!("const BATCH_ROWS: u32 = {rows}u;"));
             let module = naga::front::wgsl::parse_str(&src).unwrap();
             let mut layouter = naga::proc::Layouter::default();

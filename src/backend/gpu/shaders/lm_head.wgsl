@@ -100,13 +100,13 @@ fn main(
     }
     partial[0][lid.y][lid.x] = s0;
     if (more) {
-        partial[1][lid.y][lid.x] = s1;
-        partial[2][lid.y][lid.x] = s2;
-        partial[3][lid.y][lid.x] = s3;
-        partial[4][lid.y][lid.x] = s4;
-        partial[5][lid.y][lid.x] = s5;
-        partial[6][lid.y][lid.x] = s6;
-        partial[7][lid.y][lid.x] = s7;
+        partial[slot(1u)][lid.y][lid.x] = s1;
+        partial[slot(2u)][lid.y][lid.x] = s2;
+        partial[slot(3u)][lid.y][lid.x] = s3;
+        partial[slot(4u)][lid.y][lid.x] = s4;
+        partial[slot(5u)][lid.y][lid.x] = s5;
+        partial[slot(6u)][lid.y][lid.x] = s6;
+        partial[slot(7u)][lid.y][lid.x] = s7;
     }
     workgroupBarrier();
     for (var stride = LANES / 2u; stride > 0u; stride = stride / 2u) {
@@ -122,4 +122,11 @@ fn main(
             logits[(i0 + p) * dims.V + dims.chunk_start + r] = partial[p][lid.y][0];
         }
     }
+}
+
+// Row p's index into an array of BATCH_ROWS rows: p itself wherever the code for row p runs, and
+// in bounds in the one-row pipeline too, where that code never runs but must still be valid
+// (a constant index past the array is an error to Chromium's WGSL compiler).
+fn slot(p: u32) -> u32 {
+    return min(p, BATCH_ROWS - 1u);
 }

@@ -95,9 +95,9 @@ fn main(
     }
     partial[0][lid.y][lid.x] = acc.x;
     if (BATCH_ROWS > 1u) {
-        partial[1][lid.y][lid.x] = acc.y;
-        partial[2][lid.y][lid.x] = acc.z;
-        partial[3][lid.y][lid.x] = acc.w;
+        partial[slot(1u)][lid.y][lid.x] = acc.y;
+        partial[slot(2u)][lid.y][lid.x] = acc.z;
+        partial[slot(3u)][lid.y][lid.x] = acc.w;
     }
     workgroupBarrier();
     for (var s = SLICES / 2u; s > 0u; s = s / 2u) {
@@ -170,4 +170,11 @@ fn xs4(xr: u32, k: u32, p: u32) -> vec4<f32> {
         act(x[xr + k + 2u * SLICES], k + 2u * SLICES, p),
         act(x[xr + k + 3u * SLICES], k + 3u * SLICES, p),
     );
+}
+
+// Row p's index into an array of BATCH_ROWS rows: p itself wherever the code for row p runs, and
+// in bounds in the one-row pipeline too, where that code never runs but must still be valid
+// (a constant index past the array is an error to Chromium's WGSL compiler).
+fn slot(p: u32) -> u32 {
+    return min(p, BATCH_ROWS - 1u);
 }
