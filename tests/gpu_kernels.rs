@@ -77,9 +77,9 @@ fn naga_validates_every_shader() {
 #[test]
 fn kernels_agree_with_their_grids_and_fit_workgroup_memory() {
     let consts = [
-        (Kernel::MatmulGemv, "ROWS_PER", k::GEMV_ROWS),
+        (Kernel::MatmulGemv, "ROWS_PER", k::GEMV_GROUP_ROWS),
         (Kernel::MatmulGemv, "ACT_BLOCKS", k::GEMV_MAX_K / 32),
-        (Kernel::MatmulGemvLn, "ROWS_PER", k::GEMV_ROWS),
+        (Kernel::MatmulGemvLn, "ROWS_PER", k::GEMV_GROUP_ROWS),
         (Kernel::MatmulGemvLn, "ACT_BLOCKS", k::GEMV_MAX_K / 32),
         (Kernel::LmHead, "POS", k::HEAD_POSITIONS),
         (Kernel::LmHead, "ACT_BLOCKS", k::HEAD_MAX_C / 32),

@@ -219,18 +219,17 @@ impl GpuBackend {
         }
         // ln_f of the last row into xn's row 0, or of every row; then the head over them.
         let ln_f = if all { &self.ln_f_all } else { &self.ln_f };
-        let rows = head;
         run(Kernel::LayerNorm, ln_f, k::layernorm_grid(t, !all));
         for chunk in &self.wte {
             run(
                 Kernel::LmHead,
                 &chunk.lm_head,
-                k::lm_head_grid(chunk.rows, rows),
+                k::lm_head_grid(chunk.rows, head),
             );
         }
         match pick {
-            Pick::Argmax => run(Kernel::Argmax, &self.argmax, k::argmax_grid(rows)),
-            Pick::Top(_) => run(Kernel::TopK, &self.top_k, k::argmax_grid(rows)),
+            Pick::Argmax => run(Kernel::Argmax, &self.argmax, k::argmax_grid(head)),
+            Pick::Top(_) => run(Kernel::TopK, &self.top_k, k::argmax_grid(head)),
             Pick::Logits => {}
         }
         n

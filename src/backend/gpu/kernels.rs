@@ -212,7 +212,7 @@ impl Kernel {
     /// POS), each weight read once for all of them; 1 for the kernels without `BATCH_ROWS`.
     pub fn rows_per_group(self) -> usize {
         match self {
-            Kernel::MatmulGemv | Kernel::MatmulGemvLn => GEMV_ROWS,
+            Kernel::MatmulGemv | Kernel::MatmulGemvLn => GEMV_GROUP_ROWS,
             Kernel::LmHead => HEAD_POSITIONS,
             _ => 1,
         }
@@ -245,7 +245,7 @@ pub fn layernorm_grid(t: usize, last_only: bool) -> [u32; 3] {
 
 /// Rows a matmul_gemv.wgsl or matmul_gemv_ln.wgsl workgroup takes (their ROWS_PER), each weight
 /// read once for all of them.
-pub const GEMV_ROWS: usize = 4;
+pub const GEMV_GROUP_ROWS: usize = 4;
 
 /// The longest input row (K) the GEMV kernels round for q8 weights (their ACT_BLOCKS · 32).
 pub const GEMV_MAX_K: usize = 256 * 32;
@@ -254,7 +254,7 @@ pub const GEMV_MAX_K: usize = 256 * 32;
 /// (One row: one workgroup row, as `Kernels::dispatch` runs one row per workgroup then.)
 pub fn matmul_grid(kernel: Kernel, t: usize, n: usize) -> [u32; 3] {
     match kernel {
-        Kernel::MatmulGemv | Kernel::MatmulGemvLn => [groups(n, 8), groups(t, GEMV_ROWS), 1],
+        Kernel::MatmulGemv | Kernel::MatmulGemvLn => [groups(n, 8), groups(t, GEMV_GROUP_ROWS), 1],
         _ => [groups(n, 16), groups(t, 16), 1],
     }
 }

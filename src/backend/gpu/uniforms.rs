@@ -16,11 +16,6 @@ pub struct Step {
 }
 
 impl Step {
-    /// A pass over `t` rows whose head takes the last row only.
-    pub fn rows(t: usize) -> Step {
-        Step::with_head(t, 1)
-    }
-
     /// A pass over `t` rows whose head takes `head` of them.
     pub fn with_head(t: usize, head: usize) -> Step {
         Step {

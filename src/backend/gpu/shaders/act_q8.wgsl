@@ -5,7 +5,8 @@
 // (`act_block` for each block, from the values its kernel reads), then reads each value as
 // round(x / scale) · scale (`act`). Without it `act` is the value. The including kernel says how
 // many rows a workgroup reads (BATCH_ROWS, a pipeline constant) and how many blocks its longest
-// row has (ACT_BLOCKS).
+// row has (ACT_BLOCKS). `slot` gives the including kernels their rows' index into arrays of
+// BATCH_ROWS rows.
 
 override Q8_ACT: bool = false;
 var<workgroup> act_scale: array<array<f32, ACT_BLOCKS>, BATCH_ROWS>;
@@ -26,4 +27,11 @@ fn act(v: f32, k: u32, p: u32) -> f32 {
     }
     let b = k >> 5u;
     return clamp(round(v * act_inv[p][b]), -127.0, 127.0) * act_scale[p][b];
+}
+
+// Row p's index into an array of BATCH_ROWS rows: p itself wherever the code for row p runs, and
+// in bounds in the one-row pipeline too, where that code never runs but must still be valid
+// (a constant index past the array is an error to Chromium's WGSL compiler).
+fn slot(p: u32) -> u32 {
+    return min(p, BATCH_ROWS - 1u);
 }

@@ -46,7 +46,7 @@ struct Dims {
 
 const COLS: u32 = 8u;
 const SLICES: u32 = 32u;
-const ROWS_PER: u32 = 4u; // the most rows of x a workgroup takes (kernels.rs: GEMV_ROWS)
+const ROWS_PER: u32 = 4u; // the most rows of x a workgroup takes (kernels.rs: GEMV_GROUP_ROWS)
 // Rows of x this pipeline's workgroups take: 1 (one row: no code for more), or ROWS_PER (a
 // batch's step). kernels.rs builds both and dispatches by the rows of the pass.
 override BATCH_ROWS: u32 = 1u;
@@ -170,11 +170,4 @@ fn xs4(xr: u32, k: u32, p: u32) -> vec4<f32> {
         act(x[xr + k + 2u * SLICES], k + 2u * SLICES, p),
         act(x[xr + k + 3u * SLICES], k + 3u * SLICES, p),
     );
-}
-
-// Row p's index into an array of BATCH_ROWS rows: p itself wherever the code for row p runs, and
-// in bounds in the one-row pipeline too, where that code never runs but must still be valid
-// (a constant index past the array is an error to Chromium's WGSL compiler).
-fn slot(p: u32) -> u32 {
-    return min(p, BATCH_ROWS - 1u);
 }

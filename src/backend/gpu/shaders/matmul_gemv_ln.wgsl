@@ -211,10 +211,3 @@ fn xs4(base: u32, k: u32, p: u32, st: vec2<f32>) -> vec4<f32> {
         act(normed(base, k + 3u * SLICES, st.x, st.y), k + 3u * SLICES, p),
     );
 }
-
-// Row p's index into an array of BATCH_ROWS rows: p itself wherever the code for row p runs, and
-// in bounds in the one-row pipeline too, where that code never runs but must still be valid
-// (a constant index past the array is an error to Chromium's WGSL compiler).
-fn slot(p: u32) -> u32 {
-    return min(p, BATCH_ROWS - 1u);
-}
