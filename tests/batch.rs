@@ -110,7 +110,9 @@ fn a_batched_pass_gives_each_row_the_logits_of_a_pass_alone() {
             );
         }
         // Greedy's pass (on the GPU chosen there, no logits read back): each row's argmax.
-        let chosen = block_on(model.predict_argmax(&lasts)).unwrap().to_vec();
+        let chosen = block_on(model.predict_argmax(&lasts, false))
+            .unwrap()
+            .to_vec();
         let argmaxes: Vec<u32> = out.chunks(v).map(gpt2_web::sampling::argmax).collect();
         assert_eq!(chosen, argmaxes, "{on}: greedy's pass chose other ids");
         // Sampling's pass (on the GPU chosen there): each row's 40 largest with their ids.
@@ -162,6 +164,38 @@ fn sampling_from_the_top_k_reads_back_only_them_and_draws_the_same_tokens() {
 }
 
 #[test]
+fn a_greedy_step_on_the_gpu_submits_the_next_before_it_is_read_back_with_the_same_tokens() {
+    // Greedy reads back each step's argmax alone, and the GPU submits the step after it first,
+    // that argmax copied on the device as its id (`Want::ArgmaxAhead`). Its tokens are those of
+    // the same generation reading whole rows (`top_logprobs`: no step ahead); every decode step
+    // but the first was submitted ahead, and none of those went unused.
+    for mut model in backends(DEMO) {
+        let Some(before) = model.backend().gpu_totals() else {
+            continue;
+        };
+        let on = on(&model);
+        let p = GenerateParams {
+            max_tokens: 20,
+            temperature: 0.0,
+            ignore_eos: true,
+            ..Default::default()
+        };
+        let r = generate(&mut model, PROMPTS[0], p.clone(), &mut |_| {}, &|| false).unwrap();
+        let whole = GenerateParams {
+            top_logprobs: 1,
+            ..p
+        };
+        let w = generate(&mut model, PROMPTS[0], whole, &mut |_| {}, &|| false).unwrap();
+        assert_eq!(r.tokens, w.tokens, "{on}: the tokens differ");
+        let (gpu, whole_gpu) = (r.metrics.gpu.unwrap(), w.metrics.gpu.unwrap());
+        assert_eq!((gpu.passes, gpu.ahead), (20, 18), "{on}: {gpu:?}");
+        assert_eq!(whole_gpu.ahead, 0, "{on}: {whole_gpu:?}");
+        let unused = model.backend().gpu_totals().unwrap().unused - before.unused;
+        assert_eq!(unused, 0, "{on}: passes submitted ahead and not used");
+    }
+}
+
+#[test]
 fn every_sequence_of_a_batch_gets_the_tokens_it_gets_alone() {
     for mut model in backends(DEMO) {
         for sampled in [false, true] {
@@ -193,6 +227,7 @@ fn batch_as_alone(model: &mut Model, sampled: bool, lose_gpu: Option<usize>) {
     let what = format!("{} sampled={sampled} lose_gpu={lose_gpu:?}", on(model));
     // Three start together, the fourth joins after 2 steps, the fifth after 5; the second is
     // aborted after 4 steps.
+    let ahead_before = model.backend().gpu_totals().map(|c| c.ahead);
     let mut batch = Batch::new();
     let mut got: Vec<Vec<u32>> = vec![Vec::new(); PROMPTS.len()];
     let mut slot_of = vec![usize::MAX; PROMPTS.len()];
@@ -237,6 +272,11 @@ fn batch_as_alone(model: &mut Model, sampled: bool, lose_gpu: Option<usize>) {
             break;
         }
         assert!(step < 200, "{what}: the batch never ended");
+    }
+    if let (Some(before), false, None) = (ahead_before, sampled, lose_gpu) {
+        // Greedy steps with the same members as the step before ran ahead.
+        let ahead = model.backend().gpu_totals().unwrap().ahead - before;
+        assert!(ahead >= 10, "{what}: {ahead} steps submitted ahead");
     }
     if lose_gpu.is_some() {
         assert_eq!(model.backend().name(), "cpu", "{what}");

@@ -146,7 +146,7 @@ fn a_batchs_decode_step_is_one_pass_with_one_sequences_dispatches() {
     assert_eq!(model.backend().gpu_last_pass(), Some(step));
     // Greedy's step: the same submission with the argmax after the head, 4 bytes per sequence.
     let before = model.backend().gpu_totals().unwrap();
-    let chosen = block_on(model.predict_argmax(&rows)).unwrap().len();
+    let chosen = block_on(model.predict_argmax(&rows, false)).unwrap().len();
     let step = model.backend().gpu_totals().unwrap() - before;
     assert_eq!(chosen, 3);
     assert_eq!((step.submissions, step.dispatches), (1, one + 1));
@@ -159,7 +159,9 @@ fn a_batchs_decode_step_is_one_pass_with_one_sequences_dispatches() {
         each > 2 * one,
         "{each} dispatches for two prompts, {one} for a step"
     );
-    let argmax = block_on(model.predict_argmax(&prompts)).unwrap().len();
+    let argmax = block_on(model.predict_argmax(&prompts, false))
+        .unwrap()
+        .len();
     let counted = model.backend().gpu_last_pass().unwrap();
     assert_eq!((argmax, counted.submissions), (2, 2));
     assert_eq!(counted.readback_bytes, 2 * 4);

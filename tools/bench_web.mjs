@@ -373,9 +373,10 @@ async function ownBuild(engine) {
 }
 
 /** metrics.gpu per pass, in words: what one step asked of the GPU besides its kernels' work. */
-const perPass = ({ passes, submissions, dispatches, readbackBytes }) =>
+const perPass = ({ passes, submissions, dispatches, readbackBytes, ahead }) =>
   `${(submissions / passes).toFixed(1)} submission(s), ${(dispatches / passes).toFixed(1)} dispatches and ` +
-  `${(readbackBytes / passes).toFixed(0)} bytes read back (averaged over its ${passes} passes, the prompt's among them)`;
+  `${(readbackBytes / passes).toFixed(0)} bytes read back (averaged over its ${passes} passes, the prompt's among them); ` +
+  `${ahead} of them submitted ahead`;
 
 // The table: every row against each peer's best figure in the same browser and thread count.
 const best = (r, key, peer = 'transformers.js') => {

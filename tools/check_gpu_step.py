@@ -4,8 +4,9 @@
 Reads the JSON on stdin (the model's config.json named by --model) and fails, naming the batch and
 the number, unless every batch size's decode step was one submission, read back at most 8 bytes
 per sequence (greedy: the chosen ids), and recorded at most 6 dispatches per layer + 4 (the
-embedding, ln_f, the head and the argmax), and unless every batch gave the tokens of the batch of
-one. Prints the table it checked.
+embedding, ln_f, the head and the argmax), every decode step after the first was submitted ahead
+(before the step before it was read back, its ids copied on the device), and unless every batch
+gave the tokens of the batch of one. Prints the table it checked.
 
     gpt2 bench --model DIR --backend webgpu --batch 1,8 --tokens 8 --json | \\
         python3 tools/check_gpu_step.py --model DIR
@@ -24,12 +25,16 @@ def main():
     with open(os.path.join(args.model, "config.json")) as f:
         layers = json.load(f)["n_layer"]
     most = 6 * layers + 4
+    steps = report["tokens"] - 1  # the first token comes with the prompt
+    least_ahead = (steps - 1) / steps
     failed = []
-    print(f"{'batch':>6} {'tok/s':>10} {'submissions':>12} {'dispatches':>11} {'readback B':>11}  (≤ {most} dispatches)")
+    print(f"{'batch':>6} {'tok/s':>10} {'submissions':>12} {'dispatches':>11} {'readback B':>11} {'ahead':>6}"
+          f"  (≤ {most} dispatches, ≥ {least_ahead:.2f} ahead)")
     for run in report["runs"]:
         b = run["batch"]
-        sub, disp, read = (run.get(k) for k in ("submissionsPerStep", "dispatchesPerStep", "readbackBytesPerStep"))
-        print(f"{b:>6} {run['tokensPerSec']:>10.1f} {sub!s:>12} {disp!s:>11} {read!s:>11}")
+        keys = ("submissionsPerStep", "dispatchesPerStep", "readbackBytesPerStep", "aheadPerStep")
+        sub, disp, read, ahead = (run.get(k) for k in keys)
+        print(f"{b:>6} {run['tokensPerSec']:>10.1f} {sub!s:>12} {disp!s:>11} {read!s:>11} {ahead!s:>6}")
         if sub is None:
             failed.append(f"batch {b}: no GPU counters (not on the GPU?)")
             continue
@@ -39,6 +44,8 @@ def main():
             failed.append(f"batch {b}: {read} bytes read back per step, more than 8 per sequence")
         if disp > most:
             failed.append(f"batch {b}: {disp} dispatches per step, more than 6 per layer + 4 = {most}")
+        if ahead is None or ahead < least_ahead - 1e-9:
+            failed.append(f"batch {b}: {ahead} of the steps submitted ahead, not every one after the first")
         if not run["identical"]:
             failed.append(f"batch {b}: a sequence's tokens differ from the batch of one")
     for f in failed:

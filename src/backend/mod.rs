@@ -94,7 +94,7 @@ impl Backend {
             }
         }
         match (want, seqs) {
-            (Want::Last | Want::Argmax, _) => Ok(()),
+            (Want::Last | Want::Argmax | Want::ArgmaxAhead, _) => Ok(()),
             (Want::Top(k), _) if (1..=MAX_TOP_K).contains(&k) => Ok(()),
             (Want::Top(k), _) => Err(Error::param(
                 "top_k",

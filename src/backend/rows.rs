@@ -25,6 +25,11 @@ pub enum Want {
     /// pass returns no logits. On the GPU it is chosen there, and a step reads back 4 bytes per
     /// sequence instead of a vocabulary's logits.
     Argmax,
+    /// `Argmax`, from a caller that will most likely ask next for the same sequences, each one
+    /// position on with its argmax as its id (or for some of them, the others having stopped):
+    /// the GPU submits that pass before reading this one back (`gpu/ahead.rs`), with the same
+    /// results; the CPU takes it as `Argmax`.
+    ArgmaxAhead,
     /// Sampling's candidates and nothing else: the `k` (1 ..= `MAX_TOP_K`) largest logits of
     /// each sequence's last row with their ids (of equal ones at the k-th, the smaller ids:
     /// `sampling::top_k`), in `Backend::top`, k per sequence in the order given, unsorted; the

@@ -29,13 +29,15 @@ pub struct BatchRun {
 
 /// What a decode step asks of the GPU besides its kernels' work, averaged over a run's steps:
 /// queue submissions, compute dispatches, and bytes read back to the host (a greedy step reads
-/// back its sequences' chosen ids, 4 bytes each; sampling reads their logits).
+/// back its sequences' chosen ids, 4 bytes each; sampling reads their logits), and the share of
+/// steps submitted ahead, before the step before them was read back (greedy: `gpu/ahead.rs`).
 #[derive(Clone, Copy, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StepCounters {
     pub submissions_per_step: f64,
     pub dispatches_per_step: f64,
     pub readback_bytes_per_step: f64,
+    pub ahead_per_step: f64,
 }
 
 impl StepCounters {
@@ -46,15 +48,19 @@ impl StepCounters {
             submissions_per_step: per(counted.submissions),
             dispatches_per_step: per(counted.dispatches),
             readback_bytes_per_step: per(counted.readback_bytes),
+            ahead_per_step: per(counted.ahead),
         }
     }
 
-    /// The table's columns: submissions, dispatches, bytes read back.
+    /// The table's columns: submissions, dispatches, bytes read back, steps ahead.
     fn cells(c: Option<&StepCounters>) -> String {
         c.map_or_else(String::new, |c| {
             format!(
-                " {:>7.1} {:>10.1} {:>10.0}",
-                c.submissions_per_step, c.dispatches_per_step, c.readback_bytes_per_step
+                " {:>7.1} {:>10.1} {:>10.0} {:>6.2}",
+                c.submissions_per_step,
+                c.dispatches_per_step,
+                c.readback_bytes_per_step,
+                c.ahead_per_step
             )
         })
     }
@@ -185,10 +191,13 @@ impl BatchReport {
             "identical"
         );
         if self.runs.iter().any(|r| r.gpu.is_some()) {
-            // The GPU's per-step counters as three more columns.
+            // The GPU's per-step counters as four more columns.
             s.insert_str(
                 s.len() - 1,
-                &format!(" {:>7} {:>10} {:>10}", "subm.", "dispatches", "readback B"),
+                &format!(
+                    " {:>7} {:>10} {:>10} {:>6}",
+                    "subm.", "dispatches", "readback B", "ahead"
+                ),
             );
         }
         for r in &self.runs {

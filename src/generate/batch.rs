@@ -138,11 +138,14 @@ impl Batch {
             // not run again; a prompt left with one id to run joins the decode rows.
             match self.reuse_prefix(model, slot).await? {
                 1 => rows.push((slot, 1)),
-                left => self.pass(model, &[(slot, left)], started).await?,
+                left => self.pass(model, &[(slot, left)], started, false).await?,
             }
         }
+        // A step whose decode rows share one pass may have the next step's pass started
+        // before its own is read back (greedy on the GPU: `Want::ArgmaxAhead`).
+        let one_pass = rows.len() <= model.backend().batch_rows();
         for pass in rows.chunks(model.backend().batch_rows().max(1)) {
-            self.pass(model, pass, started).await?;
+            self.pass(model, pass, started, one_pass).await?;
         }
         let mut out = Vec::with_capacity(self.members.len());
         for (slot, g) in self.members.iter_mut().enumerate() {
@@ -181,12 +184,14 @@ impl Batch {
     }
 
     /// One forward pass for the members `pass` names (slot, ids to run), each sampling its
-    /// next token from its row. `started`: when the step began.
+    /// next token from its row. `started`: when the step began; `ahead`: whether the next
+    /// step's decode pass may be these members again (this pass is the step's only one).
     async fn pass(
         &mut self,
         model: &mut Model,
         pass: &[(usize, usize)],
         started: f64,
+        ahead: bool,
     ) -> Result<()> {
         let v = model.config.vocab_size;
         let seqs: Vec<(usize, &[u32], usize)> = pass
@@ -200,6 +205,7 @@ impl Batch {
         // when each reads only its k likeliest tokens, only the largest k of them all.
         let member = |p: &(usize, usize)| self.members[p.0].as_ref();
         let argmax = (pass.iter()).all(|p| member(p).is_some_and(|g| g.argmax_only()));
+        let ahead = ahead && (pass.iter()).any(|p| member(p).is_some_and(|g| g.may_continue()));
         let top = (pass.iter().map(|p| member(p).and_then(|g| g.top_only())))
             .try_fold(0, |k, g| g.map(|g| k.max(g)))
             .filter(|_| !argmax);
@@ -209,7 +215,7 @@ impl Batch {
         match (argmax, top) {
             (true, _) => self
                 .chosen
-                .extend_from_slice(model.predict_argmax(&seqs).await?),
+                .extend_from_slice(model.predict_argmax(&seqs, ahead).await?),
             (false, Some(k)) => self
                 .top
                 .extend_from_slice(model.predict_top(&seqs, k).await?),

@@ -450,6 +450,13 @@ impl Generation {
         self.params.top_logprobs == 0 && self.params.sampling().picks_argmax()
     }
 
+    /// For a batch: whether this generation asks for another step after the token its next
+    /// step gives, unless that token ends it (end-of-text, a stop text) or it is cancelled; the
+    /// GPU may then start that step early (`Want::ArgmaxAhead`).
+    pub(crate) fn may_continue(&self) -> bool {
+        self.t.ids.len() + 1 - self.t.n_prompt < self.t.max_tokens
+    }
+
     /// For a batch: how many of its largest logits this generation's next token reads when it
     /// reads nothing else (greedy: 1; top-k sampling: k, at most `MAX_TOP_K`; no repetition
     /// penalty, no `top_logprobs`), so that the backend may choose them (`Want::Top`) and read

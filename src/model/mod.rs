@@ -221,9 +221,20 @@ impl Model {
     }
 
     /// `predict_batch` for greedy sequences: only each one's next id, the argmax of its last
-    /// row's logits (chosen on the GPU there: a step reads back 4 bytes per sequence).
-    pub async fn predict_argmax(&mut self, seqs: &[(usize, &[u32], usize)]) -> Result<&[u32]> {
-        self.pass(seqs, Want::Argmax).await?;
+    /// row's logits (chosen on the GPU there: a step reads back 4 bytes per sequence). `ahead`:
+    /// the caller will most likely ask next for these sequences with these ids appended (the
+    /// GPU then starts that step before this one is read back: `Want::ArgmaxAhead`).
+    pub async fn predict_argmax(
+        &mut self,
+        seqs: &[(usize, &[u32], usize)],
+        ahead: bool,
+    ) -> Result<&[u32]> {
+        let want = if ahead {
+            Want::ArgmaxAhead
+        } else {
+            Want::Argmax
+        };
+        self.pass(seqs, want).await?;
         Ok(self.backend.chosen())
     }
 

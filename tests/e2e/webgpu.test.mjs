@@ -86,6 +86,8 @@ test('backend webgpu on SwiftShader: model.backend is webgpu and greedy text equ
     assert.equal(gpu.passes, got.result.metrics.targetForwards, JSON.stringify(gpu));
     assert.equal(gpu.submissions, gpu.passes);
     assert.equal(gpu.readbackBytes, 4 * gpu.passes);
+    // Every decode step after the first was submitted before the one before it was read back.
+    assert.equal(gpu.ahead, Math.max(0, gpu.passes - 2), JSON.stringify(gpu));
     // Sampling from the top 40 reads back each pass's 40 candidates (top_k.wgsl), and draws the
     // tokens it draws from the whole rows.
     assert.deepEqual(got.sampled.tokens, got.whole.tokens, 'top-k sampling on WebGPU differs from the whole rows');

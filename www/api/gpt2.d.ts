@@ -424,9 +424,12 @@ export interface Metrics {
    * summed (a pass a batch shared counts whole for each of its generations; after a fall-back to
    * the CPU, the passes that ran on the GPU before it). Divided by `passes`,
    * a step's queue submissions (1), compute dispatches, and bytes read back: 4 per sequence when
-   * greedy, the vocabulary's logits when sampling. Absent on the CPU, and with beams or a draft.
+   * greedy, the vocabulary's logits when sampling. `ahead`: the passes of them submitted before the
+   * pass before them was read back, their ids copied on the GPU (greedy: every decode step but the
+   * first, while the members of the batch stay the same). Absent on the CPU, and with beams or a
+   * draft.
    */
-  gpu?: { passes: number; submissions: number; dispatches: number; readbackBytes: number };
+  gpu?: { passes: number; submissions: number; dispatches: number; readbackBytes: number; ahead: number };
   /**
    * With `draft: 'mtp'`: whether the heads drafted, and whether they pay in this browser. The first
    * greedy such generations measure it (sampled ones always draft: a seed's text must not depend on it) — blocks of drafted steps alternate with blocks of plain ones (the

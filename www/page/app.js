@@ -189,11 +189,13 @@ function showMetrics(r) {
   $('stop-reason').textContent = r.stopReason.replace('_', ' ');
   $('backend').textContent = model.backend;
   // On WebGPU, what a step asked of the device besides its kernels: one submission, the model's
-  // dispatches, and the bytes read back (4 when the GPU chose a greedy token itself).
+  // dispatches, and the bytes read back (4 when the GPU chose a greedy token itself), and how many
+  // steps the GPU began before the step before them was read back (greedy).
   const g = m.gpu;
   $('gpu-step-row').hidden = !g;
   $('gpu-step').textContent = g ? `${(g.submissions / g.passes).toFixed(0)} submission, ` +
-    `${(g.dispatches / g.passes).toFixed(0)} dispatches, ${(g.readbackBytes / g.passes).toFixed(0)} bytes read back` : '–';
+    `${(g.dispatches / g.passes).toFixed(0)} dispatches, ${(g.readbackBytes / g.passes).toFixed(0)} bytes read back; ` +
+    `${g.ahead} of ${g.passes} steps submitted ahead` : '–';
 }
 
 async function generate() {

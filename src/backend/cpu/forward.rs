@@ -65,7 +65,7 @@ impl CpuBackend {
             return Err(no_slot(s.slot, n));
         }
         let rows_out = match want {
-            Want::Last | Want::Argmax | Want::Top(_) => None,
+            Want::Last | Want::Argmax | Want::ArgmaxAhead | Want::Top(_) => None,
             Want::Every(k) => Some(k),
         };
         self.chosen.clear();
@@ -75,7 +75,7 @@ impl CpuBackend {
         let (rows, verify) = match want {
             Want::Last => (seqs.len(), 0),
             Want::Every(k) => (k.min(seqs[0].ids.len()), seqs[0].ids.len()),
-            Want::Argmax => {
+            Want::Argmax | Want::ArgmaxAhead => {
                 let last = self.logits[..seqs.len() * v].chunks_exact(v);
                 self.chosen.extend(last.map(crate::sampling::argmax));
                 (0, 0)

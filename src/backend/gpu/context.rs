@@ -232,6 +232,17 @@ impl Context {
         staging: &wgpu::Buffer,
         out: &mut [T],
     ) -> Result<()> {
+        self.read_after(staging, out, None).await
+    }
+
+    /// `read`, waiting only for the work up to submission `upto` (all of it when `None`), so
+    /// that work submitted after it runs on while the values are read.
+    pub async fn read_after<T: bytemuck::Pod>(
+        &self,
+        staging: &wgpu::Buffer,
+        out: &mut [T],
+        upto: Option<wgpu::SubmissionIndex>,
+    ) -> Result<()> {
         let out: &mut [u8] = bytemuck::cast_slice_mut(out);
         let slice = staging.slice(..out.len() as u64);
         let (tx, rx) = futures_channel::oneshot::channel();
@@ -241,10 +252,20 @@ impl Context {
         });
         // Natively nothing moves until the device is polled; in the browser the callback is
         // queued on the event loop when the GPU finishes, and polling does nothing.
+        #[cfg(target_arch = "wasm32")]
+        let _ = upto;
         #[cfg(not(target_arch = "wasm32"))]
         self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| self.fault_or(format!("waiting for the GPU failed: {e}")))?;
+            .poll(wgpu::PollType::Wait {
+                submission_index: upto,
+                timeout: None,
+            })
+            .map_err(|e| {
+                // A submission to a lost device does not count: waiting for all of them is what
+                // runs its loss callback.
+                let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+                self.fault_or(format!("waiting for the GPU failed: {e}"))
+            })?;
         let mapped = rx
             .await
             .map_err(|_| self.fault_or("the GPU dropped a readback".into()))?;

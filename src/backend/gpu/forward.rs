@@ -13,18 +13,24 @@ impl GpuBackend {
     /// sequence, or several with one id each (a batch's decode step), run as the rows of one
     /// submission, each attending over its own slot; the logits of the last row of each, or of
     /// every row (`Want::Every`), or only each last row's argmax (`Want::Argmax`, chosen on the
-    /// device). Several sequences with several ids each (prompts) run one after another, their
-    /// last rows' logits (or argmaxes) gathered.
+    /// device; a decode step's by `decode_argmax`, which may have submitted it ahead). Several
+    /// sequences with several ids each (prompts) run one after another, their last rows' logits
+    /// (or argmaxes) gathered.
     pub async fn pass(&mut self, seqs: &[Seq<'_>], want: Want) -> Result<&[f32]> {
         for s in seqs {
             self.check_slot(s.slot)?;
         }
+        let decode = seqs.len() <= MAX_VERIFY && seqs.iter().all(|s| s.ids.len() == 1);
+        if decode && matches!(want, Want::Argmax | Want::ArgmaxAhead) {
+            self.decode_argmax(seqs, want == Want::ArgmaxAhead).await?;
+            return Ok(&[]);
+        }
+        self.drop_ahead();
         let pick = match want {
-            Want::Argmax => Pick::Argmax,
+            Want::Argmax | Want::ArgmaxAhead => Pick::Argmax,
             Want::Top(k) => Pick::Top(k.min(self.config.vocab_size)),
             Want::Last | Want::Every(_) => Pick::Logits,
         };
-        let decode = seqs.len() <= MAX_VERIFY && seqs.iter().all(|s| s.ids.len() == 1);
         if seqs.len() == 1 || decode {
             // With several sequences every row is one's last: the head runs over every row.
             let all = matches!(want, Want::Every(_)) || seqs.len() > 1;
@@ -66,23 +72,73 @@ impl GpuBackend {
     /// or candidates (`top_host`) are read back, no logits.
     async fn forward(&mut self, seqs: &[Seq<'_>], all: bool, pick: Pick) -> Result<&[f32]> {
         self.ctx.check()?;
-        let (c, v, n_ctx) = (
-            self.config.n_embd,
-            self.config.vocab_size,
-            self.config.n_positions,
-        );
+        let (c, v) = (self.config.n_embd, self.config.vocab_size);
         self.ids_host.clear();
         seqs.iter()
             .for_each(|s| self.ids_host.extend_from_slice(s.ids));
-        let t = self.ids_host.len();
-        let table = k::row_table(seqs.iter().map(|s| (s.slot, s.pos, s.ids.len())), n_ctx);
+        let table = self.table(seqs.iter().map(|s| (s.slot, s.pos, s.ids.len())));
+        let rows = if all { table.len() / 2 } else { 1 };
+        let scopes = self.ctx.scopes();
+        let sent = self.submit(&table, Ids::Host, all, pick, &self.staging);
+        let verdict = scopes.close("running the model on the GPU");
+        let (floats, hidden) = match pick {
+            Pick::Logits => (rows * v, rows * c), // ln_f's rows after the logits, one readback
+            _ => (0, 0),
+        };
+        self.logits_host.resize(floats + hidden, 0.0);
+        self.chosen_host
+            .resize(if pick == Pick::Argmax { rows } else { 0 }, 0);
+        let (staging, upto) = (&self.staging, Some(sent.index.clone()));
+        let read = match pick {
+            Pick::Argmax => {
+                self.ctx
+                    .read_after(staging, &mut self.chosen_host, upto)
+                    .await
+            }
+            Pick::Top(k) => {
+                let mut words = vec![0u32; rows * k * 2];
+                let read = self.ctx.read_after(staging, &mut words, upto).await;
+                let pairs = words.chunks_exact(2).map(|p| (f32::from_bits(p[0]), p[1]));
+                self.top_host.clear();
+                self.top_host.extend(pairs);
+                read
+            }
+            Pick::Logits => {
+                self.ctx
+                    .read_after(staging, &mut self.logits_host, upto)
+                    .await
+            }
+        };
+        verdict.await?;
+        read?;
+        self.read_rows = if pick == Pick::Logits { rows } else { 0 };
+        self.last_pass = sent.counters;
+        self.totals += sent.counters;
+        Ok(&self.logits_host[..floats])
+    }
+
+    /// The row table of a pass over `(slot, pos, ids)` of each sequence.
+    pub(super) fn table(&self, seqs: impl IntoIterator<Item = (usize, usize, usize)>) -> Vec<u32> {
+        k::row_table(seqs, self.config.n_positions)
+    }
+
+    /// Writes a pass's inputs (its row table, `table`; its ids from `ids_host` or, with
+    /// `Ids::Chosen`, the last pass's argmaxes, copied on the device), records every dispatch,
+    /// copies what `pick` reads back into `staging` and submits it all at once.
+    pub(super) fn submit(
+        &self,
+        table: &[u32],
+        ids: Ids<'_>,
+        all: bool,
+        pick: Pick,
+        staging: &wgpu::Buffer,
+    ) -> Submitted {
+        let (c, v, t) = (self.config.n_embd, self.config.vocab_size, table.len() / 2);
         let q = &self.ctx.queue;
-        let inputs = &self.kv_inputs;
         let rows = if all { t } else { 1 };
         let step = k::Step::with_head(t, rows);
-        q.write_buffer(&inputs.step, 0, bytemuck::bytes_of(&step));
-        q.write_buffer(&self.ids, 0, bytemuck::cast_slice(&self.ids_host));
-        q.write_buffer(&inputs.rows, 0, bytemuck::cast_slice(&table));
+        q.write_buffer(&self.kv_inputs.step, 0, bytemuck::bytes_of(&step));
+        q.write_buffer(&self.kv_inputs.rows, 0, bytemuck::cast_slice(table));
         if let Pick::Top(k) = pick {
             let dims = k::TopKDims {
                 v: v as u32,
@@ -91,48 +147,41 @@ impl GpuBackend {
             };
             q.write_buffer(&self.top_dims, 0, bytemuck::bytes_of(&dims));
         }
-
-        let scopes = self.ctx.scopes();
-        let mut enc = self
-            .ctx
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("forward"),
-            });
-        let n = self.record(&mut enc, t, all, pick);
+        let label = Some("forward");
+        let mut enc =
+            (self.ctx.device).create_command_encoder(&wgpu::CommandEncoderDescriptor { label });
+        match ids {
+            Ids::Host => q.write_buffer(&self.ids, 0, bytemuck::cast_slice(&self.ids_host)),
+            Ids::Chosen(from) if from.iter().enumerate().all(|(i, &f)| i == f) => {
+                enc.copy_buffer_to_buffer(&self.chosen, 0, &self.ids, 0, 4 * t as u64);
+            }
+            Ids::Chosen(from) => {
+                for (i, &f) in from.iter().enumerate() {
+                    enc.copy_buffer_to_buffer(
+                        &self.chosen,
+                        4 * f as u64,
+                        &self.ids,
+                        4 * i as u64,
+                        4,
+                    );
+                }
+            }
+        }
+        let dispatches = self.record(&mut enc, t, all, pick);
         let (floats, hidden) = match pick {
-            Pick::Logits => (rows * v, rows * c), // ln_f's rows after the logits, one readback
+            Pick::Logits => (rows * v, rows * c),
             _ => (0, 0),
         };
-        let bytes = self.stage(&mut enc, pick, rows, floats, hidden);
-        q.submit([enc.finish()]);
-        let verdict = scopes.close("running the model on the GPU");
-        self.logits_host.resize(floats + hidden, 0.0);
-        self.chosen_host
-            .resize(if pick == Pick::Argmax { rows } else { 0 }, 0);
-        let read = match pick {
-            Pick::Argmax => self.ctx.read(&self.staging, &mut self.chosen_host).await,
-            Pick::Top(k) => {
-                let mut words = vec![0u32; rows * k * 2];
-                let read = self.ctx.read(&self.staging, &mut words).await;
-                let pairs = words.chunks_exact(2).map(|p| (f32::from_bits(p[0]), p[1]));
-                self.top_host.clear();
-                self.top_host.extend(pairs);
-                read
-            }
-            Pick::Logits => self.ctx.read(&self.staging, &mut self.logits_host).await,
-        };
-        verdict.await?;
-        read?;
-        self.read_rows = if pick == Pick::Logits { rows } else { 0 };
-        self.last_pass = GpuCounters {
+        let bytes = self.stage(&mut enc, staging, pick, rows, floats, hidden);
+        let index = q.submit([enc.finish()]);
+        let counters = GpuCounters {
             passes: 1,
             submissions: 1,
-            dispatches: n,
+            dispatches,
             readback_bytes: bytes,
+            ..GpuCounters::default()
         };
-        self.totals += self.last_pass;
-        Ok(&self.logits_host[..floats])
+        Submitted { index, counters }
     }
 
     /// Copies what `pick` reads back of the pass's `rows` into the staging buffer: the argmaxes,
@@ -141,12 +190,12 @@ impl GpuBackend {
     fn stage(
         &self,
         enc: &mut wgpu::CommandEncoder,
+        staging: &wgpu::Buffer,
         pick: Pick,
         rows: usize,
         floats: usize,
         hidden: usize,
     ) -> usize {
-        let staging = &self.staging;
         let mut copy = |from: &wgpu::Buffer, at: usize, to: usize, bytes: usize| {
             enc.copy_buffer_to_buffer(from, at as u64, staging, to as u64, bytes as u64);
             bytes
@@ -239,10 +288,25 @@ impl GpuBackend {
 /// What a pass reads back of its logits rows: all of them, each one's argmax, or each one's k
 /// largest with their ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Pick {
+pub(super) enum Pick {
     Logits,
     Argmax,
     Top(usize),
+}
+
+/// Where a pass's ids come from: `ids_host`, written to the device, or the argmaxes the last
+/// pass left in `chosen` (one per row of it), row i's id from its row `Chosen[i]`, copied on the
+/// device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ids<'a> {
+    Host,
+    Chosen(&'a [usize]),
+}
+
+/// A pass submitted: which submission it is and what it asked of the GPU.
+pub(super) struct Submitted {
+    pub index: wgpu::SubmissionIndex,
+    pub counters: GpuCounters,
 }
 
 /// A LayerNorm (`ln`) then the product `l` over its output: one fused dispatch where the product

@@ -254,6 +254,7 @@ impl Builder<'_> {
         Ok(GpuBackend {
             config: self.config.clone(),
             logits_host: vec![0.0; self.config.vocab_size],
+            ahead: super::ahead::Ahead::new(&self.ctx), // before the context moves
             ctx: self.ctx,
             kernels: self.kernels,
             wte,

@@ -9,6 +9,7 @@
 //! greedy, each sequence's argmax chosen on the device), submits once and reads them back. The rows of a pass may belong to several sequences (a batch's decode
 //! step): the products run over all of them, attention over each row's own slot.
 
+mod ahead;
 pub mod context;
 mod formats;
 mod forward;
@@ -26,7 +27,7 @@ use kernels::Kernels;
 
 /// What passes asked of the GPU: queue submissions, compute dispatches and bytes read back to
 /// the host: what a step costs besides its kernels' own work. `{ passes, submissions, dispatches,
-/// readbackBytes }` in JSON.
+/// readbackBytes, ahead }` in JSON.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GpuCounters {
@@ -35,6 +36,13 @@ pub struct GpuCounters {
     pub submissions: usize,
     pub dispatches: usize,
     pub readback_bytes: usize,
+    /// Passes of them submitted ahead: before the pass they follow had been read back, their
+    /// ids that pass's argmaxes, copied on the device (`ahead.rs`).
+    pub ahead: usize,
+    /// Passes submitted ahead that no caller asked for after all (every sequence stopped, or
+    /// the next pass was another): only in `totals`.
+    #[serde(skip)]
+    pub unused: usize,
 }
 
 impl std::ops::AddAssign for GpuCounters {
@@ -43,6 +51,8 @@ impl std::ops::AddAssign for GpuCounters {
         self.submissions += o.submissions;
         self.dispatches += o.dispatches;
         self.readback_bytes += o.readback_bytes;
+        self.ahead += o.ahead;
+        self.unused += o.unused;
     }
 }
 
@@ -54,6 +64,8 @@ impl std::ops::Sub for GpuCounters {
             submissions: self.submissions - o.submissions,
             dispatches: self.dispatches - o.dispatches,
             readback_bytes: self.readback_bytes - o.readback_bytes,
+            ahead: self.ahead - o.ahead,
+            unused: self.unused - o.unused,
         }
     }
 }
@@ -151,6 +163,8 @@ pub struct GpuBackend {
     /// The ids of a pass, and the logits of a pass over sequences run one after another.
     ids_host: Vec<u32>,
     gathered: Vec<f32>,
+    /// A greedy decode step submitted before the one it follows was read back (`ahead.rs`).
+    ahead: ahead::Ahead,
 }
 
 impl GpuBackend {

@@ -32,6 +32,7 @@ impl GpuBackend {
     /// Makes `n` slots (at least 1); the first `n` keep what they held. The caches grow (to the
     /// next power of two) when they lack room, and shrink back to one slot when `n` is 1.
     pub async fn kv_slots(&mut self, n: usize) -> Result<()> {
+        self.drop_ahead();
         let n = n.max(1);
         if n > self.capacity || (n == 1 && self.capacity > 1) {
             let most = self.most_slots();
@@ -51,6 +52,7 @@ impl GpuBackend {
 
     /// Copies positions `0..len` of slot `from`'s KV cache into slot `to`'s.
     pub async fn kv_copy(&mut self, from: usize, to: usize, len: usize) -> Result<()> {
+        self.drop_ahead();
         self.check_slot(from)?;
         self.check_slot(to)?;
         let bytes = (len.min(self.config.n_positions) * self.config.n_embd * 4) as u64;

@@ -1,0 +1,155 @@
+//! Greedy decode steps submitted ahead. A greedy sequence's next pass is known before its
+//! argmax reaches the host: the same slot, one position on, that argmax as its id. So when the
+//! caller says it will most likely ask for it (`Want::ArgmaxAhead`), the step's pass is
+//! followed at once by the next one, whose ids are copied on the device from the argmaxes the
+//! first leaves in `chosen`; the host then reads the first pass back while the GPU runs the
+//! second, and the next call finds its pass submitted already (or run): the readback, the
+//! host's sampling and stop checks and the recording of the next pass overlap the GPU's work
+//! instead of leaving it idle between steps.
+//!
+//! The tokens stay exactly the plain loop's: a pass submitted ahead serves a call only when it
+//! ran that call's rows (each row's slot, position and id; every row is computed as alone, so
+//! a call for some of its rows, the others having stopped, takes those); any other call (a
+//! prompt, a sampled step, a copy between slots, new slots) leaves it unused. Its only writes
+//! are the keys and values of its rows, each at a position past what its slot held, and exactly
+//! what the plain loop would write there next.
+
+use super::forward::{Ids, Pick, Submitted};
+use super::GpuBackend;
+use crate::backend::rows::Seq;
+use crate::config::MAX_VERIFY;
+use crate::error::Result;
+
+/// The pass submitted ahead, if any, and the two buffers its argmaxes are read from: one for
+/// the pass being read while the next one is submitted.
+pub(super) struct Ahead {
+    staging: [wgpu::Buffer; 2],
+    next: usize,
+    pending: Option<Pending>,
+}
+
+/// A pass submitted: each row's (slot, position, id), where its argmaxes are read from (one of
+/// `Ahead::staging`, or the backend's own staging buffer) and its error scopes' verdict.
+struct Pending {
+    rows: Vec<(usize, usize, u32)>,
+    staging: Option<usize>,
+    sent: Submitted,
+    verdict: Verdict,
+}
+
+/// What `ErrorScopes::close` gives, kept until the pass is read.
+#[cfg(not(target_arch = "wasm32"))]
+type Verdict = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>;
+#[cfg(target_arch = "wasm32")]
+type Verdict = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>>>>;
+
+impl Ahead {
+    pub fn new(ctx: &super::Context) -> Ahead {
+        let bytes = (MAX_VERIFY * 4) as u64;
+        Ahead {
+            staging: [0, 1].map(|i| ctx.staging(&format!("argmax staging {i}"), bytes)),
+            next: 0,
+            pending: None,
+        }
+    }
+}
+
+impl GpuBackend {
+    /// Forgets the pass submitted ahead, if any: the call now made is not the one it ran.
+    pub(super) fn drop_ahead(&mut self) {
+        if self.ahead.pending.take().is_some() {
+            self.totals.unused += 1;
+        }
+    }
+
+    /// A greedy decode step (`Want::Argmax`; one id per sequence, at most `MAX_VERIFY`): each
+    /// sequence's argmax into `chosen_host`, from the pass submitted ahead when it ran these
+    /// rows, else from a pass submitted now. With `then_next` (`Want::ArgmaxAhead`) the pass
+    /// after it is submitted before this one is read back.
+    pub(super) async fn decode_argmax(&mut self, seqs: &[Seq<'_>], then_next: bool) -> Result<()> {
+        self.ctx.check()?;
+        let pending = self.ahead.pending.take();
+        let covers = |p: &Pending| {
+            seqs.iter()
+                .all(|s| p.rows.contains(&(s.slot, s.pos, s.ids[0])))
+        };
+        let current = match pending {
+            Some(p) if covers(&p) => p,
+            unused => {
+                self.totals.unused += unused.is_some() as usize;
+                self.submit_now(seqs)
+            }
+        };
+        // Where each sequence's row is in the pass (which may have more rows: some stopped).
+        let from: Vec<usize> = (seqs.iter())
+            .map(|s| current.rows.iter().position(|r| r.0 == s.slot).unwrap_or(0))
+            .collect();
+        let room = seqs.iter().all(|s| s.pos + 1 < self.config.n_positions);
+        let next = (then_next && room).then(|| self.submit_next(seqs, &from));
+        let mut chosen = vec![0u32; current.rows.len()];
+        let staging = match current.staging {
+            Some(i) => &self.ahead.staging[i],
+            None => &self.staging,
+        };
+        let upto = Some(current.sent.index.clone());
+        let read = self.ctx.read_after(staging, &mut chosen, upto).await;
+        current.verdict.await?;
+        read?;
+        self.chosen_host = from.iter().map(|&i| chosen[i]).collect();
+        if let Some(mut next) = next {
+            for (row, &id) in next.rows.iter_mut().zip(&self.chosen_host) {
+                row.2 = id;
+            }
+            self.ahead.pending = Some(next);
+        }
+        self.read_rows = 0;
+        let mut counters = current.sent.counters;
+        counters.readback_bytes = 4 * seqs.len();
+        self.last_pass = counters;
+        if current.staging.is_none() {
+            self.totals += counters; // a pass submitted ahead was counted when it was
+        }
+        Ok(())
+    }
+
+    /// The pass over `seqs` (one id each), submitted now, read from the backend's staging.
+    fn submit_now(&mut self, seqs: &[Seq<'_>]) -> Pending {
+        let rows = seqs.iter().map(|s| (s.slot, s.pos, s.ids[0])).collect();
+        self.ids_host.clear();
+        self.ids_host.extend(seqs.iter().map(|s| s.ids[0]));
+        let all = seqs.len() > 1;
+        let table = self.table(seqs.iter().map(|s| (s.slot, s.pos, 1)));
+        let scopes = self.ctx.scopes();
+        let sent = self.submit(&table, Ids::Host, all, Pick::Argmax, &self.staging);
+        let verdict = Box::pin(scopes.close("running the model on the GPU"));
+        Pending {
+            rows,
+            staging: None,
+            sent,
+            verdict,
+        }
+    }
+
+    /// Submits the pass after the one just submitted or found (the current one) for `seqs`, all
+    /// of its rows or some: each one position on, its id the current pass's argmax of its row
+    /// `from[i]`, copied on the device; the host learns them when it reads the current pass.
+    fn submit_next(&mut self, seqs: &[Seq<'_>], from: &[usize]) -> Pending {
+        let rows: Vec<_> = seqs.iter().map(|s| (s.slot, s.pos + 1, 0)).collect();
+        let table = self.table(rows.iter().map(|&(s, p, _)| (s, p, 1)));
+        let staging = self.ahead.next;
+        self.ahead.next = 1 - staging;
+        let all = seqs.len() > 1;
+        let scopes = self.ctx.scopes();
+        let buffer = &self.ahead.staging[staging];
+        let mut sent = self.submit(&table, Ids::Chosen(from), all, Pick::Argmax, buffer);
+        let verdict = Box::pin(scopes.close("running the model on the GPU"));
+        sent.counters.ahead = 1;
+        self.totals += sent.counters;
+        Pending {
+            rows,
+            staging: Some(staging),
+            sent,
+            verdict,
+        }
+    }
+}
