@@ -273,10 +273,8 @@ fn batch_as_alone(model: &mut Model, sampled: bool, lose_gpu: Option<usize>) {
         }
         assert!(step < 200, "{what}: the batch never ended");
     }
-    if let (Some(before), false, None) = (ahead_before, sampled, lose_gpu) {
-        // Greedy steps with the same members as the step before ran ahead.
-        let ahead = model.backend().gpu_totals().unwrap().ahead - before;
-        assert!(ahead >= 10, "{what}: {ahead} steps submitted ahead");
+    if !sampled && lose_gpu.is_none() {
+        ran_ahead(model, ahead_before, &what);
     }
     if lose_gpu.is_some() {
         assert_eq!(model.backend().name(), "cpu", "{what}");
@@ -303,6 +301,15 @@ fn batch_as_alone(model: &mut Model, sampled: bool, lose_gpu: Option<usize>) {
             );
             assert_eq!(ended[i], Some(*stop), "{what}: sequence {i}'s stop reason");
         }
+    }
+}
+
+/// On the GPU, that a greedy batch's steps with the same members as the step before were
+/// submitted ahead (`before`: the backend's count of them before the batch).
+fn ran_ahead(model: &Model, before: Option<usize>, what: &str) {
+    if let (Some(before), Some(now)) = (before, model.backend().gpu_totals()) {
+        let ahead = now.ahead - before;
+        assert!(ahead >= 10, "{what}: {ahead} steps submitted ahead");
     }
 }
 

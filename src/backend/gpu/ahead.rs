@@ -11,8 +11,9 @@
 //! ran that call's rows (each row's slot, position and id; every row is computed as alone, so
 //! a call for some of its rows, the others having stopped, takes those); any other call (a
 //! prompt, a sampled step, a copy between slots, new slots) leaves it unused. Its only writes
-//! are the keys and values of its rows, each at a position past what its slot held, and exactly
-//! what the plain loop would write there next.
+//! are the keys and values of its rows, each at a position past what its slot holds: what the
+//! plain loop writes there next, or (a sequence that stopped) a position no pass reads before
+//! writing it again.
 
 use super::forward::{Ids, Pick, Submitted};
 use super::GpuBackend;
@@ -84,17 +85,21 @@ impl GpuBackend {
         let from: Vec<usize> = (seqs.iter())
             .map(|s| current.rows.iter().position(|r| r.0 == s.slot).unwrap_or(0))
             .collect();
+        // The current pass's argmaxes are asked for before the next pass is submitted: in the
+        // browser a map waits for every submission made before it is asked.
+        let mut chosen = vec![0u32; current.rows.len()];
+        let mapping = (self.ctx).begin_read(self.staging_of(&current), 4 * chosen.len());
         let room = seqs.iter().all(|s| s.pos + 1 < self.config.n_positions);
         let next = (then_next && room).then(|| self.submit_next(seqs, &from));
-        let mut chosen = vec![0u32; current.rows.len()];
-        let staging = match current.staging {
-            Some(i) => &self.ahead.staging[i],
-            None => &self.staging,
-        };
         let upto = Some(current.sent.index.clone());
-        let read = self.ctx.read_after(staging, &mut chosen, upto).await;
-        current.verdict.await?;
-        read?;
+        let staging = self.staging_of(&current);
+        let read = (self.ctx)
+            .finish_read(staging, &mut chosen, mapping, upto)
+            .await;
+        if let Err(e) = current.verdict.await.and(read) {
+            self.totals.unused += next.is_some() as usize;
+            return Err(e);
+        }
         self.chosen_host = from.iter().map(|&i| chosen[i]).collect();
         if let Some(mut next) = next {
             for (row, &id) in next.rows.iter_mut().zip(&self.chosen_host) {
@@ -103,13 +108,19 @@ impl GpuBackend {
             self.ahead.pending = Some(next);
         }
         self.read_rows = 0;
-        let mut counters = current.sent.counters;
-        counters.readback_bytes = 4 * seqs.len();
-        self.last_pass = counters;
+        self.last_pass = current.sent.counters;
         if current.staging.is_none() {
-            self.totals += counters; // a pass submitted ahead was counted when it was
+            self.totals += current.sent.counters; // a pass submitted ahead was counted when it was
         }
         Ok(())
+    }
+
+    /// The buffer `pass`'s argmaxes are read from.
+    fn staging_of(&self, pass: &Pending) -> &wgpu::Buffer {
+        match pass.staging {
+            Some(i) => &self.ahead.staging[i],
+            None => &self.staging,
+        }
     }
 
     /// The pass over `seqs` (one id each), submitted now, read from the backend's staging.

@@ -232,24 +232,34 @@ impl Context {
         staging: &wgpu::Buffer,
         out: &mut [T],
     ) -> Result<()> {
-        self.read_after(staging, out, None).await
+        let mapping = self.begin_read(staging, std::mem::size_of_val(out));
+        self.finish_read(staging, out, mapping, None).await
     }
 
-    /// `read`, waiting only for the work up to submission `upto` (all of it when `None`), so
-    /// that work submitted after it runs on while the values are read.
-    pub async fn read_after<T: bytemuck::Pod>(
+    /// Asks for the first `bytes` of `staging`, once the work submitted so far is done; work
+    /// submitted after this call (which must not use `staging`) is not waited for, in the
+    /// browser as natively. `finish_read` takes the values.
+    pub fn begin_read(&self, staging: &wgpu::Buffer, bytes: usize) -> Mapping {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        staging
+            .slice(..bytes as u64)
+            .map_async(wgpu::MapMode::Read, move |r| {
+                // The receiver outlives the callback unless the whole read was abandoned.
+                let _ = tx.send(r);
+            });
+        Mapping(rx)
+    }
+
+    /// Waits for `mapping` (natively: polling for the work up to submission `upto`, all of it
+    /// when `None`), then reads `out.len()` values from the start of `staging`.
+    pub async fn finish_read<T: bytemuck::Pod>(
         &self,
         staging: &wgpu::Buffer,
         out: &mut [T],
+        mapping: Mapping,
         upto: Option<wgpu::SubmissionIndex>,
     ) -> Result<()> {
         let out: &mut [u8] = bytemuck::cast_slice_mut(out);
-        let slice = staging.slice(..out.len() as u64);
-        let (tx, rx) = futures_channel::oneshot::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            // The receiver outlives the callback unless the whole read was abandoned.
-            let _ = tx.send(r);
-        });
         // Natively nothing moves until the device is polled; in the browser the callback is
         // queued on the event loop when the GPU finishes, and polling does nothing.
         #[cfg(target_arch = "wasm32")]
@@ -266,12 +276,12 @@ impl Context {
                 let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
                 self.fault_or(format!("waiting for the GPU failed: {e}"))
             })?;
-        let mapped = rx
+        let mapped = (mapping.0)
             .await
             .map_err(|_| self.fault_or("the GPU dropped a readback".into()))?;
         mapped.map_err(|e| self.fault_or(format!("reading back from the GPU failed: {e}")))?;
         {
-            let view = slice
+            let view = (staging.slice(..out.len() as u64))
                 .get_mapped_range()
                 .map_err(|e| Error::Gpu(format!("reading back from the GPU failed: {e:?}")))?;
             out.copy_from_slice(&view); // little-endian, as every WebGPU host is
@@ -355,6 +365,11 @@ impl ErrorScopes {
         }
     }
 }
+
+/// A readback asked for (`Context::begin_read`), its values not yet taken.
+pub struct Mapping(
+    futures_channel::oneshot::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+);
 
 /// The limits to ask of `adapter`: WebGPU's defaults, which every device grants, with only the two
 /// storage limits the embedding needs raised (unless `opts.default_limits`), never past what the

@@ -88,26 +88,18 @@ impl GpuBackend {
         self.logits_host.resize(floats + hidden, 0.0);
         self.chosen_host
             .resize(if pick == Pick::Argmax { rows } else { 0 }, 0);
-        let (staging, upto) = (&self.staging, Some(sent.index.clone()));
+        let staging = &self.staging;
         let read = match pick {
-            Pick::Argmax => {
-                self.ctx
-                    .read_after(staging, &mut self.chosen_host, upto)
-                    .await
-            }
+            Pick::Argmax => self.ctx.read(staging, &mut self.chosen_host).await,
             Pick::Top(k) => {
                 let mut words = vec![0u32; rows * k * 2];
-                let read = self.ctx.read_after(staging, &mut words, upto).await;
+                let read = self.ctx.read(staging, &mut words).await;
                 let pairs = words.chunks_exact(2).map(|p| (f32::from_bits(p[0]), p[1]));
                 self.top_host.clear();
                 self.top_host.extend(pairs);
                 read
             }
-            Pick::Logits => {
-                self.ctx
-                    .read_after(staging, &mut self.logits_host, upto)
-                    .await
-            }
+            Pick::Logits => self.ctx.read(staging, &mut self.logits_host).await,
         };
         verdict.await?;
         read?;
