@@ -25,7 +25,6 @@ use crate::error::Result;
 /// the pass being read while the next one is submitted.
 pub(super) struct Ahead {
     staging: [wgpu::Buffer; 2],
-    next: usize,
     pending: Option<Pending>,
 }
 
@@ -49,7 +48,6 @@ impl Ahead {
         let bytes = (MAX_VERIFY * 4) as u64;
         Ahead {
             staging: [0, 1].map(|i| ctx.staging(&format!("argmax staging {i}"), bytes)),
-            next: 0,
             pending: None,
         }
     }
@@ -78,7 +76,10 @@ impl GpuBackend {
             Some(p) if covers(&p) => p,
             unused => {
                 self.totals.unused += unused.is_some() as usize;
-                self.submit_now(seqs)
+                self.ids_host.clear();
+                self.ids_host.extend(seqs.iter().map(|s| s.ids[0]));
+                let rows = seqs.iter().map(|s| (s.slot, s.pos, s.ids[0])).collect();
+                self.send(rows, Ids::Host, None)
             }
         };
         // Where each sequence's row is in the pass (which may have more rows: some stopped).
@@ -88,11 +89,13 @@ impl GpuBackend {
         // The current pass's argmaxes are asked for before the next pass is submitted: in the
         // browser a map waits for every submission made before it is asked.
         let mut chosen = vec![0u32; current.rows.len()];
-        let mapping = (self.ctx).begin_read(self.staging_of(&current), 4 * chosen.len());
+        let mapping = (self.ctx).begin_read(self.staging(current.staging), 4 * chosen.len());
         let room = seqs.iter().all(|s| s.pos + 1 < self.config.n_positions);
-        let next = (then_next && room).then(|| self.submit_next(seqs, &from));
+        // The next pass's argmaxes go to the other of the two buffers.
+        let other = current.staging.map_or(0, |i| 1 - i);
+        let next = (then_next && room).then(|| self.submit_next(seqs, &from, other));
         let upto = Some(current.sent.index.clone());
-        let staging = self.staging_of(&current);
+        let staging = self.staging(current.staging);
         let read = (self.ctx)
             .finish_read(staging, &mut chosen, mapping, upto)
             .await;
@@ -115,27 +118,30 @@ impl GpuBackend {
         Ok(())
     }
 
-    /// The buffer `pass`'s argmaxes are read from.
-    fn staging_of(&self, pass: &Pending) -> &wgpu::Buffer {
-        match pass.staging {
+    /// The buffer a pass's argmaxes are read from: one of `Ahead::staging`, or the backend's own.
+    fn staging(&self, ahead: Option<usize>) -> &wgpu::Buffer {
+        match ahead {
             Some(i) => &self.ahead.staging[i],
             None => &self.staging,
         }
     }
 
-    /// The pass over `seqs` (one id each), submitted now, read from the backend's staging.
-    fn submit_now(&mut self, seqs: &[Seq<'_>]) -> Pending {
-        let rows = seqs.iter().map(|s| (s.slot, s.pos, s.ids[0])).collect();
-        self.ids_host.clear();
-        self.ids_host.extend(seqs.iter().map(|s| s.ids[0]));
-        let all = seqs.len() > 1;
-        let table = self.table(seqs.iter().map(|s| (s.slot, s.pos, 1)));
+    /// Submits a greedy decode pass over `rows` (slot, position, id), its ids from `ids_host`
+    /// or copied on the device (`ids`), its argmaxes staged in `staging` (`Self::staging`).
+    fn send(
+        &mut self,
+        rows: Vec<(usize, usize, u32)>,
+        ids: Ids<'_>,
+        staging: Option<usize>,
+    ) -> Pending {
+        let table = self.table(rows.iter().map(|&(s, p, _)| (s, p, 1)));
         let scopes = self.ctx.scopes();
-        let sent = self.submit(&table, Ids::Host, all, Pick::Argmax, &self.staging);
+        let buffer = self.staging(staging);
+        let sent = self.submit(&table, ids, rows.len() > 1, Pick::Argmax, buffer);
         let verdict = Box::pin(scopes.close("running the model on the GPU"));
         Pending {
             rows,
-            staging: None,
+            staging,
             sent,
             verdict,
         }
@@ -143,24 +149,13 @@ impl GpuBackend {
 
     /// Submits the pass after the one just submitted or found (the current one) for `seqs`, all
     /// of its rows or some: each one position on, its id the current pass's argmax of its row
-    /// `from[i]`, copied on the device; the host learns them when it reads the current pass.
-    fn submit_next(&mut self, seqs: &[Seq<'_>], from: &[usize]) -> Pending {
-        let rows: Vec<_> = seqs.iter().map(|s| (s.slot, s.pos + 1, 0)).collect();
-        let table = self.table(rows.iter().map(|&(s, p, _)| (s, p, 1)));
-        let staging = self.ahead.next;
-        self.ahead.next = 1 - staging;
-        let all = seqs.len() > 1;
-        let scopes = self.ctx.scopes();
-        let buffer = &self.ahead.staging[staging];
-        let mut sent = self.submit(&table, Ids::Chosen(from), all, Pick::Argmax, buffer);
-        let verdict = Box::pin(scopes.close("running the model on the GPU"));
-        sent.counters.ahead = 1;
-        self.totals += sent.counters;
-        Pending {
-            rows,
-            staging: Some(staging),
-            sent,
-            verdict,
-        }
+    /// `from[i]`, copied on the device (the host learns them when it reads the current pass);
+    /// its argmaxes staged in `Ahead::staging[staging]`.
+    fn submit_next(&mut self, seqs: &[Seq<'_>], from: &[usize], staging: usize) -> Pending {
+        let rows = seqs.iter().map(|s| (s.slot, s.pos + 1, 0)).collect();
+        let mut next = self.send(rows, Ids::Chosen(from), Some(staging));
+        next.sent.counters.ahead = 1;
+        self.totals += next.sent.counters;
+        next
     }
 }
