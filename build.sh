@@ -290,8 +290,10 @@ gpu_check_prebuilt() {
       [ -f "$m/model.safetensors" ] || step python3 tools/make_random_checkpoint.py --shape "$shape" --out "$m"
     fi
     step "$dir/gpt2" bench --model "$m" --backend webgpu --lengths 16,128 --prompt-tokens 64
-    for dtype in f32 f16 q8; do # the batch table by dtype, with the per-step counters checked
-      step bash -c '"$1" bench --model "$2" --backend webgpu --dtype "$3" --batch 1,4,16 --tokens 32 --json |
+    # The batch table by dtype, with the per-step counters checked; q8 both ways its kernels
+    # take their products (dot4I8Packed, and a weight at a time), to time the two.
+    for dtype in f32 f16 q8 "q8 --gpu-kernel bytes"; do
+      step bash -c '"$1" bench --model "$2" --backend webgpu --dtype $3 --batch 1,4,16 --tokens 32 --json |
         python3 tools/check_gpu_step.py --model "$2"' _ "$dir/gpt2" "$m" "$dtype"
     done
     [ "${GPT2_GPU_ONLY:-0}" = 1 ] || step "$dir/gpt2" bench --model "$m" --backend cpu --dtype q8 --lengths 16,128 --prompt-tokens 64

@@ -106,43 +106,52 @@ fn agreeing(a: &[Vec<u32>], b: &[Vec<u32>]) -> Vec<usize> {
 /// weights. Greedy on the demo model gives the CPU's q8 tokens, 64 after each fixture prompt
 /// (where the CPU's q8 and f32 part after 17, 64 and 59 tokens), and the logits after each prompt
 /// lie within 0.06–0.2% of their range of the CPU's q8 (2026-12-06, lavapipe): the order of the
-/// sums differs, and now and then a value at a rounding boundary tips.
+/// sums differs, and now and then a value at a rounding boundary tips. Both ways the kernels
+/// take the products: the head four weights at a time with dot4I8Packed (naga has it) and the
+/// fallback, a weight at a time.
 #[test]
 fn q8_on_the_gpu_gives_the_cpus_q8_greedy_tokens() {
-    let Some((mut gpu, on_gpu)) = greedy(BackendChoice::WebGpu, CpuDtype::Q8, 64) else {
-        return;
-    };
     let (mut cpu, q8) = greedy(BackendChoice::Cpu, CpuDtype::Q8, 64).unwrap();
     let (_, f32) = greedy(BackendChoice::Cpu, CpuDtype::F32, 64).unwrap();
-    let (gq, qf) = (agreeing(&on_gpu, &q8), agreeing(&q8, &f32));
-    eprintln!("greedy, 64 tokens, tokens before the first difference per prompt: GPU q8 = CPU q8 {gq:?}; CPU q8 = CPU f32 {qf:?}");
+    let qf = agreeing(&q8, &f32);
     assert!(
         qf.iter().any(|&n| n < 64),
         "q8 and f32 agree: the test cannot tell q8 apart"
     );
-    for (i, (g, c)) in on_gpu.iter().zip(&q8).enumerate() {
-        assert_eq!(
-            g, c,
-            "case {i}: the GPU's q8 parts from the CPU's after {} tokens",
-            gq[i]
+    for kernel in ["dot4I8Packed", "bytes"] {
+        gpt2_web::model::set_gpu_q8_bytes(kernel == "bytes");
+        let gpu = greedy(BackendChoice::WebGpu, CpuDtype::Q8, 64);
+        gpt2_web::model::set_gpu_q8_bytes(false);
+        let Some((mut gpu, on_gpu)) = gpu else {
+            return;
+        };
+        assert_eq!(gpu.backend().q8_kernel().as_deref(), Some(kernel));
+        let gq = agreeing(&on_gpu, &q8);
+        eprintln!("{kernel}: greedy, 64 tokens, tokens before the first difference per prompt: GPU q8 = CPU q8 {gq:?}; CPU q8 = CPU f32 {qf:?}");
+        for (i, (g, c)) in on_gpu.iter().zip(&q8).enumerate() {
+            assert_eq!(
+                g, c,
+                "{kernel}, case {i}: the GPU's q8 parts from the CPU's after {} tokens",
+                gq[i]
+            );
+        }
+        for (i, case) in fixture("gpt2-shakespeare").cases.iter().enumerate() {
+            let (g, c) = (
+                common::logits(&mut gpu, &case.ids),
+                common::logits(&mut cpu, &case.ids),
+            );
+            let range = c.iter().fold(f32::MIN, |m, &x| m.max(x))
+                - c.iter().fold(f32::MAX, |m, &x| m.min(x));
+            let diff = (g.iter().zip(&c)).fold(0f32, |m, (a, b)| m.max((a - b).abs())) / range;
+            eprintln!("{kernel}, case {i}: the GPU's q8 logits within {diff:.2e} of the CPU's q8, as a share of their range");
+            assert!(diff < 5e-3, "{kernel}, case {i}: {diff:.2e}");
+        }
+        // A quarter of f32's bytes and their scales: 1.125 bytes per weight of a matrix.
+        let (weights, _) = gpu.backend().memory();
+        let f32_bytes = gpu.backend().config().n_params() as f64 * 4.0;
+        assert!(
+            (0.25..0.4).contains(&(weights as f64 / f32_bytes)),
+            "{weights} bytes"
         );
     }
-    for (i, case) in fixture("gpt2-shakespeare").cases.iter().enumerate() {
-        let (g, c) = (
-            common::logits(&mut gpu, &case.ids),
-            common::logits(&mut cpu, &case.ids),
-        );
-        let range =
-            c.iter().fold(f32::MIN, |m, &x| m.max(x)) - c.iter().fold(f32::MAX, |m, &x| m.min(x));
-        let diff = (g.iter().zip(&c)).fold(0f32, |m, (a, b)| m.max((a - b).abs())) / range;
-        eprintln!("case {i}: the GPU's q8 logits within {diff:.2e} of the CPU's q8, as a share of their range");
-        assert!(diff < 5e-3, "case {i}: {diff:.2e}");
-    }
-    // A quarter of f32's bytes and their scales: 1.125 bytes per weight of a matrix.
-    let (weights, _) = gpu.backend().memory();
-    let f32_bytes = gpu.backend().config().n_params() as f64 * 4.0;
-    assert!(
-        (0.25..0.4).contains(&(weights as f64 / f32_bytes)),
-        "{weights} bytes"
-    );
 }

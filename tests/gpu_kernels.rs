@@ -23,12 +23,14 @@ fn naga_validates_every_shader() {
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
         let src = std::fs::read_to_string(&path).unwrap();
         // The header STYLE.md asks for: what it computes, bindings, workgroup size and grid;
-        // act_q8.wgsl is no kernel but what three of them call, appended to their source.
+        // act_q8.wgsl (what three kernels call, appended to their source), the packed parts
+        // (`Kernel::packed_part`) and q8_packed.wgsl (what they call) are no kernels but parts.
         assert!(
             src.starts_with(&format!("// {name}")),
             "{name}.wgsl must open with a comment naming it"
         );
-        if name == "act_q8" {
+        let part = |k: &Kernel| k.packed_part().is_some_and(|(_, p)| p == src);
+        if ["act_q8", "q8_packed"].contains(&name.as_str()) || Kernel::ALL.iter().any(part) {
             continue;
         }
         for word in ["Bindings", "Workgroup:", "Grid:"] {
@@ -55,10 +57,16 @@ fn naga_validates_every_shader() {
             _ => file.unwrap(),
         };
         assert_eq!(want, kernel.source());
-        // It and each weight format's rewrite of it are valid WGSL (f16 needs the capability).
-        for format in [Format::F32, Format::F16, Format::Q8] {
-            let src = kernel.source_for(format);
-            let what = format!("{} in {format:?}", kernel.name());
+        // It and each weight format's rewrite of it are valid WGSL (f16 needs the capability),
+        // q8 with and without the packed dot product.
+        let packed = [(Format::Q8, true)].into_iter();
+        for (format, packed) in [Format::F32, Format::F16, Format::Q8]
+            .map(|f| (f, false))
+            .into_iter()
+            .chain(packed)
+        {
+            let src = kernel.source_for(format, packed);
+            let what = format!("{} in {format:?}, packed {packed}", kernel.name());
             let module = naga::front::wgsl::parse_str(&src)
                 .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
             naga::valid::Validator::new(
@@ -93,9 +101,13 @@ fn kernels_agree_with_their_grids_and_fit_workgroup_memory() {
         );
     }
     for kernel in Kernel::ALL {
-        for format in [Format::F32, Format::Q8] {
+        for (format, packed) in [
+            (Format::F32, false),
+            (Format::Q8, false),
+            (Format::Q8, true),
+        ] {
             // Workgroup arrays sized by the pipeline constant: at its largest value.
-            let src = kernel.source_for(format);
+            let src = kernel.source_for(format, packed);
             let rows = kernel.rows_per_group();
             let batched = "override BATCH_ROWS: u32 = 1u;";
             assert_eq!(src.contains(batched), rows > 1, "{}", kernel.name());
@@ -144,7 +156,7 @@ struct Gpu {
 
 fn setup() -> Option<Gpu> {
     let ctx = gpu()?;
-    let kernels = Kernels::new(&ctx.device, Format::F32);
+    let kernels = Kernels::new(&ctx.device, Format::F32, false);
     Some(Gpu { ctx, kernels })
 }
 

@@ -28,6 +28,8 @@ def main():
     steps = report["tokens"] - 1  # the first token comes with the prompt
     least_ahead = (steps - 1) / steps
     failed = []
+    kernel = f", kernel {report['kernel']}" if report.get("kernel") else ""
+    print(f"{report['dtype']} weights{kernel}")
     print(f"{'batch':>6} {'tok/s':>10} {'submissions':>12} {'dispatches':>11} {'readback B':>11} {'ahead':>6}"
           f"  (≤ {most} dispatches, ≥ {least_ahead:.2f} ahead)")
     for run in report["runs"]:

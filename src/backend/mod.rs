@@ -295,4 +295,22 @@ impl Backend {
             Backend::WebGpu(b) => Some(b.adapter()),
         }
     }
+
+    /// The 8-bit kernel, with q8 weights: the CPU's (`q8::kernel`, "avx512-vnni") or how the
+    /// GPU's take their products (`gpu_q8_kernel`).
+    pub fn q8_kernel(&self) -> Option<String> {
+        match self {
+            Backend::Cpu(_) => (self.dtype_name() == "q8").then(cpu::q8::kernel),
+            Backend::WebGpu(b) => b.q8_kernel().map(str::to_string),
+        }
+    }
+
+    /// How the GPU's q8 kernels take their products, "dot4I8Packed" or "bytes"
+    /// (`GpuBackend::q8_kernel`); `None` on the CPU and for f32 and f16 weights.
+    pub fn gpu_q8_kernel(&self) -> Option<&'static str> {
+        match self {
+            Backend::Cpu(_) => None,
+            Backend::WebGpu(b) => b.q8_kernel(),
+        }
+    }
 }

@@ -159,8 +159,7 @@ pub fn batch(
     Ok(BatchReport {
         backend: model.backend().name().to_string(),
         dtype: model.backend().dtype_name().to_string(),
-        kernel: (model.backend().name() == "cpu" && model.backend().dtype_name() == "q8")
-            .then(crate::backend::cpu::q8::kernel),
+        kernel: model.backend().q8_kernel(),
         prompt_tokens,
         tokens,
         runs,

@@ -32,7 +32,7 @@ pub struct BenchReport {
     pub backend: String,
     /// The weight format the backend holds: "q8" or "f32"; on the GPU also "f16".
     pub dtype: String,
-    /// The 8-bit kernel (`q8::kernel()`), when the CPU runs q8.
+    /// The 8-bit kernel with q8 weights (`Backend::q8_kernel`): the CPU's, or the GPU's way.
     pub kernel: Option<String>,
     /// The GPU adapter, when on the GPU.
     pub adapter: Option<String>,
@@ -196,8 +196,7 @@ pub fn run(
     Ok(BenchReport {
         backend: model.backend().name().to_string(),
         dtype: model.backend().dtype_name().to_string(),
-        kernel: (model.backend().name() == "cpu" && model.backend().dtype_name() == "q8")
-            .then(crate::backend::cpu::q8::kernel),
+        kernel: model.backend().q8_kernel(),
         adapter: model.backend().gpu_adapter().map(str::to_string),
         gpu,
         n_params: model.config.n_params(),

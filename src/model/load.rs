@@ -16,6 +16,7 @@ use crate::tokenizer::Tokenizer;
 use crate::weights::files::Files;
 use crate::weights::shards::Index;
 use crate::weights::stream::Piece;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The backend being built.
 enum Parts {
@@ -118,15 +119,17 @@ impl Loader {
                 let opts = GpuOptions {
                     f16: gpu_f16,
                     q8: cpu_dtype == CpuDtype::Q8,
+                    q8_bytes: flag(&GPU_Q8_BYTES),
                     ..GpuOptions::default()
                 };
                 Parts::Gpu(Box::new(GpuParts::new(&config, &opts).await?))
             }
             BackendChoice::Auto => {
                 let opts = GpuOptions {
-                    hardware_only: !software_gpu_counts(),
+                    hardware_only: !flag(&SOFTWARE_GPU_RACES),
                     f16: gpu_f16,
                     q8: cpu_dtype == CpuDtype::Q8,
+                    q8_bytes: flag(&GPU_Q8_BYTES),
                     ..GpuOptions::default()
                 };
                 match GpuParts::new(&config, &opts).await {
@@ -309,16 +312,26 @@ impl Model {
 
 /// Whether `Auto` may take a software adapter (lavapipe, SwiftShader) as if it were hardware and
 /// race it (`set_software_gpu_races`).
-static SOFTWARE_GPU_RACES: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
+static SOFTWARE_GPU_RACES: AtomicBool = AtomicBool::new(false);
+
+/// Whether the GPU's q8 kernels take their products a weight at a time everywhere
+/// (`set_gpu_q8_bytes`).
+static GPU_Q8_BYTES: AtomicBool = AtomicBool::new(false);
 
 /// Lets `Auto` race a software adapter as if it were hardware (where the race must pick the CPU),
 /// for the loads after this call: tests and benchmarks on machines without a GPU (the JS API's
 /// `raceSoftwareGpu`).
 pub fn set_software_gpu_races(on: bool) {
-    SOFTWARE_GPU_RACES.store(on, std::sync::atomic::Ordering::Relaxed);
+    SOFTWARE_GPU_RACES.store(on, Ordering::Relaxed);
 }
 
-fn software_gpu_counts() -> bool {
-    SOFTWARE_GPU_RACES.load(std::sync::atomic::Ordering::Relaxed)
+/// Makes the loads after this call run the GPU's q8 products a weight at a time, the fallback
+/// for a WGSL without dot4I8Packed, even where it has it (`GpuOptions::q8_bytes`): so tests and
+/// benchmarks run both kernels on one adapter.
+pub fn set_gpu_q8_bytes(on: bool) {
+    GPU_Q8_BYTES.store(on, Ordering::Relaxed);
+}
+
+fn flag(f: &AtomicBool) -> bool {
+    f.load(Ordering::Relaxed)
 }

@@ -230,9 +230,11 @@ impl Scheduler {
         self.trap.set(Some(model as ModelId));
     }
 
-    /// What runs `model` and what it is: `{ backend, dtype, config, adapter, gpuUnavailable,
-    /// mtpHeads, backendTimes }` (`backend` "webgpu" or "cpu", changing to "cpu" if the GPU is
-    /// lost; `dtype` the weight format in use; `adapter` the GPU in words; `gpuUnavailable` why
+    /// What runs `model` and what it is: `{ backend, dtype, config, adapter, gpuKernel,
+    /// gpuUnavailable, mtpHeads, backendTimes }` (`backend` "webgpu" or "cpu", changing to "cpu"
+    /// if the GPU is lost; `dtype` the weight format in use; `adapter` the GPU in words;
+    /// `gpuKernel` how the GPU's q8 kernels take their products ("dot4I8Packed" or "bytes",
+    /// `GpuBackend::q8_kernel`); `gpuUnavailable` why
     /// the CPU runs it when WebGPU was wanted or lost; `mtpHeads` `{ heads, draftVocab }`;
     /// `backendTimes` what `auto` measured; each undefined when it does not apply).
     pub fn info(&self, model: u32) -> Result<JsValue, JsValue> {
@@ -244,6 +246,8 @@ impl Scheduler {
             config: ConfigJs,
             #[serde(skip_serializing_if = "Option::is_none")]
             adapter: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            gpu_kernel: Option<&'static str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             gpu_unavailable: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -258,6 +262,7 @@ impl Scheduler {
             dtype: m.backend().dtype_name(),
             config: ConfigJs::of(&m.config),
             adapter: m.backend().gpu_adapter(),
+            gpu_kernel: m.backend().gpu_q8_kernel(),
             gpu_unavailable: m.gpu_unavailable.as_deref(),
             mtp_heads: (m.mtp.as_ref())
                 .map(|h| serde_json::json!({ "heads": h.len(), "draftVocab": h.draft_vocab() })),

@@ -528,6 +528,13 @@ export declare class Gpt2 {
   /** The GPU adapter in words while on WebGPU (e.g. "google swiftshader (WebGPU, a software fallback adapter)"), else undefined. */
   readonly adapter: string | undefined;
   /**
+   * How the GPU's 8-bit kernels take their products while on WebGPU with q8 weights:
+   * 'dot4I8Packed' (four weights per integer dot product: the browser's WGSL has
+   * packed_4x8_integer_dot_product) or 'bytes' (a weight at a time, where it has not); else
+   * undefined. Either gives the CPU's q8 greedy tokens on the demo model.
+   */
+  readonly gpuKernel: 'dot4I8Packed' | 'bytes' | undefined;
+  /**
    * Why the model runs on the CPU although WebGPU was possible: 'auto' found no usable adapter
    * (none, a software one, or limits too small), or the GPU was lost. Undefined otherwise.
    */

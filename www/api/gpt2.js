@@ -207,7 +207,7 @@ export class Gpt2 {
       info.backendTimes = past;
       info.gpuUnavailable = `${past.why} (on an earlier load, remembered in this browser)`;
     }
-    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuUnavailable: info.gpuUnavailable, mtpHeads: info.mtpHeads ? Object.freeze({ ...info.mtpHeads }) : null, backendTimes: info.backendTimes ? Object.freeze({ ...info.backendTimes }) : null, notCached: info.notCached ?? null, headsAt: info.headsAt ?? null, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
+    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuKernel: info.gpuKernel, gpuUnavailable: info.gpuUnavailable, mtpHeads: info.mtpHeads ? Object.freeze({ ...info.mtpHeads }) : null, backendTimes: info.backendTimes ? Object.freeze({ ...info.backendTimes }) : null, notCached: info.notCached ?? null, headsAt: info.headsAt ?? null, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
     const handle = new Gpt2(conn, loaded.id, info.config, name, load);
     handle.#onBackendChange = onBackendChange;
     handle.#onProgress = onProgress;
@@ -218,7 +218,7 @@ export class Gpt2 {
   #backendChanged({ backend, reason }) {
     const live = this.#load.live;
     if (live.backend === backend) return;
-    Object.assign(live, { backend, dtype: backend === 'cpu' ? live.cpuDtype : 'f32', gpuUnavailable: reason, adapter: backend === 'cpu' ? undefined : live.adapter });
+    Object.assign(live, { backend, dtype: backend === 'cpu' ? live.cpuDtype : 'f32', gpuUnavailable: reason, adapter: backend === 'cpu' ? undefined : live.adapter, gpuKernel: backend === 'cpu' ? undefined : live.gpuKernel });
     for (const h of live.handles) {
       try {
         h.#onBackendChange?.({ backend, reason });
@@ -248,6 +248,7 @@ export class Gpt2 {
 
   /** The GPU adapter in words while on WebGPU, else undefined. */
   get adapter() { return this.#load.live.adapter; }
+  get gpuKernel() { return this.#load.live.gpuKernel; }
 
   /** Why the model runs on the CPU when WebGPU was wanted ('auto' found none, or it was lost); else undefined. */
   get gpuUnavailable() { return this.#load.live.gpuUnavailable; }

@@ -137,6 +137,7 @@ async function loadModel(source, backend, dtype) {
     $('model-info').textContent = `${model.name}: ${c.nLayer} layers, ${c.nHead} heads, width ${c.nEmbd}, ` +
       `context ${c.nPositions} tokens, ${(c.nParams / 1e6).toFixed(1)} M parameters; running on ${model.backend}` +
       `${model.adapter ? ` (${model.adapter})` : ''}` +
+      `${model.gpuKernel === 'dot4I8Packed' ? ', its 8-bit products four at a time (dot4I8Packed)' : ''}` +
       `${model.backend === 'cpu' ? ` with ${model.dtype} weights on ${model.threads} thread${model.threads > 1 ? 's' : ''}` : ''}.`;
     $('backend').textContent = model.backend;
     // What this browser lacks and what runs instead, each in a sentence: 'auto' (or a GPU lost

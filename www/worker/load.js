@@ -173,6 +173,7 @@ async function prepare(id, index, mod, { entry, timedKernels, headsVerdicts, bui
   }
   return {
     backend: info.backend, dtype: info.dtype, threads: running, build, kernel: mod.kernel(), kernelTimes, timedKernels: timedNow, config: info.config, adapter: await adapterName(info.adapter),
+    gpuKernel: info.gpuKernel,
     gpuUnavailable: info.gpuUnavailable ?? gpuUnavailable, plan, timings, mtpHeads: info.mtpHeads ?? null,
     backendTimes: info.backendTimes ?? null, notCached, headsAt,
   };

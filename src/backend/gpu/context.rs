@@ -28,6 +28,10 @@ pub struct GpuOptions {
     /// scale each: the CPU's q8 weights, dequantized in the kernels; the arithmetic stays f32).
     /// `f16` wins when both are set.
     pub q8: bool,
+    /// With q8, take every product a weight at a time even where the adapter's WGSL has
+    /// dot4I8Packed (`Context::q8_packed`): the fallback, which tests run beside the packed
+    /// kernels (`set_gpu_q8_bytes`).
+    pub q8_bytes: bool,
 }
 
 /// How the GPU holds its weight matrices (wte and the blocks' Conv1D weights); biases, LayerNorm
@@ -75,6 +79,11 @@ pub struct Context {
     pub max_buffer: u64,
     /// Most workgroups one dispatch may have in each dimension.
     pub max_workgroups: u32,
+    /// Whether the q8 kernels with a packed part take four weights at a time with WGSL's
+    /// dot4I8Packed: q8 weights, the adapter's WGSL has it (natively naga always does: one
+    /// instruction where the device has integer dot products, else a few), and not
+    /// `GpuOptions::q8_bytes`. `GpuParts::new` turns it off for widths it does not serve.
+    pub q8_packed: bool,
     /// First uncaptured error or device loss, kept until the next call can report it.
     fault: Arc<Mutex<Option<String>>>,
 }
@@ -89,6 +98,13 @@ thread_local! {
 
 fn instance() -> wgpu::Instance {
     INSTANCE.with(wgpu::Instance::clone)
+}
+
+/// Whether this WGSL has the packed 4×8-bit integer dot product (`dot4I8Packed`, `pack4xI8`): a
+/// browser says so in `navigator.gpu.wgslLanguageFeatures`, naga has it.
+fn packed_dot() -> bool {
+    (instance().wgsl_language_features())
+        .contains(wgpu::WgslLanguageFeatures::Packed4x8IntegerDotProduct)
 }
 
 impl Context {
@@ -156,6 +172,7 @@ impl Context {
             max_binding,
             max_buffer: limits.max_buffer_size,
             max_workgroups: limits.max_compute_workgroups_per_dimension,
+            q8_packed: opts.q8 && !opts.f16 && !opts.q8_bytes && packed_dot(),
             fault,
         })
     }

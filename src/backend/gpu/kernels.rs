@@ -43,26 +43,32 @@ struct WeightRead {
     col: &'static str,
 }
 
-/// The q8 read of weight (row, col) of `w` (blocks of 32 down each column, the scales
-/// `[K / 32][N]` after the `K·N` bytes) or of `wte` (blocks of 32 along each row, the scales
-/// `[rows][C / 32]` after the bytes), as `load.rs` `to_q8` lays them out: a byte is a signed
-/// value, four to a word, lowest first; the value is the byte times its block's scale.
+/// The q8 read of weight (row, col) of `w` (blocks of 32 down each column, each block's bytes
+/// contiguous, `[K / 32][N][32]`, the scales `[K / 32][N]` after them) or of `wte` (blocks of 32
+/// along each row, the bytes in place, the scales `[rows][C / 32]` after them), as `formats.rs`
+/// `to_q8` lays them out: a byte is a signed value, four to a word, lowest first; the value is
+/// the byte times its block's scale.
 fn q8_read(array: &str) -> String {
-    let (rows, stride, scale) = match array {
-        "w" => ("dims.K", "N", "(row >> 5u) * N + col"),
+    let (byte, bytes, scale) = match array {
+        "w" => (
+            "((row >> 5u) * N + col) * 32u + (row & 31u)",
+            "((dims.K + 31u) >> 5u) * N * 32u",
+            "(row >> 5u) * N + col",
+        ),
         _ => (
-            "dims.chunk_rows",
-            "C",
+            "row * C + col",
+            "dims.chunk_rows * C",
             "row * ((C + 31u) >> 5u) + (col >> 5u)",
         ),
     };
+    let stride = if array == "w" { "N" } else { "C" };
     format!(
         "// q8: weight (row, col) of {array}, its byte times its block's scale (kernels.rs).\n\
          fn q8_{array}(row: u32, col: u32) -> f32 {{\n\
          \x20   let {stride} = dims.{stride};\n\
-         \x20   let i = row * {stride} + col;\n\
+         \x20   let i = {byte};\n\
          \x20   let q = extractBits(i32({array}[i >> 2u]), (i & 3u) * 8u, 8u);\n\
-         \x20   let scales = ({rows} * {stride} + 3u) / 4u;\n\
+         \x20   let scales = ({bytes} + 3u) / 4u;\n\
          \x20   return f32(q) * bitcast<f32>({array}[scales + {scale}]);\n\
          }}\n"
     )
@@ -113,8 +119,40 @@ impl Kernel {
 
     /// The WGSL source for weight matrices held in `format`: as written (f32), or with its one
     /// read of a weight rewritten (f16: the value widened; q8: `q8_read`); kernels that read no
-    /// weight matrix as they are.
-    pub fn source_for(self, format: super::Format) -> std::borrow::Cow<'static, str> {
+    /// weight matrix as they are. With q8 and `packed` (the adapter's WGSL has dot4I8Packed), a
+    /// kernel with a packed part (`packed_part`) takes its products four weights at a time.
+    pub fn source_for(self, format: super::Format, packed: bool) -> std::borrow::Cow<'static, str> {
+        use super::Format;
+        match (format, self.packed_part()) {
+            (Format::Q8, Some((name, part))) if packed => {
+                let src = self.source_for(format, false);
+                let (from, to) = (format!("fn {name}("), format!("fn {name}_bytes("));
+                assert!(
+                    src.matches(&from).count() == 1,
+                    "{}: no {name}",
+                    self.name()
+                );
+                let shared = include_str!("shaders/q8_packed.wgsl");
+                format!("{}\n{part}\n{shared}", src.replace(&from, &to)).into()
+            }
+            _ => self.source_for_bytes(format),
+        }
+    }
+
+    /// The function a kernel's products are taken in and the WGSL that takes them four q8
+    /// weights at a time with dot4I8Packed instead (its own file, which `source_for` swaps in,
+    /// with `q8_packed.wgsl` after it).
+    pub fn packed_part(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Kernel::LmHead => Some(("head_sums", include_str!("shaders/lm_head_packed.wgsl"))),
+            Kernel::MatmulGemv | Kernel::MatmulGemvLn => {
+                Some(("dot_slice", include_str!("shaders/gemv_packed.wgsl")))
+            }
+            _ => None,
+        }
+    }
+
+    fn source_for_bytes(self, format: super::Format) -> std::borrow::Cow<'static, str> {
         use super::Format;
         let Some(WeightRead { array, row, col }) = self.weight_read() else {
             return self.source().into();
@@ -305,9 +343,10 @@ pub struct Kernels {
 }
 
 impl Kernels {
-    /// Compiles every kernel for weight matrices held in `format`. Errors surface through the
-    /// caller's error scopes.
-    pub fn new(device: &wgpu::Device, format: super::Format) -> Kernels {
+    /// Compiles every kernel for weight matrices held in `format` (with q8 and `packed`, those
+    /// with a packed part take it: `Kernel::source_for`). Errors surface through the caller's
+    /// error scopes.
+    pub fn new(device: &wgpu::Device, format: super::Format, packed: bool) -> Kernels {
         let layouts: Vec<_> = Kernel::ALL
             .iter()
             .map(|k| {
@@ -340,7 +379,7 @@ impl Kernels {
         let pipeline = |k: Kernel, rows: usize| {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(k.name()),
-                source: wgpu::ShaderSource::Wgsl(k.source_for(format)),
+                source: wgpu::ShaderSource::Wgsl(k.source_for(format, packed)),
             });
             // With q8 weights, the CPU's q8 rounding of activations and KV cache.
             let mut constants = Vec::new();

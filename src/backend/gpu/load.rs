@@ -59,10 +59,13 @@ impl GpuParts {
                 k::MAX_HEAD_SIZE
             )));
         }
-        let ctx = Context::new(opts).await?;
+        let mut ctx = Context::new(opts).await?;
         let plan = Plan::new(config, &ctx)?;
         let scopes = Some(ctx.scopes());
-        let kernels = Kernels::new(&ctx.device, ctx.format);
+        // The packed parts (lm_head_packed.wgsl, gemv_packed.wgsl) take whole blocks of 32
+        // inputs: C a multiple of 32 (and so 4·C, the MLP's projection's inputs).
+        ctx.q8_packed &= config.n_embd.is_multiple_of(32);
+        let kernels = Kernels::new(&ctx.device, ctx.format, ctx.q8_packed);
         Ok(GpuParts {
             config: config.clone(),
             ctx,

@@ -183,6 +183,16 @@ impl GpuBackend {
         self.ctx.format.name()
     }
 
+    /// How the q8 kernels take their products: "dot4I8Packed" (four weights at a time, see
+    /// `Context::q8_packed`) or "bytes" (a weight at a time); `None` for f32 and f16 weights.
+    pub fn q8_kernel(&self) -> Option<&'static str> {
+        (self.ctx.format == Format::Q8).then_some(if self.ctx.q8_packed {
+            "dot4I8Packed"
+        } else {
+            "bytes"
+        })
+    }
+
     /// The adapter in words, e.g. `llvmpipe (LLVM 19.1.7, 256 bits) (Vulkan, Cpu)`.
     pub fn adapter(&self) -> &str {
         &self.ctx.adapter

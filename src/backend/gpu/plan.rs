@@ -29,14 +29,20 @@ impl Plan {
         };
         // Sizes in u64, so nothing wraps on wasm32 before it is compared.
         let (cu, hu, nu) = (c as u64, hid as u64, n_ctx as u64);
-        // Bytes of a matrix of n weights in the format the GPU holds them (q8: its scales too).
-        let matrix = |n: u64| (n as f64 * ctx.format.bytes_per_weight()).ceil() as u64 + 4;
+        // Bytes of a (K, N) matrix in the format the GPU holds it (q8: its scales too, and K
+        // padded to whole blocks of 32: `formats::to_q8`).
+        let q8 = ctx.format == Format::Q8;
+        let matrix = |k: u64, n: u64| {
+            let k = if q8 { k.div_ceil(32) * 32 } else { k };
+            ((k * n) as f64 * ctx.format.bytes_per_weight()).ceil() as u64 + 4
+        };
         for (what, bytes) in [
             ("wpe", nu * cu * 4),
             ("the MLP activations (n_ctx × n_inner)", nu * hu * 4),
             ("qkv (n_ctx × 3·n_embd)", nu * 3 * cu * 4),
-            ("mlp.c_fc", matrix(cu * hu)),
-            ("attn.c_attn", matrix(cu * 3 * cu)),
+            ("mlp.c_fc", matrix(cu, hu)),
+            ("mlp.c_proj", matrix(hu, cu)),
+            ("attn.c_attn", matrix(cu, 3 * cu)),
             (
                 "the logits of a verification pass",
                 MAX_VERIFY as u64 * v as u64 * 4,

@@ -27,6 +27,12 @@ pub enum DtypeArg {
     F16,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GpuKernelArg {
+    Auto,
+    Bytes,
+}
+
 /// Where the model is and what runs it.
 #[derive(Args, Clone)]
 pub struct ModelArgs {
@@ -45,6 +51,11 @@ pub struct ModelArgs {
     /// avx-vnni, avx512-vnni, portable); the same integer sums in each, for timing them
     #[arg(long, default_value = "auto", value_name = "NAME")]
     pub kernel: String,
+    /// How the GPU's q8 kernels take their products: auto (dot4I8Packed, four weights at a time,
+    /// where the adapter's WGSL has it) or bytes (a weight at a time, the fallback); for timing
+    /// them
+    #[arg(long, value_enum, default_value = "auto", value_name = "WAY")]
+    pub gpu_kernel: GpuKernelArg,
     /// Threads for the CPU's matrix products (a build with the `threads` feature; else 1)
     #[arg(short = 't', long, value_name = "N")]
     pub threads: Option<usize>,
@@ -58,6 +69,7 @@ impl ModelArgs {
             BackendArg::Webgpu => BackendChoice::WebGpu,
         };
         gpt2_web::backend::cpu::q8::set_kernel(&self.kernel)?;
+        gpt2_web::model::set_gpu_q8_bytes(self.gpu_kernel == GpuKernelArg::Bytes);
         set_threads(self.threads)?;
         let path = model_path(&self.model)?;
         let (dtype, f16) = match self.dtype {

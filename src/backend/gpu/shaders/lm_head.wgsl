@@ -74,39 +74,18 @@ fn main(
         }
         workgroupBarrier(); // uniform: Q8_ACT is a pipeline constant
     }
-    // One sum per row of xn, each a scalar of its own (an array indexed in a loop may live in
-    // slower memory); a row past np adds nothing (uniform branches).
-    var s0 = 0.0;
-    var s1 = 0.0;
-    var s2 = 0.0;
-    var s3 = 0.0;
-    var s4 = 0.0;
-    var s5 = 0.0;
-    var s6 = 0.0;
-    var s7 = 0.0;
-    if (r < dims.chunk_rows) {
-        let x0 = i0 * C;
-        for (var c = lid.x; c < C; c = c + LANES) {
-            let wv = wte[r * C + c];
-            s0 = s0 + act(xn[x0 + c], c, 0u) * wv;
-            if (more && np > 1u) { s1 = s1 + act(xn[x0 + C + c], c, 1u) * wv; }
-            if (more && np > 2u) { s2 = s2 + act(xn[x0 + 2u * C + c], c, 2u) * wv; }
-            if (more && np > 3u) { s3 = s3 + act(xn[x0 + 3u * C + c], c, 3u) * wv; }
-            if (more && np > 4u) { s4 = s4 + act(xn[x0 + 4u * C + c], c, 4u) * wv; }
-            if (more && np > 5u) { s5 = s5 + act(xn[x0 + 5u * C + c], c, 5u) * wv; }
-            if (more && np > 6u) { s6 = s6 + act(xn[x0 + 6u * C + c], c, 6u) * wv; }
-            if (more && np > 7u) { s7 = s7 + act(xn[x0 + 7u * C + c], c, 7u) * wv; }
-        }
-    }
-    partial[0][lid.y][lid.x] = s0;
+    // Row p's sum in s[p] (0 past the chunk's rows). Every thread calls it: lm_head_packed.wgsl's
+    // synchronises the workgroup.
+    let s = head_sums(r, i0 * C, np, C, lid.x, li);
+    partial[0][lid.y][lid.x] = s[0];
     if (more) {
-        partial[slot(1u)][lid.y][lid.x] = s1;
-        partial[slot(2u)][lid.y][lid.x] = s2;
-        partial[slot(3u)][lid.y][lid.x] = s3;
-        partial[slot(4u)][lid.y][lid.x] = s4;
-        partial[slot(5u)][lid.y][lid.x] = s5;
-        partial[slot(6u)][lid.y][lid.x] = s6;
-        partial[slot(7u)][lid.y][lid.x] = s7;
+        partial[slot(1u)][lid.y][lid.x] = s[1];
+        partial[slot(2u)][lid.y][lid.x] = s[2];
+        partial[slot(3u)][lid.y][lid.x] = s[3];
+        partial[slot(4u)][lid.y][lid.x] = s[4];
+        partial[slot(5u)][lid.y][lid.x] = s[5];
+        partial[slot(6u)][lid.y][lid.x] = s[6];
+        partial[slot(7u)][lid.y][lid.x] = s[7];
     }
     workgroupBarrier();
     for (var stride = LANES / 2u; stride > 0u; stride = stride / 2u) {
@@ -122,4 +101,36 @@ fn main(
             logits[(i0 + p) * dims.V + dims.chunk_start + r] = partial[p][lid.y][0];
         }
     }
+}
+
+// Vocab row r's dot with each of the np rows of xn from x0 (s[p] for row p), the part of lane
+// `lane`: c = lane, lane + 32, …, one weight at a time. One sum per row of xn, each a scalar of
+// its own (an array indexed in a loop may live in slower memory); a row past np adds nothing
+// (uniform branches). With q8 weights where WGSL has dot4I8Packed, kernels.rs puts
+// lm_head_packed.wgsl's in its place (li: for it).
+fn head_sums(r: u32, x0: u32, np: u32, C: u32, lane: u32, li: u32) -> array<f32, POS> {
+    if (r >= dims.chunk_rows) {
+        return array<f32, POS>();
+    }
+    let more = BATCH_ROWS > 1u; // false: the guards below are no code
+    var s0 = 0.0;
+    var s1 = 0.0;
+    var s2 = 0.0;
+    var s3 = 0.0;
+    var s4 = 0.0;
+    var s5 = 0.0;
+    var s6 = 0.0;
+    var s7 = 0.0;
+    for (var c = lane; c < C; c = c + LANES) {
+        let wv = wte[r * C + c];
+        s0 = s0 + act(xn[x0 + c], c, 0u) * wv;
+        if (more && np > 1u) { s1 = s1 + act(xn[x0 + C + c], c, 1u) * wv; }
+        if (more && np > 2u) { s2 = s2 + act(xn[x0 + 2u * C + c], c, 2u) * wv; }
+        if (more && np > 3u) { s3 = s3 + act(xn[x0 + 3u * C + c], c, 3u) * wv; }
+        if (more && np > 4u) { s4 = s4 + act(xn[x0 + 4u * C + c], c, 4u) * wv; }
+        if (more && np > 5u) { s5 = s5 + act(xn[x0 + 5u * C + c], c, 5u) * wv; }
+        if (more && np > 6u) { s6 = s6 + act(xn[x0 + 6u * C + c], c, 6u) * wv; }
+        if (more && np > 7u) { s7 = s7 + act(xn[x0 + 7u * C + c], c, 7u) * wv; }
+    }
+    return array<f32, POS>(s0, s1, s2, s3, s4, s5, s6, s7);
 }

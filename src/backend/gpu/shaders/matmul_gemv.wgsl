@@ -89,10 +89,10 @@ fn main(
         }
         workgroupBarrier(); // uniform: Q8_ACT is a pipeline constant
     }
-    var acc = vec4<f32>(0.0); // row p's sum in component p
-    if (col < N) {
-        acc = dot_slice(r0, nr, K, N, col, lid.y);
-    }
+    // Row p's sum in component p (0 for a column past N). Every thread calls it: gemv_packed.wgsl's
+    // synchronises the workgroup.
+    let none = vec2<f32>(0.0); // matmul_gemv_ln.wgsl's LayerNorm statistics: none here
+    let acc = dot_slice(r0, nr, K, N, col, lid.y, li, none, none, none, none);
     partial[0][lid.y][lid.x] = acc.x;
     if (BATCH_ROWS > 1u) {
         partial[slot(1u)][lid.y][lid.x] = acc.y;
@@ -125,8 +125,16 @@ fn main(
 // For each of the nr rows from r0 (component p of the result: row r0 + p): x[row, k] · w[k, col]
 // summed over k = slice, slice + 32, ..., four w rows a step, each weight read once for every
 // row. Each row's sums are variables of their own (an array indexed in a loop may live in slower
-// memory); a row past nr adds nothing (uniform branches).
-fn dot_slice(r0: u32, nr: u32, K: u32, N: u32, col: u32, slice: u32) -> vec4<f32> {
+// memory); a row past nr adds nothing (uniform branches), nor a column past N. li and st0..st3
+// are unused: the signature is matmul_gemv_ln.wgsl's, so that gemv_packed.wgsl's (put in its
+// place for q8 weights where WGSL has dot4I8Packed) serves both.
+fn dot_slice(
+    r0: u32, nr: u32, K: u32, N: u32, col: u32, slice: u32, li: u32,
+    st0: vec2<f32>, st1: vec2<f32>, st2: vec2<f32>, st3: vec2<f32>,
+) -> vec4<f32> {
+    if (col >= N) {
+        return vec4<f32>(0.0);
+    }
     var a0 = vec4<f32>(0.0);
     var a1 = vec4<f32>(0.0);
     var a2 = vec4<f32>(0.0);
@@ -170,4 +178,10 @@ fn xs4(xr: u32, k: u32, p: u32) -> vec4<f32> {
         act(x[xr + k + 2u * SLICES], k + 2u * SLICES, p),
         act(x[xr + k + 3u * SLICES], k + 3u * SLICES, p),
     );
+}
+
+// The four consecutive values k..k+3 of the row from `base`, as they are before rounding: what
+// q8_packed.wgsl reads (st: matmul_gemv_ln.wgsl's statistics, unused).
+fn input4(base: u32, k: u32, st: vec2<f32>) -> vec4<f32> {
+    return vec4<f32>(x[base + k], x[base + k + 1u], x[base + k + 2u], x[base + k + 3u]);
 }
