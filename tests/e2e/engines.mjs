@@ -73,6 +73,11 @@ class BasePage {
     this.requests = null;
   }
 
+  /** Whether an error of `evaluate` says the driver could not read a poll's answer back (SeleniumPage's). */
+  unreadable() {
+    return false;
+  }
+
   /** Navigates (each engine's own way, waiting for the load event), then reads the demo page's record. */
   async goto(url) {
     await this.navigate(url);
@@ -82,7 +87,13 @@ class BasePage {
   async waitFor(fn, arg = null, timeout = 60_000, poll = 25) {
     const end = Date.now() + timeout;
     for (;;) {
-      const v = await this.evaluate(fn, arg);
+      let v = null;
+      try {
+        v = await this.evaluate(fn, arg);
+      } catch (e) {
+        // A poll the driver itself failed to read back (`unreadable`): polled again until the end.
+        if (!this.unreadable(e) || Date.now() > end) throw e;
+      }
       if (v) return v;
       if (Date.now() > end) throw new Error(`waitFor timed out after ${timeout} ms: ${fn.toString().slice(0, 160)}`);
       await sleep(poll);
@@ -252,6 +263,15 @@ async function display() {
 }
 
 class SeleniumPage extends BasePage {
+  /**
+   * WebKitGTK's driver now and then cannot parse a script's result while a page is busy loading
+   * ("Could not parse script result", seen polling the file:// bundle as it loaded): the page's
+   * state was not read, not wrong.
+   */
+  unreadable(e) {
+    return e?.name === 'WebDriverError' && /Could not parse script result/.test(e.message);
+  }
+
   constructor(driver, onClose) {
     super();
     this.driver = driver;

@@ -124,9 +124,14 @@ test('backend webgpu on SwiftShader: model.backend is webgpu and greedy text equ
     assert.deepEqual([raced.again.backend, raced.again.adapter], ['cpu', undefined]);
     assert.deepEqual(raced.again.times, { ...raced.times, remembered: true });
     assert.equal(raced.again.gpuUnavailable, `${raced.times.why} (on an earlier load, remembered in this browser)`);
+  });
+});
 
-    // q8 on the GPU gives the CPU's q8 greedy tokens, its products four weights at a time where
-    // the browser's WGSL has the packed 8-bit dot product (Chromium's has), else a weight at a time.
+test('q8 on SwiftShader: the products by dot4I8Packed, the CPU\'s q8 greedy tokens', T, async () => {
+  const native = nativeGenerate(PROMPT, N, 'q8');
+  await withBlank(gpuBrowser, async (page) => {
+    // Its products four weights at a time where the browser's WGSL has the packed 8-bit dot
+    // product (Chromium's has), else a weight at a time.
     const q8 = await page.evaluate(async ({ folder, prompt, maxTokens }) => {
       const { Gpt2 } = await import('/gpt2.js');
       const m = await Gpt2.load({ model: folder, backend: 'webgpu', dtype: 'q8' });
@@ -138,7 +143,7 @@ test('backend webgpu on SwiftShader: model.backend is webgpu and greedy text equ
     assert.deepEqual([q8.backend, q8.dtype], ['webgpu', 'q8']);
     assert.ok(q8.packed, "Chromium's WGSL lacks packed_4x8_integer_dot_product: the packed kernels go untested");
     assert.equal(q8.gpuKernel, 'dot4I8Packed');
-    assert.deepEqual(q8.result.tokens, nativeGenerate(PROMPT, N, 'q8').tokens, "greedy tokens of q8 on WebGPU differ from the CPU's q8");
+    assert.deepEqual(q8.result.tokens, native.tokens, "greedy tokens of q8 on WebGPU differ from the CPU's q8");
   });
 });
 

@@ -248,6 +248,7 @@ export class Gpt2 {
 
   /** The GPU adapter in words while on WebGPU, else undefined. */
   get adapter() { return this.#load.live.adapter; }
+  /** How the GPU's q8 kernels take their products ('dot4I8Packed' or 'bytes') while on WebGPU with q8 weights, else undefined. */
   get gpuKernel() { return this.#load.live.gpuKernel; }
 
   /** Why the model runs on the CPU when WebGPU was wanted ('auto' found none, or it was lost); else undefined. */

@@ -103,8 +103,23 @@ fn instance() -> wgpu::Instance {
 /// Whether this WGSL has the packed 4×8-bit integer dot product (`dot4I8Packed`, `pack4xI8`): a
 /// browser says so in `navigator.gpu.wgslLanguageFeatures`, naga has it.
 fn packed_dot() -> bool {
+    // A browser without the list has none of the features in it (wgpu would throw on it).
+    #[cfg(target_arch = "wasm32")]
+    if !language_features_listed() {
+        return false;
+    }
     (instance().wgsl_language_features())
         .contains(wgpu::WgslLanguageFeatures::Packed4x8IntegerDotProduct)
+}
+
+/// Whether `navigator.gpu.wgslLanguageFeatures` is there (in a page or a worker).
+#[cfg(target_arch = "wasm32")]
+fn language_features_listed() -> bool {
+    let get = |o: &wasm_bindgen::JsValue, k: &str| {
+        js_sys::Reflect::get(o, &k.into()).unwrap_or(wasm_bindgen::JsValue::UNDEFINED)
+    };
+    let gpu = get(&get(&js_sys::global(), "navigator"), "gpu");
+    !gpu.is_falsy() && !get(&gpu, "wgslLanguageFeatures").is_falsy()
 }
 
 impl Context {
