@@ -291,8 +291,9 @@ gpu_check_prebuilt() {
     fi
     step "$dir/gpt2" bench --model "$m" --backend webgpu --lengths 16,128 --prompt-tokens 64
     # The batch table by dtype, with the per-step counters checked; q8 both ways its kernels
-    # take their products (dot4I8Packed, and a weight at a time), to time the two.
-    for dtype in f32 f16 q8 "q8 --gpu-kernel bytes"; do
+    # take their products (dot4I8Packed, and a weight at a time), and f32 with the reductions'
+    # trees wholly in workgroup memory (no subgroup shuffles), to time each pair.
+    for dtype in f32 f16 q8 "q8 --gpu-kernel bytes" "f32 --gpu-subgroups off"; do
       step bash -c '"$1" bench --model "$2" --backend webgpu --dtype $3 --batch 1,4,16 --tokens 32 --json |
         python3 tools/check_gpu_step.py --model "$2"' _ "$dir/gpt2" "$m" "$dtype"
     done

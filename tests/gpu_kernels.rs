@@ -30,7 +30,12 @@ fn naga_validates_every_shader() {
             "{name}.wgsl must open with a comment naming it"
         );
         let part = |k: &Kernel| k.packed_part().is_some_and(|(_, p)| p == src);
-        if ["act_q8", "q8_packed"].contains(&name.as_str()) || Kernel::ALL.iter().any(part) {
+        let parts = ["act_q8", "q8_packed", "lanes", "lanes_subgroup"];
+        if parts.contains(&name.as_str()) || Kernel::ALL.iter().any(part) {
+            continue;
+        }
+        // subgroup_probe.wgsl is no kernel either: subgroup.rs runs it once per device.
+        if name == "subgroup_probe" {
             continue;
         }
         for word in ["Bindings", "Workgroup:", "Grid:"] {
@@ -50,33 +55,53 @@ fn naga_validates_every_shader() {
     );
     let snippet = std::fs::read_to_string(shaders_dir().join("act_q8.wgsl")).unwrap();
     for kernel in Kernel::ALL {
-        // The embedded source is the file (and act_q8.wgsl after it, for those that call it).
+        // The embedded source is the file (and act_q8.wgsl after it, for those that call it;
+        // then lanes.wgsl, for those whose reductions are trees).
         let file = std::fs::read_to_string(shaders_dir().join(format!("{}.wgsl", kernel.name())));
-        let want = match kernel.q8_switch() {
-            Some("Q8_ACT") => file.unwrap() + &snippet,
-            _ => file.unwrap(),
-        };
+        let mut want = file.unwrap();
+        if kernel.q8_switch() == Some("Q8_ACT") {
+            want += &snippet;
+        }
+        if kernel.reduces() {
+            want += Kernel::LANES;
+        }
         assert_eq!(want, kernel.source());
         // It and each weight format's rewrite of it are valid WGSL (f16 needs the capability),
-        // q8 with and without the packed dot product.
+        // q8 with and without the packed dot product, each with and without subgroups.
         let packed = [(Format::Q8, true)].into_iter();
         for (format, packed) in [Format::F32, Format::F16, Format::Q8]
             .map(|f| (f, false))
             .into_iter()
             .chain(packed)
         {
-            let src = kernel.source_for(format, packed);
-            let what = format!("{} in {format:?}, packed {packed}", kernel.name());
-            let module = naga::front::wgsl::parse_str(&src)
-                .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
-            naga::valid::Validator::new(
-                naga::valid::ValidationFlags::all(),
-                naga::valid::Capabilities::SHADER_FLOAT16,
-            )
-            .validate(&module)
-            .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
+            for subgroups in [false, true] {
+                let src = kernel.source_for(format, packed, subgroups);
+                assert_eq!(
+                    src.contains("subgroupShuffleXor"),
+                    subgroups && kernel.reduces()
+                );
+                let what = format!("{} in {format:?}, packed {packed}", kernel.name());
+                validate(&src, &format!("{what}, subgroups {subgroups}"));
+            }
         }
     }
+    let probe = std::fs::read_to_string(shaders_dir().join("subgroup_probe.wgsl")).unwrap();
+    validate(&probe, "subgroup_probe");
+}
+
+/// Fails the test unless `src` is valid WGSL to naga, with f16 and subgroups allowed.
+fn validate(src: &str, what: &str) {
+    use naga::valid::{Capabilities, ShaderStages, SubgroupOperationSet};
+    let module = naga::front::wgsl::parse_str(src)
+        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(src)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        Capabilities::SHADER_FLOAT16 | Capabilities::SUBGROUP,
+    )
+    .subgroup_stages(ShaderStages::COMPUTE)
+    .subgroup_operations(SubgroupOperationSet::all())
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(src)));
 }
 
 /// The rows a kernel's workgroup takes and the longest row it rounds are written in its WGSL and
@@ -107,7 +132,7 @@ fn kernels_agree_with_their_grids_and_fit_workgroup_memory() {
             (Format::Q8, true),
         ] {
             // Workgroup arrays sized by the pipeline constant: at its largest value.
-            let src = kernel.source_for(format, packed);
+            let src = kernel.source_for(format, packed, false);
             let rows = kernel.rows_per_group();
             let batched = "override BATCH_ROWS: u32 = 1u;";
             assert_eq!(src.contains(batched), rows > 1, "{}", kernel.name());
@@ -156,7 +181,7 @@ struct Gpu {
 
 fn setup() -> Option<Gpu> {
     let ctx = gpu()?;
-    let kernels = Kernels::new(&ctx.device, Format::F32, false);
+    let kernels = Kernels::new(&ctx.device, Format::F32, false, ctx.subgroup);
     Some(Gpu { ctx, kernels })
 }
 

@@ -6,7 +6,7 @@
 mod common;
 mod gpu_common;
 
-use common::{assert_close, fixture, forward_at, root, TINY};
+use common::{assert_close, fixture, forward_at, root, DEMO, TINY};
 use gpt2_web::backend::gpu::{GpuBackend, GpuOptions};
 use gpt2_web::backend::{Seq, Want};
 use gpt2_web::weights::Gpt2Weights;
@@ -460,4 +460,66 @@ fn a_generation_reports_its_gpu_work_and_the_model_its_memory() {
     let mut cpu = common::load(TINY);
     let r = common::generate(&mut cpu, "ab", greedy, &mut |_| {}, &|| false).unwrap();
     assert!(r.metrics.gpu.is_none(), "no GPU, no counters");
+}
+
+/// What the demo model computes in f32 on the GPU, with subgroups or without.
+struct Computed {
+    /// The subgroup size the kernels' trees counted on (1: none).
+    lanes: u32,
+    /// The logits after each fixture prompt and those of one decode step after it.
+    logits: Vec<Vec<f32>>,
+    /// 24 greedy tokens after each fixture prompt.
+    tokens: Vec<Vec<u32>>,
+}
+
+/// The demo model's `Computed` in f32 on the GPU with subgroups `on` or off.
+fn with_subgroups(on: bool) -> Option<Computed> {
+    gpt2_web::model::set_gpu_subgroups(on);
+    let model = gpu_model(DEMO);
+    gpt2_web::model::set_gpu_subgroups(true);
+    let mut model = model?;
+    let (mut logits, mut tokens) = (Vec::new(), Vec::new());
+    for case in &fixture("gpt2-shakespeare").cases {
+        let prompt = forward_at(&mut model, &case.ids, 0).unwrap();
+        let next = gpt2_web::sampling::argmax(&prompt);
+        logits.push(forward_at(&mut model, &[next], case.ids.len()).unwrap());
+        logits.push(prompt);
+        let params = GenerateParams {
+            max_tokens: 24,
+            ignore_eos: true,
+            ..Default::default()
+        };
+        tokens.push(common::run_ids(&mut model, &case.ids, params).0.tokens);
+    }
+    let lanes = gpu(&model).subgroup();
+    Some(Computed {
+        lanes,
+        logits,
+        tokens,
+    })
+}
+
+/// The kernels' trees (layernorm, the LayerNorm-fused GEMV, attention, the head, argmax) take
+/// their strides below the subgroup size by shuffles where the device has subgroups (lavapipe:
+/// 8 lanes), adding the same pairs in the same order as through workgroup memory: the logits
+/// are bit for bit the same, after a prompt and after a decode step, and so the tokens.
+#[test]
+fn subgroup_trees_give_the_bits_of_workgroup_memory_trees() {
+    let Some(on) = with_subgroups(true) else {
+        return;
+    };
+    if on.lanes == 1 {
+        return gpu_common::no_gpu("the adapter has no subgroups the kernels can use");
+    }
+    let off = with_subgroups(false).unwrap();
+    assert_eq!(off.lanes, 1, "set_gpu_subgroups(false) left subgroups on");
+    for (i, (a, b)) in on.logits.iter().zip(&off.logits).enumerate() {
+        let same = a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+        assert!(
+            same,
+            "logits {i}: subgroups of {} differ from workgroup memory",
+            on.lanes
+        );
+    }
+    assert_eq!(on.tokens, off.tokens);
 }

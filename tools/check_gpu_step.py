@@ -29,6 +29,8 @@ def main():
     least_ahead = (steps - 1) / steps
     failed = []
     kernel = f", kernel {report['kernel']}" if report.get("kernel") else ""
+    lanes = report.get("subgroup")
+    kernel += f", subgroups of {lanes}" if lanes and lanes > 1 else ", no subgroups"
     print(f"{report['dtype']} weights{kernel}")
     print(f"{'batch':>6} {'tok/s':>10} {'submissions':>12} {'dispatches':>11} {'readback B':>11} {'ahead':>6}"
           f"  (≤ {most} dispatches, ≥ {least_ahead:.2f} ahead)")

@@ -301,7 +301,16 @@ impl Backend {
     pub fn q8_kernel(&self) -> Option<String> {
         match self {
             Backend::Cpu(_) => (self.dtype_name() == "q8").then(cpu::q8::kernel),
-            Backend::WebGpu(b) => b.q8_kernel().map(str::to_string),
+            Backend::WebGpu(_) => self.gpu_q8_kernel().map(str::to_string),
+        }
+    }
+
+    /// The subgroup size the GPU kernels' trees count on (`GpuBackend::subgroup`, 1: none);
+    /// `None` on the CPU.
+    pub fn gpu_subgroup(&self) -> Option<u32> {
+        match self {
+            Backend::Cpu(_) => None,
+            Backend::WebGpu(b) => Some(b.subgroup()),
         }
     }
 

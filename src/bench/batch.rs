@@ -75,6 +75,8 @@ pub struct BatchReport {
     pub backend: String,
     pub dtype: String,
     pub kernel: Option<String>,
+    /// On the GPU, the subgroup size its reductions count on (1: none).
+    pub subgroup: Option<u32>,
     pub prompt_tokens: usize,
     pub tokens: usize,
     pub runs: Vec<BatchRun>,
@@ -160,6 +162,7 @@ pub fn batch(
         backend: model.backend().name().to_string(),
         dtype: model.backend().dtype_name().to_string(),
         kernel: model.backend().q8_kernel(),
+        subgroup: model.backend().gpu_subgroup(),
         prompt_tokens,
         tokens,
         runs,
@@ -177,10 +180,7 @@ impl BatchReport {
              median of 3\n\n{:>6} {:>13} {:>15} {:>10} {:>10}\n",
             self.backend,
             self.dtype,
-            self.kernel
-                .as_deref()
-                .map(|k| format!(", kernel {k}"))
-                .unwrap_or_default(),
+            super::kernels(&self.kernel, self.subgroup),
             self.tokens,
             self.prompt_tokens,
             "batch",

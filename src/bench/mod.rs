@@ -34,6 +34,8 @@ pub struct BenchReport {
     pub dtype: String,
     /// The 8-bit kernel with q8 weights (`Backend::q8_kernel`): the CPU's, or the GPU's way.
     pub kernel: Option<String>,
+    /// On the GPU, the subgroup size its reductions count on (`Backend::gpu_subgroup`; 1: none).
+    pub subgroup: Option<u32>,
     /// The GPU adapter, when on the GPU.
     pub adapter: Option<String>,
     /// What one decode step asked of the GPU, when on it.
@@ -197,6 +199,7 @@ pub fn run(
         backend: model.backend().name().to_string(),
         dtype: model.backend().dtype_name().to_string(),
         kernel: model.backend().q8_kernel(),
+        subgroup: model.backend().gpu_subgroup(),
         adapter: model.backend().gpu_adapter().map(str::to_string),
         gpu,
         n_params: model.config.n_params(),
@@ -218,6 +221,17 @@ pub fn run(
     })
 }
 
+/// What the table's header says of the kernels: the 8-bit one with q8 weights, and on the GPU
+/// whether its reductions use subgroups.
+pub fn kernels(kernel: &Option<String>, subgroup: Option<u32>) -> String {
+    let kernel = kernel.as_ref().map(|k| format!(", kernel {k}"));
+    let subgroup = subgroup.map(|n| match n {
+        1 => ", no subgroups".to_string(),
+        n => format!(", subgroups of {n}"),
+    });
+    kernel.unwrap_or_default() + &subgroup.unwrap_or_default()
+}
+
 impl BenchReport {
     /// The report as a plain-text table.
     pub fn table(&self) -> String {
@@ -228,9 +242,7 @@ impl BenchReport {
              {:>6} {:>12} {:>10} {:>10}\n",
             self.backend,
             self.dtype,
-            self.kernel
-                .as_ref()
-                .map_or(String::new(), |k| format!(", kernel {k}")),
+            kernels(&self.kernel, self.subgroup),
             self.n_params as f64 / 1e6,
             self.weight_bytes_per_token / 1e6,
             self.weights_bytes as f64 / 1e6,

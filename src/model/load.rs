@@ -120,6 +120,7 @@ impl Loader {
                     f16: gpu_f16,
                     q8: cpu_dtype == CpuDtype::Q8,
                     q8_bytes: flag(&GPU_Q8_BYTES),
+                    no_subgroups: flag(&GPU_NO_SUBGROUPS),
                     ..GpuOptions::default()
                 };
                 Parts::Gpu(Box::new(GpuParts::new(&config, &opts).await?))
@@ -130,6 +131,7 @@ impl Loader {
                     f16: gpu_f16,
                     q8: cpu_dtype == CpuDtype::Q8,
                     q8_bytes: flag(&GPU_Q8_BYTES),
+                    no_subgroups: flag(&GPU_NO_SUBGROUPS),
                     ..GpuOptions::default()
                 };
                 match GpuParts::new(&config, &opts).await {
@@ -330,6 +332,17 @@ pub fn set_software_gpu_races(on: bool) {
 /// benchmarks run both kernels on one adapter.
 pub fn set_gpu_q8_bytes(on: bool) {
     GPU_Q8_BYTES.store(on, Ordering::Relaxed);
+}
+
+/// Whether the GPU's kernels take every stride of their trees through workgroup memory, even
+/// where the device has subgroups (`set_gpu_subgroups`).
+static GPU_NO_SUBGROUPS: AtomicBool = AtomicBool::new(false);
+
+/// Makes the loads after this call use subgroups for the GPU kernels' trees where the device has
+/// them (`on`, the default) or never (`GpuOptions::no_subgroups`): so tests and benchmarks run
+/// both on one adapter.
+pub fn set_gpu_subgroups(on: bool) {
+    GPU_NO_SUBGROUPS.store(!on, Ordering::Relaxed);
 }
 
 fn flag(f: &AtomicBool) -> bool {

@@ -11,7 +11,7 @@ pub mod load_options;
 mod prefix;
 pub mod race;
 
-pub use load::{set_gpu_q8_bytes, set_software_gpu_races, Loader};
+pub use load::{set_gpu_q8_bytes, set_gpu_subgroups, set_software_gpu_races, Loader};
 pub use race::{set_expected_batch, BackendTimes};
 
 use crate::backend::cpu::CpuDtype;

@@ -32,6 +32,10 @@ pub struct GpuOptions {
     /// dot4I8Packed (`Context::q8_packed`): the fallback, which tests run beside the packed
     /// kernels (`set_gpu_q8_bytes`).
     pub q8_bytes: bool,
+    /// Take every stride of the kernels' trees through workgroup memory even where the device
+    /// has subgroups (`Context::subgroup`): the fallback, which tests run beside them
+    /// (`set_gpu_subgroups`).
+    pub no_subgroups: bool,
 }
 
 /// How the GPU holds its weight matrices (wte and the blocks' Conv1D weights); biases, LayerNorm
@@ -84,6 +88,11 @@ pub struct Context {
     /// instruction where the device has integer dot products, else a few), and not
     /// `GpuOptions::q8_bytes`. `GpuParts::new` turns it off for widths it does not serve.
     pub q8_packed: bool,
+    /// The subgroup size the kernels' trees count on (lanes.wgsl): strides below it are taken by
+    /// shuffles. The adapter's smallest subgroup size where it has wgpu's `SUBGROUP` (natively;
+    /// wgpu passes no subgroups in the browser yet) and its lanes are numbered as the kernels
+    /// need (`subgroup::lanes`); 1 (none) elsewhere and with `GpuOptions::no_subgroups`.
+    pub subgroup: u32,
     /// First uncaptured error or device loss, kept until the next call can report it.
     fault: Arc<Mutex<Option<String>>>,
 }
@@ -159,6 +168,10 @@ impl Context {
             }
             features |= wgpu::Features::SHADER_F16;
         }
+        let subgroups = !opts.no_subgroups && adapter.features().contains(wgpu::Features::SUBGROUP);
+        if subgroups {
+            features |= wgpu::Features::SUBGROUP;
+        }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("gpt2"),
@@ -175,7 +188,7 @@ impl Context {
             Some(b) => b.min(limits.max_storage_buffer_binding_size),
             None => limits.max_storage_buffer_binding_size,
         };
-        Ok(Context {
+        let mut ctx = Context {
             device,
             queue,
             format: match (opts.f16, opts.q8) {
@@ -188,8 +201,13 @@ impl Context {
             max_buffer: limits.max_buffer_size,
             max_workgroups: limits.max_compute_workgroups_per_dimension,
             q8_packed: opts.q8 && !opts.f16 && !opts.q8_bytes && packed_dot(),
+            subgroup: 1,
             fault,
-        })
+        };
+        if subgroups {
+            ctx.subgroup = super::subgroup::lanes(&ctx, info.subgroup_min_size).await?;
+        }
+        Ok(ctx)
     }
 
     /// The first error or loss the device reported since it was created, as an `Error::Gpu`.

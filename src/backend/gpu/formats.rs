@@ -1,7 +1,7 @@
 //! The weight matrices in the formats the GPU holds them besides f32: f16, and q8 as the CPU's
 //! q8 rounds them (`Format`).
 
-/// `v` (rows, cols) in the GPU's q8 (`kernels.rs` `q8_read`): blocks of 32 down each
+/// `v` (rows, cols) in the GPU's q8 (`sources.rs` `q8_read`): blocks of 32 down each
 /// column (`down`: a Conv1D weight, (K, N)) or along each row (a wte chunk), each rounded to
 /// -63..=63 with one scale as the CPU's q8 rounds it (`backend/cpu/q8`), so both hold the same
 /// weights; the bytes, four to a word, then the scales' bits. Along rows the bytes are at their

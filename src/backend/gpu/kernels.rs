@@ -1,6 +1,6 @@
 //! The WGSL kernels (`shaders/*.wgsl`, one per file): their bind-group layouts and pipelines,
 //! built once per device, and the dispatch grids (the uniform structs that mirror the WGSL ones:
-//! `uniforms.rs`, re-exported here).
+//! `uniforms.rs`, re-exported here; each kernel's source as a device compiles it: `sources.rs`).
 //!
 //! Every kernel binds one group whose entries are, in order, uniforms, read-only storage and
 //! read-write storage, as the header of its `.wgsl` lists them. Grids are computed here, next to
@@ -33,45 +33,6 @@ pub enum Kernel {
     TopK,
     /// A prompt's product inputs rounded in place as the CPU's q8 rounds them (q8 weights).
     Quantize,
-}
-
-/// A kernel's one read of a weight matrix: `array[row * stride + col]`, the stride N for `w` (a
-/// Conv1D weight, (K, N)) and C for `wte` (a vocab chunk, (rows, C)).
-struct WeightRead {
-    array: &'static str,
-    row: &'static str,
-    col: &'static str,
-}
-
-/// The q8 read of weight (row, col) of `w` (blocks of 32 down each column, each block's bytes
-/// contiguous, `[K / 32][N][32]`, the scales `[K / 32][N]` after them) or of `wte` (blocks of 32
-/// along each row, the bytes in place, the scales `[rows][C / 32]` after them), as `formats.rs`
-/// `to_q8` lays them out: a byte is a signed value, four to a word, lowest first; the value is
-/// the byte times its block's scale.
-fn q8_read(array: &str) -> String {
-    let (byte, bytes, scale) = match array {
-        "w" => (
-            "((row >> 5u) * N + col) * 32u + (row & 31u)",
-            "((dims.K + 31u) >> 5u) * N * 32u",
-            "(row >> 5u) * N + col",
-        ),
-        _ => (
-            "row * C + col",
-            "dims.chunk_rows * C",
-            "row * ((C + 31u) >> 5u) + (col >> 5u)",
-        ),
-    };
-    let stride = if array == "w" { "N" } else { "C" };
-    format!(
-        "// q8: weight (row, col) of {array}, its byte times its block's scale (kernels.rs).\n\
-         fn q8_{array}(row: u32, col: u32) -> f32 {{\n\
-         \x20   let {stride} = dims.{stride};\n\
-         \x20   let i = {byte};\n\
-         \x20   let q = extractBits(i32({array}[i >> 2u]), (i & 3u) * 8u, 8u);\n\
-         \x20   let scales = ({bytes} + 3u) / 4u;\n\
-         \x20   return f32(q) * bitcast<f32>({array}[scales + {scale}]);\n\
-         }}\n"
-    )
 }
 
 /// How a kernel sees one binding.
@@ -117,70 +78,32 @@ impl Kernel {
         }
     }
 
-    /// The WGSL source for weight matrices held in `format`: as written (f32), or with its one
-    /// read of a weight rewritten (f16: the value widened; q8: `q8_read`); kernels that read no
-    /// weight matrix as they are. With q8 and `packed` (the adapter's WGSL has dot4I8Packed), a
-    /// kernel with a packed part (`packed_part`) takes its products four weights at a time.
-    pub fn source_for(self, format: super::Format, packed: bool) -> std::borrow::Cow<'static, str> {
-        use super::Format;
-        match (format, self.packed_part()) {
-            (Format::Q8, Some((name, part))) if packed => {
-                let src = self.source_for(format, false);
-                let (from, to) = (format!("fn {name}("), format!("fn {name}_bytes("));
-                assert!(
-                    src.matches(&from).count() == 1,
-                    "{}: no {name}",
-                    self.name()
-                );
-                let shared = include_str!("shaders/q8_packed.wgsl");
-                format!("{}\n{part}\n{shared}", src.replace(&from, &to)).into()
-            }
-            _ => self.source_for_bytes(format),
+    /// The pipeline constants for weights in `format`, `rows` rows per workgroup (the kernels
+    /// with `BATCH_ROWS`) and trees counting on subgroups of `subgroup` lanes (1: none).
+    fn constants(
+        self,
+        format: super::Format,
+        rows: usize,
+        subgroup: u32,
+    ) -> Vec<(&'static str, f64)> {
+        let mut constants = Vec::new();
+        // With q8 weights, the CPU's q8 rounding of activations and KV cache.
+        if let Some(switch) = self.q8_switch().filter(|_| format == super::Format::Q8) {
+            constants.push((switch, 1.0));
         }
+        if self.rows_per_group() > 1 {
+            constants.push(("BATCH_ROWS", rows as f64));
+        }
+        if self.reduces() {
+            constants.push(("SUBGROUP", subgroup as f64));
+        }
+        constants
     }
 
-    /// The function a kernel's products are taken in and the WGSL that takes them four q8
-    /// weights at a time with dot4I8Packed instead (its own file, which `source_for` swaps in,
-    /// with `q8_packed.wgsl` after it).
-    pub fn packed_part(self) -> Option<(&'static str, &'static str)> {
-        match self {
-            Kernel::LmHead => Some(("head_sums", include_str!("shaders/lm_head_packed.wgsl"))),
-            Kernel::MatmulGemv | Kernel::MatmulGemvLn => {
-                Some(("dot_slice", include_str!("shaders/gemv_packed.wgsl")))
-            }
-            _ => None,
-        }
-    }
-
-    fn source_for_bytes(self, format: super::Format) -> std::borrow::Cow<'static, str> {
-        use super::Format;
-        let Some(WeightRead { array, row, col }) = self.weight_read() else {
-            return self.source().into();
-        };
-        let decl = format!("var<storage, read> {array}: array<f32>;");
-        let stride = if array == "w" { "N" } else { "C" };
-        let read = format!("{array}[{row} * {stride} + {col}]");
-        let src = self.source();
-        assert!(
-            src.matches(&decl).count() == 1 && src.matches(&read).count() == 1,
-            "{}: the weights' rewrite no longer matches the shader",
-            self.name()
-        );
-        match format {
-            Format::F32 => src.into(),
-            Format::F16 => {
-                let src = src
-                    .replace(&decl, &decl.replace("array<f32>", "array<f16>"))
-                    .replace(&read, &format!("f32({read})"));
-                format!("enable f16;\n{src}").into()
-            }
-            Format::Q8 => {
-                let src = src
-                    .replace(&decl, &decl.replace("array<f32>", "array<u32>"))
-                    .replace(&read, &format!("q8_{array}({row}, {col})"));
-                format!("{src}\n{}", q8_read(array)).into()
-            }
-        }
+    /// Whether the kernel's reductions are trees (lanes.wgsl after its source: `SUBGROUP`).
+    pub fn reduces(self) -> bool {
+        use Kernel::*;
+        matches!(self, LayerNorm | Attention | LmHead | MatmulGemvLn | Argmax)
     }
 
     /// The pipeline constant that turns on, with q8 weights, the CPU's q8 rounding of what the
@@ -191,41 +114,6 @@ impl Kernel {
             Kernel::MatmulGemv | Kernel::MatmulGemvLn | Kernel::LmHead => Some("Q8_ACT"),
             Kernel::KvWrite | Kernel::Attention => Some("Q8_KV"),
             _ => None,
-        }
-    }
-
-    /// The weight matrix a kernel reads, if it reads one, and the row and column of its one read.
-    fn weight_read(self) -> Option<WeightRead> {
-        let (array, row, col) = match self {
-            Kernel::MatmulTiled => ("w", "(k0 + lid.y)", "col"),
-            Kernel::MatmulGemv | Kernel::MatmulGemvLn => ("w", "k", "col"),
-            Kernel::LmHead => ("wte", "r", "c"),
-            Kernel::Embedding => ("wte", "(id - dims.chunk_start)", "c"),
-            _ => return None,
-        };
-        Some(WeightRead { array, row, col })
-    }
-
-    /// The WGSL source: its file, and for the kernels that read a product's input row the q8
-    /// rounding of it they call (`act_q8.wgsl`, on with `Q8_ACT`).
-    pub fn source(self) -> &'static str {
-        macro_rules! with_act {
-            ($file:literal) => {
-                concat!(include_str!($file), include_str!("shaders/act_q8.wgsl"))
-            };
-        }
-        match self {
-            Kernel::Embedding => include_str!("shaders/embedding.wgsl"),
-            Kernel::LayerNorm => include_str!("shaders/layernorm.wgsl"),
-            Kernel::MatmulTiled => include_str!("shaders/matmul_tiled.wgsl"),
-            Kernel::MatmulGemv => with_act!("shaders/matmul_gemv.wgsl"),
-            Kernel::KvWrite => include_str!("shaders/kv_write.wgsl"),
-            Kernel::Attention => include_str!("shaders/attention.wgsl"),
-            Kernel::LmHead => with_act!("shaders/lm_head.wgsl"),
-            Kernel::MatmulGemvLn => with_act!("shaders/matmul_gemv_ln.wgsl"),
-            Kernel::Argmax => include_str!("shaders/argmax.wgsl"),
-            Kernel::TopK => include_str!("shaders/top_k.wgsl"),
-            Kernel::Quantize => include_str!("shaders/quantize.wgsl"),
         }
     }
 
@@ -344,9 +232,15 @@ pub struct Kernels {
 
 impl Kernels {
     /// Compiles every kernel for weight matrices held in `format` (with q8 and `packed`, those
-    /// with a packed part take it: `Kernel::source_for`). Errors surface through the caller's
+    /// with a packed part take it: `Kernel::source_for`), the trees' strides below `subgroup`
+    /// lanes by shuffles (1: none; `Context::subgroup`). Errors surface through the caller's
     /// error scopes.
-    pub fn new(device: &wgpu::Device, format: super::Format, packed: bool) -> Kernels {
+    pub fn new(
+        device: &wgpu::Device,
+        format: super::Format,
+        packed: bool,
+        subgroup: u32,
+    ) -> Kernels {
         let layouts: Vec<_> = Kernel::ALL
             .iter()
             .map(|k| {
@@ -379,16 +273,9 @@ impl Kernels {
         let pipeline = |k: Kernel, rows: usize| {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(k.name()),
-                source: wgpu::ShaderSource::Wgsl(k.source_for(format, packed)),
+                source: wgpu::ShaderSource::Wgsl(k.source_for(format, packed, subgroup > 1)),
             });
-            // With q8 weights, the CPU's q8 rounding of activations and KV cache.
-            let mut constants = Vec::new();
-            if let Some(switch) = k.q8_switch().filter(|_| format == super::Format::Q8) {
-                constants.push((switch, 1.0));
-            }
-            if k.rows_per_group() > 1 {
-                constants.push(("BATCH_ROWS", rows as f64));
-            }
+            let constants = k.constants(format, rows, subgroup);
             let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some(k.name()),
                 bind_group_layouts: &[Some(&layouts[k.layout_index()])],

@@ -65,7 +65,7 @@ impl GpuParts {
         // The packed parts (lm_head_packed.wgsl, gemv_packed.wgsl) take whole blocks of 32
         // inputs: C a multiple of 32 (and so 4·C, the MLP's projection's inputs).
         ctx.q8_packed &= config.n_embd.is_multiple_of(32);
-        let kernels = Kernels::new(&ctx.device, ctx.format, ctx.q8_packed);
+        let kernels = Kernels::new(&ctx.device, ctx.format, ctx.q8_packed, ctx.subgroup);
         Ok(GpuParts {
             config: config.clone(),
             ctx,

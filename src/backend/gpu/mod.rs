@@ -1,5 +1,6 @@
 //! The WebGPU backend on wgpu: WGSL kernels (`shaders/`), the device and its limits
-//! (`context`), the kernels' pipelines and grids (`kernels`), loading a model onto the device
+//! (`context`, with `subgroup`: whether its subgroups serve the kernels' reductions), the
+//! kernels' sources (`sources`), pipelines and grids (`kernels`), loading a model onto the device
 //! (`load`) and GPT-2's forward pass as a fixed sequence of dispatches (`forward`).
 //!
 //! Everything is made at load: f32 weights uploaded once, activations sized for the whole
@@ -17,6 +18,8 @@ pub mod kernels;
 mod load;
 mod plan;
 mod slots;
+mod sources;
+mod subgroup;
 mod uniforms;
 
 pub use context::{Context, Format, GpuOptions};
@@ -191,6 +194,12 @@ impl GpuBackend {
         } else {
             "bytes"
         })
+    }
+
+    /// The subgroup size the kernels' trees count on (`Context::subgroup`): 1 where they use no
+    /// subgroups.
+    pub fn subgroup(&self) -> u32 {
+        self.ctx.subgroup
     }
 
     /// The adapter in words, e.g. `llvmpipe (LLVM 19.1.7, 256 bits) (Vulkan, Cpu)`.

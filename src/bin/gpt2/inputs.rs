@@ -33,6 +33,12 @@ pub enum GpuKernelArg {
     Bytes,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GpuSubgroupsArg {
+    Auto,
+    Off,
+}
+
 /// Where the model is and what runs it.
 #[derive(Args, Clone)]
 pub struct ModelArgs {
@@ -56,6 +62,11 @@ pub struct ModelArgs {
     /// them
     #[arg(long, value_enum, default_value = "auto", value_name = "WAY")]
     pub gpu_kernel: GpuKernelArg,
+    /// Whether the GPU's reductions take their smallest strides by subgroup shuffles: auto
+    /// (where the device has subgroups) or off (every stride through workgroup memory); for
+    /// timing them
+    #[arg(long, value_enum, default_value = "auto", value_name = "WAY")]
+    pub gpu_subgroups: GpuSubgroupsArg,
     /// Threads for the CPU's matrix products (a build with the `threads` feature; else 1)
     #[arg(short = 't', long, value_name = "N")]
     pub threads: Option<usize>,
@@ -70,6 +81,7 @@ impl ModelArgs {
         };
         gpt2_web::backend::cpu::q8::set_kernel(&self.kernel)?;
         gpt2_web::model::set_gpu_q8_bytes(self.gpu_kernel == GpuKernelArg::Bytes);
+        gpt2_web::model::set_gpu_subgroups(self.gpu_subgroups == GpuSubgroupsArg::Auto);
         set_threads(self.threads)?;
         let path = model_path(&self.model)?;
         let (dtype, f16) = match self.dtype {

@@ -1,4 +1,4 @@
-// act_q8 (kernels.rs appends it to the kernels that read a product's input row, matmul_gemv,
+// act_q8 (sources.rs appends it to the kernels that read a product's input row, matmul_gemv,
 // matmul_gemv_ln and lm_head): the CPU's q8 rounding of that row. With q8 weights the CPU rounds
 // each block of 32 of a product's input to -127..=127 with the scale max|x| / 127 (`Q8Act`), so
 // with Q8_ACT (set for q8 weights) a workgroup first finds the block scales of each of its rows

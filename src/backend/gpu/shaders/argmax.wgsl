@@ -3,8 +3,9 @@
 // reads back 4 bytes per sequence instead of its vocabulary's logits (201 KB for GPT-2).
 //
 // Each thread scans a stride of the row keeping the first of its largest, then a tree reduction
-// in workgroup memory keeps, of two candidates, the larger, or the earlier of equal ones: the
-// order of the comparisons differs from a scan's, the answer does not (for logits without NaN).
+// (workgroup memory, then subgroup shuffles where the device has them: lanes.wgsl) keeps, of two
+// candidates, the larger, or the earlier of equal ones: the order of the comparisons differs
+// from a scan's, the answer does not (for logits without NaN).
 //
 // Bindings (group 0):
 //   0 dims: Dims  uniform   V
@@ -53,7 +54,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     best_value[lid.x] = v;
     best_index[lid.x] = i;
     workgroupBarrier();
-    for (var stride = THREADS / 2u; stride > 0u; stride = stride / 2u) {
+    // Strides of SUBGROUP and more through workgroup memory, those below it by shuffles
+    // (lanes.wgsl): each lane keeps the better of its own and its partner's.
+    let lanes = min(SUBGROUP, THREADS);
+    for (var stride = THREADS / 2u; stride >= lanes; stride = stride / 2u) {
         if (lid.x < stride) {
             let w = best_value[lid.x + stride];
             let j = best_index[lid.x + stride];
@@ -64,7 +68,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         }
         workgroupBarrier();
     }
+    v = best_value[lid.x];
+    i = best_index[lid.x];
+    for (var m = lanes / 2u; m > 0u; m = m / 2u) {
+        let w = lane_f32(v, m);
+        let j = lane_u32(i, m);
+        if (before(w, j, v, i)) {
+            v = w;
+            i = j;
+        }
+    }
     if (lid.x == 0u) {
-        chosen[wid.x] = best_index[0];
+        chosen[wid.x] = i;
     }
 }

@@ -60,12 +60,25 @@ var<workgroup> qs: array<f32, 8>;       // with Q8_KV: its blocks' scales
 var<workgroup> w: array<f32, WG>;       // exp(score - m) of the current tile
 var<workgroup> red: array<f32, WG>;     // reduction scratch
 
-fn reduce_max(v: f32, lid: u32) -> f32 {
+// The max (is_max) or the sum of `v` over the workgroup; every thread gets it. A tree: its
+// strides of SUBGROUP and more through workgroup memory, those below it by shuffles (lanes.wgsl).
+fn reduce(v: f32, lid: u32, is_max: bool) -> f32 {
+    let lanes = min(SUBGROUP, WG);
     red[lid] = v;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+    for (var s = WG / 2u; s >= lanes; s = s / 2u) {
         if (lid < s) {
-            red[lid] = max(red[lid], red[lid + s]);
+            red[lid] = combine(red[lid], red[lid + s], is_max);
+        }
+        workgroupBarrier();
+    }
+    if (lanes > 1u) { // uniform: a pipeline constant
+        var t = red[lid];
+        for (var m = lanes / 2u; m > 0u; m = m / 2u) {
+            t = combine(t, lane_f32(t, m), is_max);
+        }
+        if (lid == 0u) {
+            red[0] = t;
         }
         workgroupBarrier();
     }
@@ -74,18 +87,16 @@ fn reduce_max(v: f32, lid: u32) -> f32 {
     return r;
 }
 
+fn combine(a: f32, b: f32, is_max: bool) -> f32 {
+    return select(a + b, max(a, b), is_max);
+}
+
+fn reduce_max(v: f32, lid: u32) -> f32 {
+    return reduce(v, lid, true);
+}
+
 fn reduce_sum(v: f32, lid: u32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
-        if (lid < s) {
-            red[lid] = red[lid] + red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
+    return reduce(v, lid, false);
 }
 
 @compute @workgroup_size(64)

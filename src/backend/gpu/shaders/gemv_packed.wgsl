@@ -1,4 +1,4 @@
-// gemv_packed (kernels.rs puts it in matmul_gemv.wgsl and matmul_gemv_ln.wgsl in place of
+// gemv_packed (sources.rs puts it in matmul_gemv.wgsl and matmul_gemv_ln.wgsl in place of
 // dot_slice, for q8 weights where the adapter's WGSL has dot4I8Packed): for each tile of 16
 // blocks of inputs, packed once by the workgroup (q8_packed.wgsl), a thread of slice s < 16
 // takes block s of the tile in its column, 32 weights in 8 contiguous words (q8 `w` is laid out

@@ -3,7 +3,8 @@
 // With last_only = 0 it normalises the T new rows in place of row r (ln_1, ln_2); with
 // last_only = 1 it normalises only row T-1 and writes it to out row 0 (ln_f before the head,
 // which needs just the last position). Two passes (mean, then variance of x - mean) keep the
-// variance from cancelling; both sums are tree reductions in workgroup memory.
+// variance from cancelling; both sums are tree reductions (workgroup memory, then subgroup
+// shuffles where the device has them: lanes.wgsl).
 //
 // Bindings (group 0):
 //   0 run: Step   uniform   T
@@ -38,13 +39,25 @@ struct Dims {
 const WG: u32 = 256u;
 var<workgroup> partial: array<f32, WG>;
 
-// Sum of `v` over the workgroup; every thread gets the result.
+// Sum of `v` over the workgroup; every thread gets the result. A tree: its strides of SUBGROUP
+// and more through workgroup memory, those below it by shuffles (lanes.wgsl).
 fn workgroup_sum(v: f32, lid: u32) -> f32 {
+    let lanes = min(SUBGROUP, WG);
     partial[lid] = v;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+    for (var s = WG / 2u; s >= lanes; s = s / 2u) {
         if (lid < s) {
             partial[lid] = partial[lid] + partial[lid + s];
+        }
+        workgroupBarrier();
+    }
+    if (lanes > 1u) { // uniform: a pipeline constant
+        var t = partial[lid];
+        for (var m = lanes / 2u; m > 0u; m = m / 2u) {
+            t = t + lane_f32(t, m);
+        }
+        if (lid == 0u) {
+            partial[0] = t;
         }
         workgroupBarrier();
     }

@@ -5,7 +5,8 @@
 // (layernorm.wgsl with last_only = 1). A batch's decode step and a verification pass use every
 // row, ln_f of each (run.head rows). wte is stored (V, C), so each logit is a dot product along
 // a contiguous row: the 32 lanes of a workgroup row stride through it together (coalesced), then
-// add their partial sums in workgroup memory. A workgroup takes up to POS rows of xn, so each
+// add their partial sums by a tree (workgroup memory, subgroup shuffles where the device has
+// them: lanes.wgsl). A workgroup takes up to POS rows of xn, so each
 // weight it reads serves all of them: a batch of POS sequences reads wte once per step, not POS
 // times. Each logit is summed in the same order whichever rows share its workgroup (a lane's
 // products in order of c, then the same tree), so a row's logits are bit for bit those of the
@@ -77,36 +78,67 @@ fn main(
     // Row p's sum in s[p] (0 past the chunk's rows). Every thread calls it: lm_head_packed.wgsl's
     // synchronises the workgroup.
     let s = head_sums(r, i0 * C, np, C, lid.x, li);
-    partial[0][lid.y][lid.x] = s[0];
-    if (more) {
-        partial[slot(1u)][lid.y][lid.x] = s[1];
-        partial[slot(2u)][lid.y][lid.x] = s[2];
-        partial[slot(3u)][lid.y][lid.x] = s[3];
-        partial[slot(4u)][lid.y][lid.x] = s[4];
-        partial[slot(5u)][lid.y][lid.x] = s[5];
-        partial[slot(6u)][lid.y][lid.x] = s[6];
-        partial[slot(7u)][lid.y][lid.x] = s[7];
-    }
-    workgroupBarrier();
-    for (var stride = LANES / 2u; stride > 0u; stride = stride / 2u) {
-        if (lid.x < stride) {
-            for (var p = 0u; p < np; p = p + 1u) {
-                partial[p][lid.y][lid.x] = partial[p][lid.y][lid.x] + partial[p][lid.y][lid.x + stride];
-            }
+    // The 32 lanes' sums of each row of xn added by a tree: its strides of SUBGROUP and more
+    // through workgroup memory, those below it by shuffles (lanes.wgsl, `logit`); with
+    // subgroups of 32 or more, no workgroup memory at all.
+    let lanes = min(SUBGROUP, LANES);
+    if (lanes < LANES) { // uniform: a pipeline constant
+        partial[0][lid.y][lid.x] = s[0];
+        if (more) {
+            partial[slot(1u)][lid.y][lid.x] = s[1];
+            partial[slot(2u)][lid.y][lid.x] = s[2];
+            partial[slot(3u)][lid.y][lid.x] = s[3];
+            partial[slot(4u)][lid.y][lid.x] = s[4];
+            partial[slot(5u)][lid.y][lid.x] = s[5];
+            partial[slot(6u)][lid.y][lid.x] = s[6];
+            partial[slot(7u)][lid.y][lid.x] = s[7];
         }
         workgroupBarrier();
+        for (var stride = LANES / 2u; stride >= lanes; stride = stride / 2u) {
+            if (lid.x < stride) {
+                for (var p = 0u; p < np; p = p + 1u) {
+                    partial[p][lid.y][lid.x] = partial[p][lid.y][lid.x] + partial[p][lid.y][lid.x + stride];
+                }
+            }
+            workgroupBarrier();
+        }
+    }
+    logit(0u, s[0], np, lanes, lid, r, i0);
+    if (more) {
+        logit(1u, s[1], np, lanes, lid, r, i0);
+        logit(2u, s[2], np, lanes, lid, r, i0);
+        logit(3u, s[3], np, lanes, lid, r, i0);
+        logit(4u, s[4], np, lanes, lid, r, i0);
+        logit(5u, s[5], np, lanes, lid, r, i0);
+        logit(6u, s[6], np, lanes, lid, r, i0);
+        logit(7u, s[7], np, lanes, lid, r, i0);
+    }
+}
+
+// Row i0 + p of xn's logit for vocab row r (none past np: uniform, as the shuffles need), from
+// the lane's sum v: when lanes < LANES the tree's strides from lanes up are in partial already;
+// those below lanes by shuffles; lane 0 writes it. (Each row's sum passed as a value, not an
+// array indexed in a loop: such an array may live in slower memory.)
+fn logit(p: u32, v: f32, np: u32, lanes: u32, lid: vec3<u32>, r: u32, i0: u32) {
+    if (p >= np) {
+        return;
+    }
+    var t = v;
+    if (lanes < LANES) {
+        t = partial[p][lid.y][lid.x];
+    }
+    for (var m = lanes / 2u; m > 0u; m = m / 2u) {
+        t = t + lane_f32(t, m);
     }
     if (lid.x == 0u && r < dims.chunk_rows) {
-        for (var p = 0u; p < np; p = p + 1u) {
-            logits[(i0 + p) * dims.V + dims.chunk_start + r] = partial[p][lid.y][0];
-        }
+        logits[(i0 + p) * dims.V + dims.chunk_start + r] = t;
     }
 }
 
 // Vocab row r's dot with each of the np rows of xn from x0 (s[p] for row p), the part of lane
 // `lane`: c = lane, lane + 32, …, one weight at a time. One sum per row of xn, each a scalar of
 // its own (an array indexed in a loop may live in slower memory); a row past np adds nothing
-// (uniform branches). With q8 weights where WGSL has dot4I8Packed, kernels.rs puts
+// (uniform branches). With q8 weights where WGSL has dot4I8Packed, sources.rs puts
 // lm_head_packed.wgsl's in its place (li: for it).
 fn head_sums(r: u32, x0: u32, np: u32, C: u32, lane: u32, li: u32) -> array<f32, POS> {
     if (r >= dims.chunk_rows) {

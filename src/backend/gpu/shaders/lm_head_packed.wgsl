@@ -1,4 +1,4 @@
-// lm_head_packed (kernels.rs puts it in lm_head.wgsl in place of head_sums, for q8 weights where
+// lm_head_packed (sources.rs puts it in lm_head.wgsl in place of head_sums, for q8 weights where
 // the adapter's WGSL has dot4I8Packed): for each tile of 16 blocks of C, packed once by the
 // workgroup (q8_packed.wgsl), lane l < 16 takes block l of the tile in its vocab row (32
 // weights in 8 contiguous words of wte's row) in packed integer dot products with each row of

@@ -53,7 +53,7 @@ override BATCH_ROWS: u32 = 1u;
 const ACT_BLOCKS: u32 = 256u; // rows of up to 8192 values (plan.rs checks)
 var<workgroup> partial: array<array<array<f32, COLS>, SLICES>, BATCH_ROWS>;
 
-// The one read of w, weight (k, col) of (K, N): the f16 and q8 builds rewrite it (kernels.rs).
+// The one read of w, weight (k, col) of (K, N): the f16 and q8 builds rewrite it (sources.rs).
 fn weight(k: u32, col: u32, N: u32) -> f32 {
     return w[k * N + col];
 }

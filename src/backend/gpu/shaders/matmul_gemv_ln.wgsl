@@ -54,13 +54,25 @@ const WG: u32 = 256u;
 var<workgroup> partial: array<array<array<f32, COLS>, SLICES>, BATCH_ROWS>;
 var<workgroup> tree: array<f32, WG>;
 
-// Sum of `v` over the workgroup; every thread gets the result (layernorm.wgsl's tree).
+// Sum of `v` over the workgroup; every thread gets the result (layernorm.wgsl's tree, with
+// its strides below SUBGROUP by shuffles).
 fn workgroup_sum(v: f32, lid: u32) -> f32 {
+    let lanes = min(SUBGROUP, WG);
     tree[lid] = v;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+    for (var s = WG / 2u; s >= lanes; s = s / 2u) {
         if (lid < s) {
             tree[lid] = tree[lid] + tree[lid + s];
+        }
+        workgroupBarrier();
+    }
+    if (lanes > 1u) { // uniform: a pipeline constant
+        var t = tree[lid];
+        for (var m = lanes / 2u; m > 0u; m = m / 2u) {
+            t = t + lane_f32(t, m);
+        }
+        if (lid == 0u) {
+            tree[0] = t;
         }
         workgroupBarrier();
     }
@@ -69,7 +81,7 @@ fn workgroup_sum(v: f32, lid: u32) -> f32 {
     return total;
 }
 
-// The one read of w, weight (k, col) of (K, N): the f16 and q8 builds rewrite it (kernels.rs).
+// The one read of w, weight (k, col) of (K, N): the f16 and q8 builds rewrite it (sources.rs).
 fn weight(k: u32, col: u32, N: u32) -> f32 {
     return w[k * N + col];
 }
@@ -181,7 +193,7 @@ fn xs4(base: u32, k: u32, p: u32, st: vec2<f32>) -> vec4<f32> {
 
 // As matmul_gemv.wgsl's dot_slice, over the rows' normalised values (st0..st3: each row's
 // (mean, rstd)): four w rows' loads in flight per step; 0 for a column past N. With q8 weights
-// where WGSL has dot4I8Packed, kernels.rs puts gemv_packed.wgsl's in its place (li: for it).
+// where WGSL has dot4I8Packed, sources.rs puts gemv_packed.wgsl's in its place (li: for it).
 fn dot_slice(
     r0: u32, nr: u32, K: u32, N: u32, col: u32, slice: u32, li: u32,
     st0: vec2<f32>, st1: vec2<f32>, st2: vec2<f32>, st3: vec2<f32>,

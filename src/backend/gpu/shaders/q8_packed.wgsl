@@ -1,4 +1,4 @@
-// q8_packed (kernels.rs appends it after a packed part: gemv_packed.wgsl, lm_head_packed.wgsl):
+// q8_packed (sources.rs appends it after a packed part: gemv_packed.wgsl, lm_head_packed.wgsl):
 // what both take their products with. The inputs go by tiles of 16 blocks of 32: for each tile
 // the workgroup first rounds its rows' values (`input4`, each kernel's own: x, x normalised or
 // ln_f's output) to -127..=127 as their blocks are (act_q8.wgsl: the CPU's `Q8Act`) and packs

@@ -1,0 +1,182 @@
+//! Each kernel's WGSL source as a device compiles it: its file with the parts it calls
+//! (`act_q8.wgsl`, `lanes.wgsl`), the one read of a weight rewritten for the format the weights
+//! are held in (f16, q8), the packed q8 products swapped in where the WGSL has dot4I8Packed, and
+//! subgroup shuffles where the device has them.
+
+use super::kernels::Kernel;
+
+/// A kernel's one read of a weight matrix: `array[row * stride + col]`, the stride N for `w` (a
+/// Conv1D weight, (K, N)) and C for `wte` (a vocab chunk, (rows, C)).
+struct WeightRead {
+    array: &'static str,
+    row: &'static str,
+    col: &'static str,
+}
+
+/// The q8 read of weight (row, col) of `w` (blocks of 32 down each column, each block's bytes
+/// contiguous, `[K / 32][N][32]`, the scales `[K / 32][N]` after them) or of `wte` (blocks of 32
+/// along each row, the bytes in place, the scales `[rows][C / 32]` after them), as `formats.rs`
+/// `to_q8` lays them out: a byte is a signed value, four to a word, lowest first; the value is
+/// the byte times its block's scale.
+fn q8_read(array: &str) -> String {
+    let (byte, bytes, scale) = match array {
+        "w" => (
+            "((row >> 5u) * N + col) * 32u + (row & 31u)",
+            "((dims.K + 31u) >> 5u) * N * 32u",
+            "(row >> 5u) * N + col",
+        ),
+        _ => (
+            "row * C + col",
+            "dims.chunk_rows * C",
+            "row * ((C + 31u) >> 5u) + (col >> 5u)",
+        ),
+    };
+    let stride = if array == "w" { "N" } else { "C" };
+    format!(
+        "// q8: weight (row, col) of {array}, its byte times its block's scale (sources.rs).\n\
+         fn q8_{array}(row: u32, col: u32) -> f32 {{\n\
+         \x20   let {stride} = dims.{stride};\n\
+         \x20   let i = {byte};\n\
+         \x20   let q = extractBits(i32({array}[i >> 2u]), (i & 3u) * 8u, 8u);\n\
+         \x20   let scales = ({bytes} + 3u) / 4u;\n\
+         \x20   return f32(q) * bitcast<f32>({array}[scales + {scale}]);\n\
+         }}\n"
+    )
+}
+
+impl Kernel {
+    /// How the kernels that reduce by trees take their smallest strides without subgroups
+    /// (appended to their source; `source_for` swaps in lanes_subgroup.wgsl where the device
+    /// has them).
+    pub const LANES: &str = include_str!("shaders/lanes.wgsl");
+
+    /// The WGSL source for weight matrices held in `format`: as written (f32), or with its one
+    /// read of a weight rewritten (f16: the value widened; q8: `q8_read`); kernels that read no
+    /// weight matrix as they are. With q8 and `packed` (the adapter's WGSL has dot4I8Packed), a
+    /// kernel with a packed part (`packed_part`) takes its products four weights at a time. With
+    /// `subgroups` (the device has them: `Context::subgroup`), the kernels whose reductions are
+    /// trees take their smallest strides by subgroup shuffles (lanes_subgroup.wgsl in place of
+    /// lanes.wgsl).
+    pub fn source_for(
+        self,
+        format: super::Format,
+        packed: bool,
+        subgroups: bool,
+    ) -> std::borrow::Cow<'static, str> {
+        let src = self.source_packed(format, packed);
+        if !(subgroups && self.reduces()) {
+            return src;
+        }
+        let (none, lanes) = (Kernel::LANES, include_str!("shaders/lanes_subgroup.wgsl"));
+        assert!(src.matches(none).count() == 1, "{}: no lanes", self.name());
+        // No `enable subgroups;`: naga takes the builtins without it (and refuses the directive),
+        // and wgpu passes no subgroups to a browser yet.
+        src.replace(none, lanes).into()
+    }
+
+    fn source_packed(self, format: super::Format, packed: bool) -> std::borrow::Cow<'static, str> {
+        use super::Format;
+        match (format, self.packed_part()) {
+            (Format::Q8, Some((name, part))) if packed => {
+                let src = self.source_bytes(format);
+                let (from, to) = (format!("fn {name}("), format!("fn {name}_bytes("));
+                assert!(
+                    src.matches(&from).count() == 1,
+                    "{}: no {name}",
+                    self.name()
+                );
+                let shared = include_str!("shaders/q8_packed.wgsl");
+                format!("{}\n{part}\n{shared}", src.replace(&from, &to)).into()
+            }
+            _ => self.source_bytes(format),
+        }
+    }
+
+    /// The function a kernel's products are taken in and the WGSL that takes them four q8
+    /// weights at a time with dot4I8Packed instead (its own file, which `source_for` swaps in,
+    /// with `q8_packed.wgsl` after it).
+    pub fn packed_part(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Kernel::LmHead => Some(("head_sums", include_str!("shaders/lm_head_packed.wgsl"))),
+            Kernel::MatmulGemv | Kernel::MatmulGemvLn => {
+                Some(("dot_slice", include_str!("shaders/gemv_packed.wgsl")))
+            }
+            _ => None,
+        }
+    }
+
+    fn source_bytes(self, format: super::Format) -> std::borrow::Cow<'static, str> {
+        use super::Format;
+        let Some(WeightRead { array, row, col }) = self.weight_read() else {
+            return self.source().into();
+        };
+        let decl = format!("var<storage, read> {array}: array<f32>;");
+        let stride = if array == "w" { "N" } else { "C" };
+        let read = format!("{array}[{row} * {stride} + {col}]");
+        let src = self.source();
+        assert!(
+            src.matches(&decl).count() == 1 && src.matches(&read).count() == 1,
+            "{}: the weights' rewrite no longer matches the shader",
+            self.name()
+        );
+        match format {
+            Format::F32 => src.into(),
+            Format::F16 => {
+                let src = src
+                    .replace(&decl, &decl.replace("array<f32>", "array<f16>"))
+                    .replace(&read, &format!("f32({read})"));
+                format!("enable f16;\n{src}").into()
+            }
+            Format::Q8 => {
+                let src = src
+                    .replace(&decl, &decl.replace("array<f32>", "array<u32>"))
+                    .replace(&read, &format!("q8_{array}({row}, {col})"));
+                format!("{src}\n{}", q8_read(array)).into()
+            }
+        }
+    }
+
+    /// The weight matrix a kernel reads, if it reads one, and the row and column of its one read.
+    fn weight_read(self) -> Option<WeightRead> {
+        let (array, row, col) = match self {
+            Kernel::MatmulTiled => ("w", "(k0 + lid.y)", "col"),
+            Kernel::MatmulGemv | Kernel::MatmulGemvLn => ("w", "k", "col"),
+            Kernel::LmHead => ("wte", "r", "c"),
+            Kernel::Embedding => ("wte", "(id - dims.chunk_start)", "c"),
+            _ => return None,
+        };
+        Some(WeightRead { array, row, col })
+    }
+
+    /// The WGSL source: its file, for the kernels that read a product's input row the q8
+    /// rounding of it they call (`act_q8.wgsl`, on with `Q8_ACT`), and for those whose
+    /// reductions are trees how their smallest strides are taken (`lanes.wgsl`, `reduces`).
+    pub fn source(self) -> &'static str {
+        macro_rules! with_act {
+            ($file:literal) => {
+                concat!(include_str!($file), include_str!("shaders/act_q8.wgsl"))
+            };
+        }
+        macro_rules! with_lanes {
+            ($file:literal) => {
+                concat!(include_str!($file), include_str!("shaders/lanes.wgsl"))
+            };
+            ($file:literal, act) => {
+                concat!(with_act!($file), include_str!("shaders/lanes.wgsl"))
+            };
+        }
+        match self {
+            Kernel::Embedding => include_str!("shaders/embedding.wgsl"),
+            Kernel::LayerNorm => with_lanes!("shaders/layernorm.wgsl"),
+            Kernel::MatmulTiled => include_str!("shaders/matmul_tiled.wgsl"),
+            Kernel::MatmulGemv => with_act!("shaders/matmul_gemv.wgsl"),
+            Kernel::KvWrite => include_str!("shaders/kv_write.wgsl"),
+            Kernel::Attention => with_lanes!("shaders/attention.wgsl"),
+            Kernel::LmHead => with_lanes!("shaders/lm_head.wgsl", act),
+            Kernel::MatmulGemvLn => with_lanes!("shaders/matmul_gemv_ln.wgsl", act),
+            Kernel::Argmax => with_lanes!("shaders/argmax.wgsl"),
+            Kernel::TopK => include_str!("shaders/top_k.wgsl"),
+            Kernel::Quantize => include_str!("shaders/quantize.wgsl"),
+        }
+    }
+}
