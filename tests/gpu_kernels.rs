@@ -22,19 +22,22 @@ fn naga_validates_every_shader() {
         }
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
         let src = std::fs::read_to_string(&path).unwrap();
-        // The header STYLE.md asks for: what it computes, bindings, workgroup size and grid;
-        // act_q8.wgsl (what three kernels call, appended to their source), the packed parts
-        // (`Kernel::packed_part`) and q8_packed.wgsl (what they call) are no kernels but parts.
+        // The header STYLE.md asks for: what it computes, bindings, workgroup size and grid
+        // (the parts below are no kernels: they open with their name and what they are for).
         assert!(
             src.starts_with(&format!("// {name}")),
             "{name}.wgsl must open with a comment naming it"
         );
-        let part = |k: &Kernel| k.packed_part().is_some_and(|(_, p)| p == src);
-        let parts = ["act_q8", "q8_packed", "lanes", "lanes_subgroup"];
-        if parts.contains(&name.as_str()) || Kernel::ALL.iter().any(part) {
+        // Parts: what a kernel's source appends (`Kernel::parts`), the packed parts
+        // (`Kernel::packed_part`) and what they call (q8_packed.wgsl), and lanes_subgroup.wgsl.
+        let part = |k: &Kernel| {
+            k.packed_part().is_some_and(|(_, p)| p == src) || k.parts().contains(&name.as_str())
+        };
+        if ["q8_packed", "lanes_subgroup"].contains(&name.as_str()) || Kernel::ALL.iter().any(part)
+        {
             continue;
         }
-        // subgroup_probe.wgsl is no kernel either: subgroup.rs runs it once per device.
+        // subgroup_probe.wgsl is no kernel either: context.rs runs it once per device.
         if name == "subgroup_probe" {
             continue;
         }
@@ -53,17 +56,12 @@ fn naga_validates_every_shader() {
         names, known,
         "every shader file is a Kernel and every Kernel has a file"
     );
-    let snippet = std::fs::read_to_string(shaders_dir().join("act_q8.wgsl")).unwrap();
     for kernel in Kernel::ALL {
-        // The embedded source is the file (and act_q8.wgsl after it, for those that call it;
-        // then lanes.wgsl, for those whose reductions are trees).
-        let file = std::fs::read_to_string(shaders_dir().join(format!("{}.wgsl", kernel.name())));
-        let mut want = file.unwrap();
-        if kernel.q8_switch() == Some("Q8_ACT") {
-            want += &snippet;
-        }
-        if kernel.reduces() {
-            want += Kernel::LANES;
+        // The embedded source is the file, then its parts.
+        let read = |stem: &str| std::fs::read_to_string(shaders_dir().join(format!("{stem}.wgsl")));
+        let mut want = read(kernel.name()).unwrap();
+        for part in kernel.parts() {
+            want += &read(part).unwrap();
         }
         assert_eq!(want, kernel.source());
         // It and each weight format's rewrite of it are valid WGSL (f16 needs the capability),

@@ -91,7 +91,7 @@ pub struct Context {
     /// The subgroup size the kernels' trees count on (lanes.wgsl): strides below it are taken by
     /// shuffles. The adapter's smallest subgroup size where it has wgpu's `SUBGROUP` (natively;
     /// wgpu passes no subgroups in the browser yet) and its lanes are numbered as the kernels
-    /// need (`subgroup::lanes`); 1 (none) elsewhere and with `GpuOptions::no_subgroups`.
+    /// need (`subgroup_lanes`); 1 (none) elsewhere and with `GpuOptions::no_subgroups`.
     pub subgroup: u32,
     /// First uncaptured error or device loss, kept until the next call can report it.
     fault: Arc<Mutex<Option<String>>>,
@@ -205,9 +205,63 @@ impl Context {
             fault,
         };
         if subgroups {
-            ctx.subgroup = super::subgroup::lanes(&ctx, info.subgroup_min_size).await?;
+            ctx.subgroup = ctx.subgroup_lanes(info.subgroup_min_size).await?;
         }
         Ok(ctx)
+    }
+
+    /// The subgroup size the kernels' trees may count on (`subgroup`): `min`, the adapter's
+    /// smallest, if every lane of subgroup_probe.wgsl's workgroup found its partners where
+    /// lanes_subgroup.wgsl looks for them; else 1 (every stride through workgroup memory). The
+    /// trees' shuffles rely on a subgroup's lanes being consecutive in `local_invocation_index`
+    /// and its size a power of two: WGSL promises neither, so each device is asked once.
+    async fn subgroup_lanes(&self, min: u32) -> Result<u32> {
+        if !min.is_power_of_two() || min < 2 {
+            return Ok(1);
+        }
+        let device = &self.device;
+        // Errors here (a compiler that refuses the probe) mean no subgroups, not a failed device.
+        let scopes = self.scopes();
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("subgroup_probe"),
+            source: wgpu::ShaderSource::Wgsl(include_str!("shaders/subgroup_probe.wgsl").into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("subgroup_probe"),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &[("SUBGROUP", min as f64)],
+                ..Default::default()
+            },
+            cache: None,
+        });
+        let ok = self.storage("subgroup_probe", 256 * 4);
+        let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("subgroup_probe"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: ok.as_entire_binding(),
+            }],
+        });
+        let mut enc =
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+        }
+        self.queue.submit([enc.finish()]);
+        let refused = scopes.close("the subgroup probe").await.is_err();
+        let lanes = self.download(&ok).await?;
+        Ok(if !refused && lanes.iter().all(|&v| v == 1.0) {
+            min
+        } else {
+            1
+        })
     }
 
     /// The first error or loss the device reported since it was created, as an `Error::Gpu`.

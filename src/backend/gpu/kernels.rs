@@ -102,8 +102,7 @@ impl Kernel {
 
     /// Whether the kernel's reductions are trees (lanes.wgsl after its source: `SUBGROUP`).
     pub fn reduces(self) -> bool {
-        use Kernel::*;
-        matches!(self, LayerNorm | Attention | LmHead | MatmulGemvLn | Argmax)
+        self.parts().contains(&"lanes")
     }
 
     /// The pipeline constant that turns on, with q8 weights, the CPU's q8 rounding of what the

@@ -1,5 +1,5 @@
 //! The WebGPU backend on wgpu: WGSL kernels (`shaders/`), the device and its limits
-//! (`context`, with `subgroup`: whether its subgroups serve the kernels' reductions), the
+//! (`context`, with whether its subgroups serve the kernels' reductions), the
 //! kernels' sources (`sources`), pipelines and grids (`kernels`), loading a model onto the device
 //! (`load`) and GPT-2's forward pass as a fixed sequence of dispatches (`forward`).
 //!
@@ -19,7 +19,6 @@ mod load;
 mod plan;
 mod slots;
 mod sources;
-mod subgroup;
 mod uniforms;
 
 pub use context::{Context, Format, GpuOptions};

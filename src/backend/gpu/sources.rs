@@ -148,35 +148,40 @@ impl Kernel {
         Some(WeightRead { array, row, col })
     }
 
-    /// The WGSL source: its file, for the kernels that read a product's input row the q8
-    /// rounding of it they call (`act_q8.wgsl`, on with `Q8_ACT`), and for those whose
-    /// reductions are trees how their smallest strides are taken (`lanes.wgsl`, `reduces`).
-    pub fn source(self) -> &'static str {
-        macro_rules! with_act {
-            ($file:literal) => {
-                concat!(include_str!($file), include_str!("shaders/act_q8.wgsl"))
-            };
+    /// The parts after the kernel's file in its source, in order (stems under shaders/):
+    /// `act_q8`, the q8 rounding of a product's input row (on with `Q8_ACT`); `workgroup_sum`, a
+    /// sum over the workgroup; `lanes`, how a tree's smallest strides are taken (`reduces`).
+    pub fn parts(self) -> &'static [&'static str] {
+        use Kernel::*;
+        match self {
+            MatmulGemv => &["act_q8"],
+            LmHead => &["act_q8", "lanes"],
+            MatmulGemvLn => &["act_q8", "workgroup_sum", "lanes"],
+            LayerNorm => &["workgroup_sum", "lanes"],
+            Attention | Argmax => &["lanes"],
+            Embedding | MatmulTiled | KvWrite | TopK | Quantize => &[],
         }
-        macro_rules! with_lanes {
-            ($file:literal) => {
-                concat!(include_str!($file), include_str!("shaders/lanes.wgsl"))
-            };
-            ($file:literal, act) => {
-                concat!(with_act!($file), include_str!("shaders/lanes.wgsl"))
+    }
+
+    /// The WGSL source: its file, then its `parts`.
+    pub fn source(self) -> &'static str {
+        macro_rules! shader {
+            ($($stem:literal),+) => {
+                concat!($(include_str!(concat!("shaders/", $stem, ".wgsl"))),+)
             };
         }
         match self {
-            Kernel::Embedding => include_str!("shaders/embedding.wgsl"),
-            Kernel::LayerNorm => with_lanes!("shaders/layernorm.wgsl"),
-            Kernel::MatmulTiled => include_str!("shaders/matmul_tiled.wgsl"),
-            Kernel::MatmulGemv => with_act!("shaders/matmul_gemv.wgsl"),
-            Kernel::KvWrite => include_str!("shaders/kv_write.wgsl"),
-            Kernel::Attention => with_lanes!("shaders/attention.wgsl"),
-            Kernel::LmHead => with_lanes!("shaders/lm_head.wgsl", act),
-            Kernel::MatmulGemvLn => with_lanes!("shaders/matmul_gemv_ln.wgsl", act),
-            Kernel::Argmax => with_lanes!("shaders/argmax.wgsl"),
-            Kernel::TopK => include_str!("shaders/top_k.wgsl"),
-            Kernel::Quantize => include_str!("shaders/quantize.wgsl"),
+            Kernel::Embedding => shader!("embedding"),
+            Kernel::LayerNorm => shader!("layernorm", "workgroup_sum", "lanes"),
+            Kernel::MatmulTiled => shader!("matmul_tiled"),
+            Kernel::MatmulGemv => shader!("matmul_gemv", "act_q8"),
+            Kernel::KvWrite => shader!("kv_write"),
+            Kernel::Attention => shader!("attention", "lanes"),
+            Kernel::LmHead => shader!("lm_head", "act_q8", "lanes"),
+            Kernel::MatmulGemvLn => shader!("matmul_gemv_ln", "act_q8", "workgroup_sum", "lanes"),
+            Kernel::Argmax => shader!("argmax", "lanes"),
+            Kernel::TopK => shader!("top_k"),
+            Kernel::Quantize => shader!("quantize"),
         }
     }
 }

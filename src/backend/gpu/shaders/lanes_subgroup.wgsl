@@ -1,7 +1,7 @@
 // lanes_subgroup (sources.rs puts it in place of lanes.wgsl where the device has subgroups):
 // the value of the lane whose index in the workgroup is this one's XOR `mask` (mask below
 // SUBGROUP, the device's smallest subgroup size: the two lanes share a subgroup, which
-// `subgroup.rs` checks on every device before the kernels use it).
+// context.rs checks on every device before the kernels use it).
 
 override SUBGROUP: u32 = 1u;
 

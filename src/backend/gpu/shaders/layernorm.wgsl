@@ -37,34 +37,7 @@ struct Dims {
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
 const WG: u32 = 256u;
-var<workgroup> partial: array<f32, WG>;
-
-// Sum of `v` over the workgroup; every thread gets the result. A tree: its strides of SUBGROUP
-// and more through workgroup memory, those below it by shuffles (lanes.wgsl).
-fn workgroup_sum(v: f32, lid: u32) -> f32 {
-    let lanes = min(SUBGROUP, WG);
-    partial[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s >= lanes; s = s / 2u) {
-        if (lid < s) {
-            partial[lid] = partial[lid] + partial[lid + s];
-        }
-        workgroupBarrier();
-    }
-    if (lanes > 1u) { // uniform: a pipeline constant
-        var t = partial[lid];
-        for (var m = lanes / 2u; m > 0u; m = m / 2u) {
-            t = t + lane_f32(t, m);
-        }
-        if (lid == 0u) {
-            partial[0] = t;
-        }
-        workgroupBarrier();
-    }
-    let total = partial[0];
-    workgroupBarrier(); // before partial is reused
-    return total;
-}
+// The row's sums: workgroup_sum.wgsl (after this file).
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

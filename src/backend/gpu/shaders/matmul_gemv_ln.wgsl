@@ -52,34 +52,7 @@ override BATCH_ROWS: u32 = 1u;
 const ACT_BLOCKS: u32 = 256u; // rows of up to 8192 values (plan.rs checks)
 const WG: u32 = 256u;
 var<workgroup> partial: array<array<array<f32, COLS>, SLICES>, BATCH_ROWS>;
-var<workgroup> tree: array<f32, WG>;
-
-// Sum of `v` over the workgroup; every thread gets the result (layernorm.wgsl's tree, with
-// its strides below SUBGROUP by shuffles).
-fn workgroup_sum(v: f32, lid: u32) -> f32 {
-    let lanes = min(SUBGROUP, WG);
-    tree[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s >= lanes; s = s / 2u) {
-        if (lid < s) {
-            tree[lid] = tree[lid] + tree[lid + s];
-        }
-        workgroupBarrier();
-    }
-    if (lanes > 1u) { // uniform: a pipeline constant
-        var t = tree[lid];
-        for (var m = lanes / 2u; m > 0u; m = m / 2u) {
-            t = t + lane_f32(t, m);
-        }
-        if (lid == 0u) {
-            tree[0] = t;
-        }
-        workgroupBarrier();
-    }
-    let total = tree[0];
-    workgroupBarrier();
-    return total;
-}
+// Each row's statistics: workgroup_sum.wgsl's tree (after this file), as layernorm.wgsl's.
 
 // The one read of w, weight (k, col) of (K, N): the f16 and q8 builds rewrite it (sources.rs).
 fn weight(k: u32, col: u32, N: u32) -> f32 {

@@ -2,7 +2,7 @@
 // every lane of a workgroup shaped as lm_head's (32 × 8): the subgroup has at least SUBGROUP
 // lanes, and for each mask below SUBGROUP the shuffle brings the value of the lane whose
 // local_invocation_index is this one's XOR the mask (WGSL does not promise how subgroups are
-// numbered within a workgroup; every device seen numbers them so). subgroup.rs runs it once per
+// numbered within a workgroup; every device seen numbers them so). context.rs runs it once per
 // device and uses subgroups only if every lane says yes. (No `enable subgroups;`: naga, which
 // compiles it natively, takes the builtins without it and refuses the directive; wgpu passes no
 // subgroups to a browser yet.)
