@@ -17,9 +17,30 @@ static CHOSEN: AtomicU8 = AtomicU8::new(0);
 /// product) and for several (a prompt's): `Simd::code`, 0 until it ran.
 static TIMED: [AtomicU8; 2] = [AtomicU8::new(0), AtomicU8::new(0)];
 
+#[cfg(test)]
+thread_local! {
+    /// A test's kernel on its own thread (`on_this_thread`), before `CHOSEN`: a test that runs
+    /// every kernel must not change the one the tests beside it run, or a test comparing bits
+    /// could see the portable kernel (whose f32 rounding differs) in one product and another
+    /// kernel in the next.
+    static THIS_THREAD: core::cell::Cell<u8> = const { core::cell::Cell::new(0) };
+}
+
+/// Makes this thread's later products use the kernel named `name` (one of `kernels()`; "auto":
+/// the process's choice again). Tests only.
+#[cfg(test)]
+pub(super) fn on_this_thread(name: &str) {
+    let code = Simd::available().into_iter().find(|s| s.name() == name);
+    THIS_THREAD.set(code.map_or(0, Simd::code));
+}
+
 impl Simd {
     /// The kernel for a product of `rows` activation rows.
     pub(super) fn get(rows: usize) -> Simd {
+        #[cfg(test)]
+        if let c @ 1.. = THIS_THREAD.get() {
+            return Self::from_code(c);
+        }
         match CHOSEN.load(Ordering::Relaxed) {
             0 => match TIMED[(rows > 1) as usize].load(Ordering::Relaxed) {
                 0 => Self::auto(),

@@ -101,9 +101,9 @@ fn a_tile_of_rows_equals_each_row_alone() {
     let mut act = Q8Act::default();
     act.quantize(&x, cols);
     // In every kernel this CPU has (each tile shape: two groups by four rows, one by four, two
-    // by two, …): all kernels give the same numbers, so another test's choice cannot matter.
+    // by two, …), chosen for this test's thread only: the tests beside it keep theirs.
     for name in super::kernels() {
-        super::set_kernel(name).unwrap();
+        super::choice::on_this_thread(name);
         let mut all = vec![0f32; t * rows];
         a.matmul(&act, None, &mut all);
         for i in 0..t {
@@ -114,7 +114,7 @@ fn a_tile_of_rows_equals_each_row_alone() {
             assert_eq!(y, all[i * rows..][..rows], "{name}: row {i}");
         }
     }
-    super::set_kernel("auto").unwrap();
+    super::choice::on_this_thread("auto");
 }
 
 #[test]
