@@ -149,14 +149,15 @@ impl Kernel {
     }
 
     /// The parts after the kernel's file in its source, in order (stems under shaders/):
-    /// `act_q8`, the q8 rounding of a product's input row (on with `Q8_ACT`); `workgroup_sum`, a
-    /// sum over the workgroup; `lanes`, how a tree's smallest strides are taken (`reduces`).
+    /// `act_q8`, the q8 rounding of a product's input row (on with `Q8_ACT`); `gemv_dot`, the
+    /// GEMVs' products over a slice of their rows (`input`); `workgroup_sum`, a sum over the
+    /// workgroup; `lanes`, how a tree's smallest strides are taken (`reduces`).
     pub fn parts(self) -> &'static [&'static str] {
         use Kernel::*;
         match self {
-            MatmulGemv => &["act_q8"],
+            MatmulGemv => &["act_q8", "gemv_dot"],
             LmHead => &["act_q8", "lanes"],
-            MatmulGemvLn => &["act_q8", "workgroup_sum", "lanes"],
+            MatmulGemvLn => &["act_q8", "gemv_dot", "workgroup_sum", "lanes"],
             LayerNorm => &["workgroup_sum", "lanes"],
             Attention | Argmax => &["lanes"],
             Embedding | MatmulTiled | KvWrite | TopK | Quantize => &[],
@@ -174,11 +175,19 @@ impl Kernel {
             Kernel::Embedding => shader!("embedding"),
             Kernel::LayerNorm => shader!("layernorm", "workgroup_sum", "lanes"),
             Kernel::MatmulTiled => shader!("matmul_tiled"),
-            Kernel::MatmulGemv => shader!("matmul_gemv", "act_q8"),
+            Kernel::MatmulGemv => shader!("matmul_gemv", "act_q8", "gemv_dot"),
             Kernel::KvWrite => shader!("kv_write"),
             Kernel::Attention => shader!("attention", "lanes"),
             Kernel::LmHead => shader!("lm_head", "act_q8", "lanes"),
-            Kernel::MatmulGemvLn => shader!("matmul_gemv_ln", "act_q8", "workgroup_sum", "lanes"),
+            Kernel::MatmulGemvLn => {
+                shader!(
+                    "matmul_gemv_ln",
+                    "act_q8",
+                    "gemv_dot",
+                    "workgroup_sum",
+                    "lanes"
+                )
+            }
             Kernel::Argmax => shader!("argmax", "lanes"),
             Kernel::TopK => shader!("top_k"),
             Kernel::Quantize => shader!("quantize"),

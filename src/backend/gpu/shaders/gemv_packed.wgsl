@@ -1,5 +1,5 @@
 // gemv_packed (sources.rs puts it in matmul_gemv.wgsl and matmul_gemv_ln.wgsl in place of
-// dot_slice, for q8 weights where the adapter's WGSL has dot4I8Packed): for each tile of 16
+// gemv_dot.wgsl's dot_slice, for q8 weights where the adapter's WGSL has dot4I8Packed): for each tile of 16
 // blocks of inputs, packed once by the workgroup (q8_packed.wgsl), a thread of slice s < 16
 // takes block s of the tile in its column, 32 weights in 8 contiguous words (q8 `w` is laid out
 // so: formats.rs `to_q8`), in packed integer dot products with each of its rows. Needs K a

@@ -122,66 +122,8 @@ fn main(
     }
 }
 
-// For each of the nr rows from r0 (component p of the result: row r0 + p): x[row, k] · w[k, col]
-// summed over k = slice, slice + 32, ..., four w rows a step, each weight read once for every
-// row. Each row's sums are variables of their own (an array indexed in a loop may live in slower
-// memory); a row past nr adds nothing (uniform branches), nor a column past N. li and st0..st3
-// are unused: the signature is matmul_gemv_ln.wgsl's, so that gemv_packed.wgsl's (put in its
-// place for q8 weights where WGSL has dot4I8Packed) serves both.
-fn dot_slice(
-    r0: u32, nr: u32, K: u32, N: u32, col: u32, slice: u32, li: u32,
-    st0: vec2<f32>, st1: vec2<f32>, st2: vec2<f32>, st3: vec2<f32>,
-) -> vec4<f32> {
-    if (col >= N) {
-        return vec4<f32>(0.0);
-    }
-    var a0 = vec4<f32>(0.0);
-    var a1 = vec4<f32>(0.0);
-    var a2 = vec4<f32>(0.0);
-    var a3 = vec4<f32>(0.0);
-    let x0 = r0 * K;
-    var k = slice;
-    for (; k + 3u * SLICES < K; k = k + 4u * SLICES) {
-        let xs = xs4(x0, k, 0u); // the first row's values before the weights, as one row alone
-        let ws = vec4<f32>(
-            weight(k, col, N),
-            weight(k + SLICES, col, N),
-            weight(k + 2u * SLICES, col, N),
-            weight(k + 3u * SLICES, col, N),
-        );
-        a0 = a0 + xs * ws;
-        if (BATCH_ROWS > 1u && nr > 1u) { a1 = a1 + xs4(x0 + K, k, 1u) * ws; }
-        if (BATCH_ROWS > 1u && nr > 2u) { a2 = a2 + xs4(x0 + 2u * K, k, 2u) * ws; }
-        if (BATCH_ROWS > 1u && nr > 3u) { a3 = a3 + xs4(x0 + 3u * K, k, 3u) * ws; }
-    }
-    for (; k < K; k = k + SLICES) {
-        let wv = weight(k, col, N);
-        a0.x = a0.x + act(x[x0 + k], k, 0u) * wv;
-        if (BATCH_ROWS > 1u && nr > 1u) { a1.x = a1.x + act(x[x0 + K + k], k, 1u) * wv; }
-        if (BATCH_ROWS > 1u && nr > 2u) { a2.x = a2.x + act(x[x0 + 2u * K + k], k, 2u) * wv; }
-        if (BATCH_ROWS > 1u && nr > 3u) { a3.x = a3.x + act(x[x0 + 3u * K + k], k, 3u) * wv; }
-    }
-    return vec4<f32>(
-        (a0.x + a0.y) + (a0.z + a0.w),
-        (a1.x + a1.y) + (a1.z + a1.w),
-        (a2.x + a2.y) + (a2.z + a2.w),
-        (a3.x + a3.y) + (a3.z + a3.w),
-    );
-}
-
-// The four values of x's row from xr that a step of dot_slice takes (k, k + 32, …), rounded as
-// the workgroup's row p is.
-fn xs4(xr: u32, k: u32, p: u32) -> vec4<f32> {
-    return vec4<f32>(
-        act(x[xr + k], k, p),
-        act(x[xr + k + SLICES], k + SLICES, p),
-        act(x[xr + k + 2u * SLICES], k + 2u * SLICES, p),
-        act(x[xr + k + 3u * SLICES], k + 3u * SLICES, p),
-    );
-}
-
-// The four consecutive values k..k+3 of the row from `base`, as they are before rounding: what
-// q8_packed.wgsl reads (st: matmul_gemv_ln.wgsl's statistics, unused).
-fn input4(base: u32, k: u32, st: vec2<f32>) -> vec4<f32> {
-    return vec4<f32>(x[base + k], x[base + k + 1u], x[base + k + 2u], x[base + k + 3u]);
+// Value k of x's row from `base`, as gemv_dot.wgsl reads it (st: matmul_gemv_ln.wgsl's
+// statistics, unused).
+fn input(base: u32, k: u32, st: vec2<f32>) -> f32 {
+    return x[base + k];
 }

@@ -153,68 +153,8 @@ fn row_stats(base: u32, K: u32, p: u32, li: u32) -> vec2<f32> {
     return vec2<f32>(mean, rstd);
 }
 
-// The four normalised values of the row from `base` that a step takes (k, k + 32, …), rounded as
-// the workgroup's row p is; st: the row's (mean, rstd).
-fn xs4(base: u32, k: u32, p: u32, st: vec2<f32>) -> vec4<f32> {
-    return vec4<f32>(
-        act(normed(base, k, st.x, st.y), k, p),
-        act(normed(base, k + SLICES, st.x, st.y), k + SLICES, p),
-        act(normed(base, k + 2u * SLICES, st.x, st.y), k + 2u * SLICES, p),
-        act(normed(base, k + 3u * SLICES, st.x, st.y), k + 3u * SLICES, p),
-    );
-}
-
-// As matmul_gemv.wgsl's dot_slice, over the rows' normalised values (st0..st3: each row's
-// (mean, rstd)): four w rows' loads in flight per step; 0 for a column past N. With q8 weights
-// where WGSL has dot4I8Packed, sources.rs puts gemv_packed.wgsl's in its place (li: for it).
-fn dot_slice(
-    r0: u32, nr: u32, K: u32, N: u32, col: u32, slice: u32, li: u32,
-    st0: vec2<f32>, st1: vec2<f32>, st2: vec2<f32>, st3: vec2<f32>,
-) -> vec4<f32> {
-    if (col >= N) {
-        return vec4<f32>(0.0);
-    }
-    var a0 = vec4<f32>(0.0);
-    var a1 = vec4<f32>(0.0);
-    var a2 = vec4<f32>(0.0);
-    var a3 = vec4<f32>(0.0);
-    let x0 = r0 * K;
-    var k = slice;
-    for (; k + 3u * SLICES < K; k = k + 4u * SLICES) {
-        let xs = xs4(x0, k, 0u, st0); // the first row's values before the weights, as one row alone
-        let ws = vec4<f32>(
-            weight(k, col, N),
-            weight(k + SLICES, col, N),
-            weight(k + 2u * SLICES, col, N),
-            weight(k + 3u * SLICES, col, N),
-        );
-        a0 = a0 + xs * ws;
-        if (BATCH_ROWS > 1u && nr > 1u) { a1 = a1 + xs4(x0 + K, k, 1u, st1) * ws; }
-        if (BATCH_ROWS > 1u && nr > 2u) { a2 = a2 + xs4(x0 + 2u * K, k, 2u, st2) * ws; }
-        if (BATCH_ROWS > 1u && nr > 3u) { a3 = a3 + xs4(x0 + 3u * K, k, 3u, st3) * ws; }
-    }
-    for (; k < K; k = k + SLICES) {
-        let wv = weight(k, col, N);
-        a0.x = a0.x + act(normed(x0, k, st0.x, st0.y), k, 0u) * wv;
-        if (BATCH_ROWS > 1u && nr > 1u) { a1.x = a1.x + act(normed(x0 + K, k, st1.x, st1.y), k, 1u) * wv; }
-        if (BATCH_ROWS > 1u && nr > 2u) { a2.x = a2.x + act(normed(x0 + 2u * K, k, st2.x, st2.y), k, 2u) * wv; }
-        if (BATCH_ROWS > 1u && nr > 3u) { a3.x = a3.x + act(normed(x0 + 3u * K, k, st3.x, st3.y), k, 3u) * wv; }
-    }
-    return vec4<f32>(
-        (a0.x + a0.y) + (a0.z + a0.w),
-        (a1.x + a1.y) + (a1.z + a1.w),
-        (a2.x + a2.y) + (a2.z + a2.w),
-        (a3.x + a3.y) + (a3.z + a3.w),
-    );
-}
-
-// The four consecutive normalised values k..k+3 of the row from `base` (st: its (mean, rstd)),
-// as they are before rounding: what q8_packed.wgsl reads.
-fn input4(base: u32, k: u32, st: vec2<f32>) -> vec4<f32> {
-    return vec4<f32>(
-        normed(base, k, st.x, st.y),
-        normed(base, k + 1u, st.x, st.y),
-        normed(base, k + 2u, st.x, st.y),
-        normed(base, k + 3u, st.x, st.y),
-    );
+// Value k of x's row from `base` normalised (st: the row's (mean, rstd)), as gemv_dot.wgsl
+// reads it.
+fn input(base: u32, k: u32, st: vec2<f32>) -> f32 {
+    return normed(base, k, st.x, st.y);
 }

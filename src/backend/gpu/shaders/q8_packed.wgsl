@@ -1,8 +1,9 @@
 // q8_packed (sources.rs appends it after a packed part: gemv_packed.wgsl, lm_head_packed.wgsl):
 // what both take their products with. The inputs go by tiles of 16 blocks of 32: for each tile
-// the workgroup first rounds its rows' values (`input4`, each kernel's own: x, x normalised or
-// ln_f's output) to -127..=127 as their blocks are (act_q8.wgsl: the CPU's `Q8Act`) and packs
-// them, four signed bytes to a word, lowest first, into `xq`, once for all its threads
+// the workgroup first rounds its rows' values (`input4`: gemv_dot.wgsl's over each GEMV's x or
+// x normalised, lm_head_packed.wgsl's over ln_f's output) to -127..=127 as their blocks are
+// (act_q8.wgsl: the CPU's `Q8Act`) and packs them, four signed bytes to a word, lowest first,
+// into `xq`, once for all its threads
 // (`pack_tile`); then a block of 32 q8 weights (8 words wa, wb, the same packing) meets a row's
 // packed values in eight packed integer dot products (one instruction each where the GPU has
 // them) summed exactly in an i32 (`tile_dot`), scaled once as the CPU's q8 scales a block's
