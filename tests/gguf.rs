@@ -281,6 +281,59 @@ fn streams_in_any_chunks() {
     }
 }
 
+/// The weights' stream reads the tensor table and the scalars alone: the same table, offsets and
+/// scalar metadata as a full parse, every array left empty, and the same count of bytes asked
+/// for while the header is still arriving.
+#[test]
+fn the_streams_parse_keeps_the_tables_and_leaves_the_arrays() {
+    use gpt2_web::weights::gguf::{Parsed, Value};
+    let file = bytes(Q8_FILE);
+    let full = Gguf::parse_complete("tiny-random-Q8_0.gguf", &file).unwrap();
+    let Ok(Parsed::Header(tables)) = Gguf::parse_tables("tiny-random-Q8_0.gguf", &file) else {
+        panic!("the whole file is a whole header");
+    };
+    assert_eq!(
+        format!("{:?}", tables.tensors),
+        format!("{:?}", full.tensors)
+    );
+    assert_eq!(
+        (tables.data_start, tables.file_len),
+        (full.data_start, full.file_len)
+    );
+    let mut arrays = 0;
+    for (key, v) in &full.metadata {
+        match (v, &tables.metadata[key]) {
+            (Value::Array(_), Value::Array(a)) => {
+                arrays += 1;
+                assert!(a.is_empty(), "{key}");
+            }
+            (Value::Strs(_), Value::Strs(a)) => {
+                arrays += 1;
+                assert_eq!(a.iter().count(), 0, "{key}");
+            }
+            (v, t) => assert_eq!(v, t, "{key}"),
+        }
+    }
+    assert!(arrays >= 3, "tokens, token types and merges");
+    for end in [
+        10,
+        100,
+        full.data_start as usize / 2,
+        full.data_start as usize - 40,
+    ] {
+        let need = |p: Parsed| match p {
+            Parsed::Need(n) => n,
+            Parsed::Header(_) => panic!("{end} bytes are not the whole header"),
+        };
+        let a = need(Gguf::parse("f", &file[..end]).unwrap());
+        assert_eq!(
+            need(Gguf::parse_tables("f", &file[..end]).unwrap()),
+            a,
+            "after {end} bytes"
+        );
+    }
+}
+
 fn load_error(file: &[u8]) -> String {
     let dir = tempdir();
     let path = dir.join("model.gguf");

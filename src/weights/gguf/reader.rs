@@ -60,6 +60,10 @@ pub(super) struct Reader<'a> {
     /// False for a scan: strings are skipped (returned empty) and arrays keep no elements, so
     /// walking a header that is still arriving allocates nothing.
     pub keep: bool,
+    /// False: the metadata's arrays are walked as a scan walks them and kept empty (the
+    /// weights' stream needs the tensor table and the scalars, not a vocabulary of 50,257
+    /// tokens and its 50,000 merges).
+    pub arrays: bool,
 }
 
 pub(super) enum Fail {
@@ -76,6 +80,17 @@ impl From<Error> for Fail {
 pub(super) type R<T> = std::result::Result<T, Fail>;
 
 impl<'a> Reader<'a> {
+    pub(super) fn new(file: &'a str, bytes: &'a [u8], keep: bool, arrays: bool) -> Self {
+        Reader {
+            file,
+            bytes,
+            at: 0,
+            elements: 0,
+            keep,
+            arrays,
+        }
+    }
+
     /// A value that cannot be.
     pub(super) fn bad(&self, why: impl std::fmt::Display) -> Fail {
         Fail::Bad(invalid(self.file, why))
@@ -146,29 +161,38 @@ impl<'a> Reader<'a> {
                          (one of {n})"
                     )));
                 }
-                if ty == 8 {
-                    let mut strs = Strs::default();
-                    for _ in 0..n {
-                        if let Some(s) = self.str()? {
-                            strs.text.push_str(s);
-                            strs.ends.push(strs.text.len() as u32);
-                        }
-                    }
-                    return Ok(Value::Strs(strs));
-                }
-                let mut items = Vec::new();
-                for _ in 0..n {
-                    let item = self.value(ty, depth + 1)?;
-                    if self.keep {
-                        items.push(item);
-                    }
-                }
-                Value::Array(items)
+                let kept = self.keep && self.arrays;
+                let keep = std::mem::replace(&mut self.keep, kept);
+                let items = self.array(ty, n, depth);
+                self.keep = keep;
+                return items;
             }
             10 => Value::Int(u64::from_le_bytes(self.take(8)?.try_into().expect("8")) as i128),
             11 => Value::Int(i64::from_le_bytes(self.take(8)?.try_into().expect("8")) as i128),
             12 => Value::Float(f64::from_le_bytes(self.take(8)?.try_into().expect("8"))),
             other => return Err(self.bad(format!("metadata value type {other} (known: 0..=12)"))),
         })
+    }
+
+    /// The `n` elements of type `ty` of an array, kept when `keep` says.
+    fn array(&mut self, ty: u32, n: u64, depth: usize) -> R<Value> {
+        if ty == 8 {
+            let mut strs = Strs::default();
+            for _ in 0..n {
+                if let Some(s) = self.str()? {
+                    strs.text.push_str(s);
+                    strs.ends.push(strs.text.len() as u32);
+                }
+            }
+            return Ok(Value::Strs(strs));
+        }
+        let mut items = Vec::new();
+        for _ in 0..n {
+            let item = self.value(ty, depth + 1)?;
+            if self.keep {
+                items.push(item);
+            }
+        }
+        Ok(Value::Array(items))
     }
 }

@@ -42,7 +42,7 @@ impl Reader for GgufReader {
             return body.push(chunk, sink);
         }
         if self.front.pending.is_empty() {
-            match Gguf::parse(&self.front.file, chunk)? {
+            match Gguf::parse_tables(&self.front.file, chunk)? {
                 // The whole header in this chunk (a mapped file): no copy.
                 Parsed::Header(g) => {
                     let at = (g.data_start as usize).min(chunk.len());
@@ -58,7 +58,7 @@ impl Reader for GgufReader {
         if f.pending.len() < self.retry {
             return Ok(());
         }
-        match Gguf::parse(&f.file, &f.pending)? {
+        match Gguf::parse_tables(&f.file, &f.pending)? {
             Parsed::Need(n) => {
                 self.retry = n.max(f.pending.len() + f.pending.len() / 2);
                 if f.pending.len() > MAX_HEADER {

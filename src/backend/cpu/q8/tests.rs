@@ -177,3 +177,26 @@ fn q8_0_blocks_copied_when_in_range() {
         }
     }
 }
+
+/// The range's edges: a Q8_0 block whose values reach ±63 is copied, one with a single 64 or
+/// -64 (or -128) is rounded again.
+#[test]
+fn q8_0_range_edges() {
+    let d = half::f16::from_f32(0.5);
+    for (edge, copied) in [
+        (63i8, true),
+        (-63, true),
+        (64, false),
+        (-64, false),
+        (-128, false),
+    ] {
+        let mut file = d.to_bits().to_le_bytes().to_vec();
+        file.extend((0..QK as i8).map(|i| (i - 16) as u8));
+        file[2 + 7] = edge as u8;
+        let m = Q8Matrix::from_q8_0(&file, 1, QK).unwrap();
+        let mut row = vec![0f32; QK];
+        m.dequantize_row(0, &mut row);
+        let exact = (0..QK).all(|c| row[c] == f32::from(file[2 + c] as i8) * 0.5);
+        assert_eq!(exact, copied, "a block holding {edge}");
+    }
+}
