@@ -76,8 +76,9 @@ impl Gguf {
     /// `parse` for the weights' stream: the tensor table and the scalar metadata, every array
     /// (the vocabulary, its token types, its merges) walked and left empty. One walk over the
     /// bytes, which keeps only a few hundred names: the load that streams a file has parsed its
-    /// header in full already, for its config and tokenizer (`ggufHead`), and a second full
-    /// parse of GPT-2's 100,000 strings cost a browser's baseline tier about 20 ms per load.
+    /// header in full already, for its config and tokenizer (`ggufHead`); a second full parse
+    /// of GPT-2's 100,000 strings took the reader from 28 to 37 ms of a load in Node 20's
+    /// first tier (docs/performance.md).
     pub fn parse_tables(file: &str, bytes: &[u8]) -> Result<Parsed> {
         Self::parsed(Self::read(&mut Reader::new(file, bytes, true, false)))
     }

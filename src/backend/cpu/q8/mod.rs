@@ -108,21 +108,23 @@ impl Q8Matrix {
         debug_assert!(cols.is_multiple_of(QK) && d.len() >= rows * cols / QK * 34);
         let mut m = Self::zeroed(rows, cols)?;
         let (mut vals, mut q) = ([0f32; QK], [0i8; QK]);
-        let blocks = d.chunks_exact(34).take(rows * m.blocks);
-        for (i, src) in blocks.enumerate() {
+        for (i, src) in d.chunks_exact(34).take(rows * m.blocks).enumerate() {
             let (r, b) = (i / m.blocks, i % m.blocks);
             let scale = half::f16::from_bits(u16::from_le_bytes([src[0], src[1]])).to_f32();
             // Four values to a word, each byte added to without a carry into the next: in range
-            // when every v + 63 is at most 126 (no byte of `high` with its top bit), stored as
-            // v + 64. Straight-line integer code: it runs once per visit, in the engine's
-            // first tier (Node 20's Liftoff: 24 ms a byte at a time for the demo model, 16 so).
+            // when every v + OFFSET - 1 is at most 2·OFFSET - 2 (no byte of `high` with its top
+            // bit), stored as v + OFFSET. Straight-line integer code: it runs once per visit, in
+            // the engine's first tier (Node 20's Liftoff: 24 ms a byte at a time for the demo
+            // model, 16 so).
+            const BYTES: u32 = 0x0101_0101;
+            const _: () = assert!(OFFSET == 64, "the check takes 127 as the first byte out");
             let (mut words, mut high) = ([0u32; QK / 4], 0u32);
             for (w, c) in words.iter_mut().zip(src[2..].chunks_exact(4)) {
                 let v = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
                 let (low, top) = (v & 0x7f7f_7f7f, v & 0x8080_8080);
-                let t = (low + 0x3f3f_3f3f) ^ top;
-                high |= ((t & 0x7f7f_7f7f) + 0x0101_0101) | t;
-                *w = (low + 0x4040_4040) ^ top;
+                let t = (low + BYTES * (OFFSET as u32 - 1)) ^ top;
+                high |= ((t & 0x7f7f_7f7f) + BYTES) | t;
+                *w = (low + BYTES * OFFSET as u32) ^ top;
             }
             if high & 0x8080_8080 == 0 {
                 m.put_words(r, b, scale, &words);
@@ -154,13 +156,12 @@ impl Q8Matrix {
 
     /// Block `b` of row `r`: its scale and its 32 values (-63..=63), put in their lanes.
     fn put_block(&mut self, r: usize, b: usize, scale: f32, q: &[i8; QK]) {
-        let (g, lane) = (r / RG, r % RG);
-        let at = (g * self.blocks + b) * RG;
-        self.scales[at + lane] = scale;
-        let block = &mut self.qs[at * QK..][..RG * QK];
-        for (c, &v) in q.iter().enumerate() {
-            block[lane_byte(lane, c)] = v + OFFSET as i8;
-        }
+        let words = core::array::from_fn(|j| {
+            u32::from_le_bytes(core::array::from_fn(|k| {
+                (q[4 * j + k] + OFFSET as i8) as u8
+            }))
+        });
+        self.put_words(r, b, scale, &words);
     }
 
     /// `put_block` of a block already stored: its 32 bytes (v + `OFFSET`) four to a word, each
