@@ -403,6 +403,9 @@ for (const name of ENGINES) {
         assert.ok(t.engineMs <= t.tokenizerMs, `the tokenizer is built by the engine: ${JSON.stringify(t)}`);
         if (page.requests) assert.ok(page.requests.some((u) => u.endsWith(DEFAULT_WEIGHTS)), 'the weights were not fetched');
         await clickGenerate(page);
+        // The first visible text is timed once painted (a frame after its token), so on a busy
+        // machine the small model can finish before that frame: wait for it rather than race it.
+        await page.waitFor(() => !window.lastResult?.text.trim() || window.visibleMs > 0, null, 10_000).catch(() => {});
         const got = await page.evaluate(() => {
           const t = (id) => document.getElementById(id).textContent;
           return {
