@@ -3,6 +3,8 @@
 // cross-origin isolation headers (COOP/COEP) for the threaded build.
 // Usage: node tools/serve.mjs [--port 8080] [--host 127.0.0.1] [--root www] [--isolated] [--no-cors]
 //        [--follow-links] [--log-requests] [--quiet]
+// (--port 0: a port the system picks, named in the "serving … on http://host:port/" line: what the
+// tests use, so no port is chosen first and taken by another process before this one listens.)
 // (--no-cors leaves out Access-Control-Allow-Origin, as many hosts do: for the tests of what a page
 // of another origin then sees. --follow-links serves what symbolic links inside the root point to
 // wherever it lies, for a root that a tool assembled from links, e.g. the benchmark's; by default
@@ -62,8 +64,8 @@ function resolve(urlPath, cb) {
   fs.realpath(file, (err, real) => (err ? cb(err) : cb(null, inside(real) || followLinks ? real : false)));
 }
 
-/** Host headers this server answers (a page on another name reaching it by DNS rebinding gets 421). */
-const hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `${host}:${port}`]);
+/** Host headers this server answers (a page on another name reaching it by DNS rebinding gets 421), once it listens. */
+let hosts = new Set();
 
 const server = http.createServer((req, res) => {
   if (logRequests) res.on('close', () => console.log(`${req.method} ${req.url} ${res.statusCode}`));
@@ -142,5 +144,7 @@ server.on('clientError', (err, socket) => {
   socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
 });
 server.listen(port, host, () => {
-  console.log(`serving ${root} on http://${host}:${port}/${isolated ? ' (cross-origin isolated)' : ''}`);
+  const { port: at } = server.address();
+  hosts = new Set([`127.0.0.1:${at}`, `localhost:${at}`, `${host}:${at}`]);
+  console.log(`serving ${root} on http://${host}:${at}/${isolated ? ' (cross-origin isolated)' : ''}`);
 });

@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import { before, after } from 'node:test';
 import {
-  serveAndLaunch, startServer, freePort, withPage, nativeGenerate, ROOT, OUT, MODEL_DIR, MODEL_NAME, MODEL_URL, PROMPT, DEFAULT_WEIGHTS,
+  serveAndLaunch, startServer, withPage, nativeGenerate, ROOT, OUT, MODEL_DIR, MODEL_NAME, MODEL_URL, PROMPT, DEFAULT_WEIGHTS,
 } from './harness.mjs';
 
 const T = { timeout: 180_000 };
@@ -32,13 +32,13 @@ const modelAttr = () => (MODEL_NAME === 'gpt2-shakespeare' ? '' : ` model="${ass
 const coursePages = new Map();
 let courseServer;
 before(async () => {
-  const port = await freePort();
   const server = http.createServer((req, res) => {
     const page = coursePages.get(new URL(req.url, 'http://x').pathname);
     if (!page) return res.writeHead(404).end();
     res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store', ...page.headers }).end(page.body);
   });
-  await new Promise((resolve) => server.listen(port, '127.0.0.2', resolve));
+  await new Promise((resolve) => server.listen(0, '127.0.0.2', resolve));
+  const { port } = server.address();
   courseServer = { origin: `http://127.0.0.2:${port}`, close: () => new Promise((resolve) => server.close(resolve)) };
 });
 after(() => courseServer?.close());

@@ -81,8 +81,9 @@ export function freePort() {
  * lists the path of every request it answered ("/pkg/gpt2_web_bg.wasm"), whichever engine asked.
  */
 export async function startServer({ root = 'www', args = [] } = {}) {
-  const port = await freePort();
-  const proc = spawn(process.execPath, ['tools/serve.mjs', '--port', String(port), '--root', root, '--quiet', ...args], {
+  // Port 0: the server takes one the system picks and names it (a port chosen here first could be
+  // taken by another process, a `gpt2 serve` or a browser's connection, before it listens).
+  const proc = spawn(process.execPath, ['tools/serve.mjs', '--port', '0', '--root', root, '--quiet', ...args], {
     cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'],
   });
   const requests = [];
@@ -95,12 +96,13 @@ export async function startServer({ root = 'www', args = [] } = {}) {
       if (m) requests.push(decodeURIComponent(new URL(m[1], 'http://x').pathname));
     }
   });
-  await new Promise((resolve, reject) => {
+  const port = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('tools/serve.mjs did not start within 10 s')), 10_000);
     proc.stdout.on('data', (d) => {
-      if (String(d).includes('serving')) {
+      const m = /^serving .* on http:\/\/[^/]*:(\d+)\//m.exec(String(d));
+      if (m) {
         clearTimeout(timer);
-        resolve();
+        resolve(Number(m[1]));
       }
     });
     proc.once('exit', (code) => {

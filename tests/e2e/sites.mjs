@@ -9,7 +9,7 @@
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ROOT, OUT, freePort, startServer } from './harness.mjs';
+import { ROOT, OUT, startServer } from './harness.mjs';
 
 /** A folder whose entries link to www/'s, plus __test/ for the tests' pages. */
 function siteFolder() {
@@ -49,7 +49,6 @@ export async function startSites() {
 
 /** The course page's origin: `page(html, headers)` → its URL; `requests` the paths it answered. */
 async function startCourse() {
-  const port = await freePort();
   const pages = new Map();
   const requests = [];
   const server = http.createServer((req, res) => {
@@ -59,7 +58,8 @@ async function startCourse() {
     if (!hit) return res.writeHead(404, { 'Access-Control-Allow-Origin': '*' }).end();
     res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store', ...hit.headers }).end(hit.body);
   });
-  await new Promise((resolve) => server.listen(port, '127.0.0.2', resolve));
+  await new Promise((resolve) => server.listen(0, '127.0.0.2', resolve));
+  const { port } = server.address();
   const origin = `http://127.0.0.2:${port}`;
   let n = 0;
   return {
