@@ -455,3 +455,49 @@ fn the_draft_model_rule_keeps_the_distribution_and_a_wrong_one_is_caught() {
     }
     assert_rule_and_catch_the_wrong_one(&right, &wrong, &p);
 }
+
+#[test]
+fn a_profile_times_a_generation_that_runs_alone_and_only_when_asked() {
+    use gpt2_web::scheduler::{self, Prompt};
+    let mut model = load_as(DEMO, CpuDtype::Q8);
+    let ids = model.tokenizer.encode(PROMPTS[0]).unwrap();
+    let run = |model: &mut Model, p: GenerateParams| {
+        let prompt = Prompt::Ids(ids.clone());
+        scheduler::run(model, None, prompt, p, &mut |_, _| {}, &|| false).unwrap()
+    };
+    let beams = GenerateParams {
+        num_beams: 3,
+        ..params(12, Draft::None)
+    };
+    for (name, p) in [
+        ("prompt lookup", params(24, Draft::PromptLookup)),
+        ("beams", beams),
+    ] {
+        let asked = GenerateParams {
+            profile: true,
+            ..p.clone()
+        };
+        let c = run(&mut model, asked);
+        let prof = c.profile.unwrap_or_else(|| panic!("{name}: no profile"));
+        // The prompt's pass, then the steps' passes, each of several rows (a draft's, the beams').
+        assert_eq!(
+            (prof.prompt.calls, prof.prompt.tokens),
+            (1, ids.len()),
+            "{name}"
+        );
+        assert!(
+            prof.decode.calls > 0 && prof.decode.total_ms > 0.0,
+            "{name}"
+        );
+        assert!(prof.decode.tokens > prof.decode.calls, "{name}: {prof:?}");
+        if name == "prompt lookup" {
+            assert_eq!(prof.decode.calls + 1, c.result.metrics.target_forwards);
+        }
+        let c = run(&mut model, p);
+        assert!(c.profile.is_none(), "{name}: a profile nobody asked for");
+        assert!(
+            model.backend().profile().is_none(),
+            "{name}: profiling left on"
+        );
+    }
+}

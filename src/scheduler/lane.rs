@@ -214,11 +214,12 @@ impl<M: BorrowMut<Model>> Lane<M> {
                 }),
                 Ok(Move::Working) => {}
                 Ok(Move::Done) => {
+                    let model: &mut Model = self.model.borrow_mut();
                     out.push(Outcome::Ended {
                         id: a.id,
                         choice: a.choice,
                         result: Box::new(a.gen.result()),
-                        profile: None,
+                        profile: model.backend().profile(), // its own passes: it ran alone
                     });
                     return;
                 }
@@ -308,6 +309,8 @@ impl<M: BorrowMut<Model>> Lane<M> {
                 return Ok(());
             }
         };
+        // Whatever it is, a generation's own setting: a profile times its passes alone.
+        model.set_profiling(params.profile);
         if !gen.plain() {
             self.alone = Some(Alone {
                 id: m.id,
@@ -317,7 +320,6 @@ impl<M: BorrowMut<Model>> Lane<M> {
             });
             return Ok(());
         }
-        model.set_profiling(params.profile);
         match self.batch.add(model, gen).await {
             Ok(slot) => {
                 self.members.push((slot, m.id, m.choice));

@@ -463,7 +463,7 @@ export interface GenerateResult {
   tokens: number[];
   stopReason: StopReason;
   metrics: Metrics;
-  /** With `profile: true` on the CPU: the prompt's forward pass and the decode steps' (one each), apart. */
+  /** With `profile: true` on the CPU: the first forward pass (the prompt's) and every later one (the steps': a verification pass or a beam step is one call of several rows), apart. */
   profile?: { prompt: Phases; decode: Phases };
   /** With `numBeams` > 1: every finished beam, best (this result's text) first. */
   beams?: Beam[];

@@ -122,7 +122,11 @@ impl Profile {
     /// Adds one forward of `tokens` tokens (`call`: a forward of its own, not more rows of the
     /// head of the last one).
     pub(super) fn record(&mut self, tokens: usize, p: Phases, call: bool) {
-        let into = if tokens > 1 {
+        // The first pass since profiling began is the prompt's (with the head's rows it adds,
+        // `call` false), whatever its rows; every later one a step's, a verification pass's or a
+        // beam step's rows as much as one token's.
+        let first = self.prompt.calls == 0 || (!call && self.decode.calls == 0);
+        let into = if first {
             &mut self.prompt
         } else {
             &mut self.decode
