@@ -451,6 +451,45 @@ impl Ord for Total {
 
 /// Index of the largest value; the first one on ties, as `torch.argmax`.
 pub fn argmax(xs: &[f32]) -> u32 {
+    // Lanes, each over every LANES-th value, that the compiler keeps in vector registers: each
+    // holds the first index of its largest value above −∞ (a NaN is never larger), and the lanes
+    // then give the first index of the largest of all. The same answer as `argmax_in_order`.
+    const LANES: usize = 8;
+    if xs.len() < 2 * LANES || xs[0].is_nan() {
+        return argmax_in_order(xs);
+    }
+    let (mut value, mut index) = ([f32::NEG_INFINITY; LANES], [u32::MAX; LANES]);
+    let chunks = xs.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for (c, chunk) in chunks.enumerate() {
+        for j in 0..LANES {
+            let larger = chunk[j] > value[j];
+            value[j] = if larger { chunk[j] } else { value[j] };
+            index[j] = if larger {
+                (c * LANES + j) as u32
+            } else {
+                index[j]
+            };
+        }
+    }
+    let (mut best, mut at) = (xs[0], 0u32);
+    for (&v, &i) in value.iter().zip(&index) {
+        if v > best || (v == best && i < at) {
+            (best, at) = (v, i);
+        }
+    }
+    let start = xs.len() - tail.len();
+    for (k, &x) in tail.iter().enumerate() {
+        if x > best {
+            (best, at) = (x, (start + k) as u32);
+        }
+    }
+    at
+}
+
+/// The index of the first largest value, in one pass in order (a NaN is never larger; with a
+/// NaN first, 0): what `argmax` gives.
+pub fn argmax_in_order(xs: &[f32]) -> u32 {
     let mut best = 0;
     for (i, &x) in xs.iter().enumerate() {
         if x > xs[best] {

@@ -236,3 +236,49 @@ fn top_k_is_the_first_k_of_the_sort() {
         assert_eq!(ids, [0, 4, 2, 6, 5, 1, 7, 3][..k.min(8)], "k = {k}");
     }
 }
+
+#[test]
+fn argmax_is_the_first_largest_as_in_order_whatever_the_values() {
+    // Ties, NaNs, −∞ and both zeros, at every length around the lanes' and at the vocabulary's.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as u32
+    };
+    let pick = [
+        f32::NAN,
+        f32::NEG_INFINITY,
+        -0.0,
+        0.0,
+        1.5,
+        -2.0,
+        7.25,
+        f32::INFINITY,
+    ];
+    let mut checked = 0;
+    for len in (0..70).chain([50_257]) {
+        for trial in 0..200 {
+            let xs: Vec<f32> = (0..len)
+                .map(|_| match next() % 16 {
+                    k @ 0..=7 if trial % 3 == 0 => pick[k as usize],
+                    0 => f32::NAN,
+                    1 => f32::NEG_INFINITY,
+                    k => (next() % 9) as f32 - 4.0 + (k % 2) as f32 * 0.5, // few values: ties
+                })
+                .collect();
+            assert_eq!(argmax(&xs), argmax_in_order(&xs), "{xs:?}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 71 * 200);
+    // Known answers: the first of two maxima; a NaN first keeps 0; a later NaN is never chosen.
+    let mut xs = vec![0.0f32; 40];
+    (xs[17], xs[33]) = (3.0, 3.0);
+    assert_eq!(argmax(&xs), 17);
+    xs[0] = f32::NAN;
+    assert_eq!(argmax(&xs), 0);
+    (xs[0], xs[5]) = (1.0, f32::NAN);
+    assert_eq!(argmax(&xs), 17);
+}
