@@ -263,29 +263,35 @@ impl MtpHeads {
         if k == 0 || h.len() != d {
             return;
         }
-        self.rows.clear();
+        let n = self.ids.len();
+        self.logits.resize(n, 0.0);
+        let mut confidence = 1.0;
+        // Head by head, each only while the ones before it were sure enough (a row's product is
+        // the same alone as in a tile of rows, so the guesses are those of all heads at once).
         for (w, b) in &self.heads[..k] {
             gemv(h, d, w, Some(b), &mut self.z);
             // h + SiLU(z)
+            self.rows.clear();
             (self.rows).extend(
                 h.iter()
                     .zip(&self.z)
                     .map(|(h, z)| h + z / (1.0 + (-z).exp())),
             );
-        }
-        let n = self.ids.len();
-        self.logits.resize(k * n, 0.0);
-        self.act.quantize(&self.rows, d);
-        self.emb.matmul(&self.act, None, &mut self.logits);
-        let mut confidence = 1.0;
-        for row in self.logits.chunks_exact(n) {
+            self.act.quantize(&self.rows, d);
+            self.emb.matmul(&self.act, None, &mut self.logits);
+            let row = &self.logits[..n];
             let best = crate::sampling::argmax(row) as usize;
-            // The top one's probability: 1 / Σ exp(x − max).
+            // The top one's probability: 1 / Σ exp(x − max), summed in order; the sum only
+            // grows, so once the confidence it leaves is below the floor the head is not sure.
             let top = row[best];
-            confidence /= row.iter().map(|x| (x - top).exp()).sum::<f32>();
-            if confidence < min_confidence {
-                break;
+            let mut sum = 0.0f32;
+            for part in row.chunks(256) {
+                sum = part.iter().fold(sum, |s, x| s + (x - top).exp());
+                if confidence / sum < min_confidence {
+                    return;
+                }
             }
+            confidence /= sum;
             out.push(self.ids[best]);
         }
     }
@@ -444,6 +450,87 @@ impl HeadsTrial {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Random heads: d = 64, three heads, 300 draft tokens; weights scaled so that the heads'
+    /// confidence spreads over the floors tried.
+    fn random_heads(seed: u64, sharp: f32) -> MtpHeads {
+        let mut state = seed;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        };
+        let (d, n) = (64, 300);
+        let heads = (0..3)
+            .map(|_| {
+                (
+                    (0..d * d).map(|_| next() * 0.2).collect(),
+                    (0..d).map(|_| next()).collect(),
+                )
+            })
+            .collect();
+        let emb: Vec<f32> = (0..n * d).map(|_| next() * sharp).collect();
+        MtpHeads {
+            d,
+            heads,
+            ids: (0..n as u32).map(|i| 7 * i + 1).collect(),
+            emb: Q8Matrix::quantize(&emb, n, d, d, 1).unwrap(),
+            rows: Vec::new(),
+            act: Q8Act::default(),
+            z: vec![0.0; d],
+            logits: Vec::new(),
+        }
+    }
+
+    /// The guesses as all heads' rows at once, then the floor over their softmaxes in order.
+    fn all_at_once(m: &mut MtpHeads, h: &[f32], k: usize, floor: f32) -> Vec<u32> {
+        let (d, n) = (m.d, m.ids.len());
+        let mut rows = Vec::new();
+        for (w, b) in &m.heads[..k] {
+            gemv(h, d, w, Some(b), &mut m.z);
+            rows.extend(h.iter().zip(&m.z).map(|(h, z)| h + z / (1.0 + (-z).exp())));
+        }
+        let mut logits = vec![0.0; k * n];
+        m.act.quantize(&rows, d);
+        m.emb.matmul(&m.act, None, &mut logits);
+        let (mut confidence, mut out) = (1.0f32, Vec::new());
+        for row in logits.chunks_exact(n) {
+            let best = crate::sampling::argmax(row) as usize;
+            confidence /= row.iter().map(|x| (x - row[best]).exp()).sum::<f32>();
+            if confidence < floor {
+                break;
+            }
+            out.push(m.ids[best]);
+        }
+        out
+    }
+
+    #[test]
+    fn the_heads_guess_head_by_head_what_all_at_once_guesses() {
+        let mut lengths = [0usize; 4];
+        for seed in 1..40u64 {
+            let mut m = random_heads(seed, [0.5, 2.0, 6.0][seed as usize % 3]);
+            let mut next = seed.wrapping_mul(0x9e37_79b9);
+            let h: Vec<f32> = (0..m.d)
+                .map(|_| {
+                    next = next.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    (next >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+                })
+                .collect();
+            for k in 0..=3 {
+                for floor in [0.0, 0.05, 0.2, 0.35, 0.6, 0.9] {
+                    let mut got = Vec::new();
+                    m.guess(&h, k, floor, &mut got);
+                    let want = all_at_once(&mut m, &h, k, floor);
+                    assert_eq!(got, want, "seed {seed}, k {k}, floor {floor}");
+                    lengths[got.len()] += 1;
+                }
+            }
+        }
+        // The floors cut the guesses at every length, so the early stop was exercised.
+        assert!(lengths.iter().all(|&n| n > 0), "{lengths:?}");
+    }
 
     #[test]
     fn a_heads_trial_alternates_blocks_and_decides_by_the_time_per_token() {
