@@ -297,20 +297,28 @@ impl MtpHeads {
     }
 }
 
-/// Forward passes in one timed block of a heads trial, and blocks of each kind before a verdict.
+/// Forward passes in one timed block of a heads trial, and blocks of each kind before a verdict
+/// (after the first of each kind, which is not counted: it runs code the engine may not have
+/// compiled in its optimising tier yet, and timed it had the plain loop at 1.0 ms a token in
+/// Chromium where it runs at 0.7).
 pub const TRIAL_BLOCK: usize = 8;
 pub const TRIAL_BLOCKS: usize = 4;
 
-/// How much faster a drafted token must come than a plain one for the heads to stay on: a margin
-/// over the noise of timing blocks of a few milliseconds (a browser's clock ticks by 0.1–1 ms
-/// outside a cross-origin isolated page).
-pub const HEADS_MARGIN: f64 = 1.02;
+/// How much faster a drafted token must come than a plain one for the heads to stay on. The trial
+/// times whatever text comes first, and how many guesses hold depends on the text: on the demo
+/// model the same engine ran 0.89–1.21× plain over `tools/speculative_prompts.json`'s eight
+/// prompts (Chromium, 2-core AMD EPYC Zen 5), and a trial at 1.06× left drafting on where it
+/// lost on most of them (0.94×). A margin of 10% keeps the heads on where they win by more than
+/// that spread, and above the noise of timing blocks of a few milliseconds (a browser's clock
+/// ticks by 0.1–1 ms outside a cross-origin isolated page).
+pub const HEADS_MARGIN: f64 = 1.10;
 
 /// Whether the multi-token prediction heads pay on this engine and model, measured: until a
 /// verdict, `draft: 'mtp'` generations alternate blocks of `TRIAL_BLOCK` drafted forward passes
 /// (the heads' guesses, the verification pass) with blocks of plain ones (one id, no guesses),
 /// timing each block — the same tokens either way, since a drafted step gives the plain loop's
-/// tokens. After `TRIAL_BLOCKS` blocks of each, the milliseconds per token of each decide: the
+/// tokens. The first block of each kind warms up and is not counted; after `TRIAL_BLOCKS` more
+/// of each, the milliseconds per token of each decide: the
 /// heads stay on when drafted tokens came at least `HEADS_MARGIN` times as fast, and otherwise
 /// `draft: 'mtp'` runs the plain loop unless `forceDraft` is set. A verdict can also be given
 /// (a front end remembers one per browser, build and model: `Model::heads_trial`).
@@ -318,7 +326,7 @@ pub const HEADS_MARGIN: f64 = 1.02;
 pub struct HeadsTrial {
     /// Milliseconds, tokens and forward passes of the finished blocks: [plain, drafted].
     sums: [(f64, usize, usize); 2],
-    /// Finished blocks of each kind.
+    /// Finished blocks of each kind, the first (the warm-up, not counted) included.
     blocks: [usize; 2],
     /// The block being timed: its kind's index, milliseconds, tokens and forward passes.
     open: (usize, f64, usize, usize),
@@ -393,7 +401,7 @@ impl HeadsTrial {
     }
 
     /// A forward pass of kind `step` took `ms` and gave `tokens` tokens. Once both kinds have
-    /// `TRIAL_BLOCKS` blocks, the verdict.
+    /// `TRIAL_BLOCKS` blocks after their warm-up, the verdict.
     pub fn record(&mut self, step: HeadsStep, ms: f64, tokens: usize) {
         if self.verdict.is_some() {
             return;
@@ -412,10 +420,12 @@ impl HeadsTrial {
             return;
         }
         let (k, ms, tokens, forwards) = std::mem::take(&mut self.open);
-        let sum = &mut self.sums[k];
-        (sum.0, sum.1, sum.2) = (sum.0 + ms, sum.1 + tokens, sum.2 + forwards);
+        if self.blocks[k] > 0 {
+            let sum = &mut self.sums[k];
+            (sum.0, sum.1, sum.2) = (sum.0 + ms, sum.1 + tokens, sum.2 + forwards);
+        }
         self.blocks[k] += 1;
-        if self.blocks.iter().all(|&b| b >= TRIAL_BLOCKS) {
+        if self.blocks.iter().all(|&b| b > TRIAL_BLOCKS) {
             self.verdict = Some(self.decide());
         }
     }
@@ -539,31 +549,46 @@ mod tests {
         while t.measuring() {
             let step = t.next_step();
             kinds.push(step);
-            // Drafted passes give 1.5 tokens for 1.4 ms, plain ones 1 token for 1 ms.
+            // Drafted passes give 1.5 tokens for 1.2 ms, plain ones 1 token for 1 ms; in the
+            // warm-up blocks (the first of each kind), 50 ms: not counted.
+            let warm = kinds.len() <= 2 * TRIAL_BLOCK;
             match step {
-                HeadsStep::Drafted => t.record(step, 1.4, if kinds.len() % 2 == 0 { 1 } else { 2 }),
-                HeadsStep::Plain => t.record(step, 1.0, 1),
+                HeadsStep::Drafted => {
+                    let ms = if warm { 50.0 } else { 1.2 };
+                    t.record(step, ms, if kinds.len() % 2 == 0 { 1 } else { 2 })
+                }
+                HeadsStep::Plain => t.record(step, if warm { 50.0 } else { 1.0 }, 1),
             }
         }
-        assert_eq!(kinds.len(), 2 * TRIAL_BLOCK * TRIAL_BLOCKS);
+        assert_eq!(kinds.len(), 2 * TRIAL_BLOCK * (TRIAL_BLOCKS + 1));
         for (i, block) in kinds.chunks(TRIAL_BLOCK).enumerate() {
             let want = [HeadsStep::Drafted, HeadsStep::Plain][i % 2];
             assert!(block.iter().all(|&k| k == want), "block {i}: {block:?}");
         }
         let v = t.verdict.clone().unwrap();
-        assert!((v.speedup - 1.5 / 1.4).abs() < 1e-9 && v.on, "{v:?}");
+        assert!((v.speedup - 1.5 / 1.2).abs() < 1e-9 && v.on, "{v:?}");
+        assert_eq!(v.forwards, 2 * TRIAL_BLOCK * TRIAL_BLOCKS);
         assert_eq!(t.next_step(), HeadsStep::Drafted);
         // A step of the other kind than the open block's is not counted; slower drafts: off.
         let mut t = HeadsTrial::default();
-        t.record(HeadsStep::Drafted, 5.0, 1);
-        t.record(HeadsStep::Plain, 0.0, 100);
+        let mut n = 0;
         while t.measuring() {
             let step = t.next_step();
             t.record(step, if step == HeadsStep::Drafted { 1.2 } else { 1.0 }, 1);
+            n += 1;
+            if n == 2 * TRIAL_BLOCK + 3 {
+                // Inside the second drafted block, the first counted one.
+                t.record(HeadsStep::Drafted, 5.0, 1);
+                t.record(HeadsStep::Plain, 0.0, 100);
+            }
         }
         let v = t.verdict.clone().unwrap();
         assert!(!v.on && v.why.contains("plain loop"), "{v:?}");
         assert!(v.drafted_ms_per_token > 1.2, "the 5 ms pass counted: {v:?}");
+        assert!(
+            (v.plain_ms_per_token - 1.0).abs() < 1e-9,
+            "a plain pass counted in a drafted block: {v:?}"
+        );
         assert_eq!(t.next_step(), HeadsStep::Plain);
         // A front end gives it back on its next visit: remembered, the same otherwise.
         let mut again = HeadsTrial::default();

@@ -235,8 +235,9 @@ fn the_heads_measure_whether_they_pay_and_a_verdict_of_off_runs_the_plain_loop()
         ..Default::default()
     };
     let (plain, _) = run_ids(&mut model, &prompt, long(Draft::None, false));
-    // Three generations of 40 tokens: 117 steps after their prompts, the trial's 64 among them.
-    for _ in 0..3 {
+    // Four generations of 40 tokens: 156 tokens after their prompts, the trial's 80 passes
+    // among them (16 of warm-up, 64 timed).
+    for _ in 0..4 {
         let r = run_ids(&mut model, &prompt, long(Draft::Mtp, false)).0;
         assert_eq!(r.tokens, plain.tokens[..40]);
         let m = r.metrics.mtp.as_ref().expect("metrics.mtp");
@@ -248,7 +249,7 @@ fn the_heads_measure_whether_they_pay_and_a_verdict_of_off_runs_the_plain_loop()
         .heads_trial
         .verdict
         .clone()
-        .expect("a verdict after 117 steps");
+        .expect("a verdict after 156 tokens");
     assert_eq!(v.forwards, 2 * TRIAL_BLOCK * TRIAL_BLOCKS);
     assert!(
         v.plain_ms_per_token > 0.0 && v.drafted_ms_per_token > 0.0,

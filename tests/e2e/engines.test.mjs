@@ -162,7 +162,7 @@ for (const name of ENGINES) {
             out[dtype] = { heads: model.mtpHeads, plain: plain.tokens, mtp: mtp.tokens, metrics: mtp.metrics, drafted: events.filter((e) => e.drafted).length };
             // Without forceDraft the first generations time drafted blocks against plain ones.
             const measured = [];
-            for (let i = 0; i < 4 && !measured.at(-1)?.verdict; i++) {
+            for (let i = 0; i < 6 && !measured.at(-1)?.verdict; i++) {
               const r = await model.generate(prompt, { ...opts, draft: 'mtp' });
               measured.push({ ...r.metrics.mtp, same: r.tokens.join() === plain.tokens.join() });
             }
@@ -188,7 +188,7 @@ for (const name of ENGINES) {
         const v = r.measured.at(-1).verdict;
         assert.ok(r.measured.every((m) => m.same), `${dtype}: a measuring generation's tokens differ from plain greedy`);
         assert.equal(r.measured[0].ran, 'measuring', JSON.stringify(r.measured[0]));
-        assert.ok(v && v.forwards === 64 && v.speedup > 0 && !v.remembered && v.on === v.speedup >= 1.02, `${dtype}: ${JSON.stringify(r.measured)}`);
+        assert.ok(v && v.forwards === 64 && v.speedup > 0 && !v.remembered && v.on === v.speedup >= 1.1, `${dtype}: ${JSON.stringify(r.measured)}`);
       }
       const v = again.mtp?.verdict;
       assert.ok(v?.remembered && v.forwards === 64, `not remembered: ${JSON.stringify(again)}`);

@@ -441,7 +441,7 @@ export interface Metrics {
     ran: 'drafted' | 'plain' | 'measuring';
     forced: boolean;
     verdict: null | {
-      /** Whether `draft: 'mtp'` drafts (its drafted tokens came ≥ 1.02× as fast as plain ones). */
+      /** Whether `draft: 'mtp'` drafts (its drafted tokens came ≥ 1.1× as fast as plain ones). */
       on: boolean;
       plainMsPerToken: number;
       draftedMsPerToken: number;
