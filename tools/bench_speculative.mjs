@@ -5,10 +5,15 @@
 //
 //   node tools/bench_speculative.mjs [--model www/models/gpt2-shakespeare] [--dtype q8]
 //        [--drafts prompt-lookup,mtp] [--engines chromium,firefox,webkit] [--tokens 128] [--runs 3] [--json FILE]
+//        [--profile]
 //
 // The model folder's GGUF file is loaded when it has one (it carries the heads; the demo model's
 // does), else its safetensors. Times are taken in the page from the generate call to its result;
 // medians over the runs after a warm-up. The texts must be identical (greedy), or the run fails.
+// --profile: then one more plain and one more drafted generation (drafting forced, as the lab
+// does) with `profile: true`, and a second table of what a step costs: its forward pass (a drafted
+// step's is the verification pass over its rows) and the time around it (sampling, the heads'
+// guesses, the token events), per step.
 // Nothing leaves 127.0.0.1.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -27,6 +32,7 @@ const TOKENS = Number(opt('--tokens', '128'));
 const RUNS = Number(opt('--runs', '3'));
 const JSON_OUT = opt('--json', null);
 const DRAFTS = opt('--drafts', 'prompt-lookup,mtp').split(',');
+const PROFILE = args.includes('--profile');
 const ENGINE_NAMES = opt('--engines', 'chromium').split(',');
 for (const e of ENGINE_NAMES) {
   if (!ALL_ENGINES.includes(e)) throw new Error(`--engines: unknown engine "${e}"; choose from ${ALL_ENGINES.join(', ')}`);
@@ -50,7 +56,7 @@ async function loadInPage({ dtype, file }) {
 }
 
 /** Runs in the page: one prompt plain and with `draft`, `runs` times each after a warm-up. */
-async function onePrompt({ prompt, draft, tokens, runs }) {
+async function onePrompt({ prompt, draft, tokens, runs, profile }) {
   const model = globalThis.benchModel;
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const one = async (d) => {
@@ -74,7 +80,17 @@ async function onePrompt({ prompt, draft, tokens, runs }) {
     specDecode.push(b.ms - b.r.metrics.ttftMs);
     last = { a: a.r, b: b.r };
   }
+  // Per decode step: the forward pass's ms, its rows, and the ms around it.
+  const stepCost = async (options) => {
+    const t0 = performance.now();
+    const r = await model.generate(prompt, { maxTokens: tokens, temperature: 0, ignoreEos: true, prefixCache: false, profile: true, ...options });
+    const d = r.profile.decode;
+    const wall = performance.now() - t0 - r.metrics.ttftMs;
+    return { rows: d.tokens / d.calls, forwardMs: d.totalMs / d.calls, lmHeadMs: d.phases.lm_head / d.calls, aroundMs: (wall - d.totalMs) / d.calls };
+  };
+  const steps = profile ? { plain: await stepCost({ draft: 'none' }), drafted: await stepCost({ draft, forceDraft: true }) } : null;
   return {
+    steps,
     tokens: last.b.tokens.length, forwards: last.b.metrics.targetForwards,
     plainMs: median(plain), specMs: median(spec),
     plainDecodeMs: median(plainDecode), specDecodeMs: median(specDecode),
@@ -98,7 +114,7 @@ try {
       await page.evaluate(loadInPage, { dtype: DTYPE, file: GGUF ?? '' });
       for (const draft of DRAFTS) {
         for (const p of prompts) {
-          const r = await page.evaluate(onePrompt, { prompt: p.prompt, draft, tokens: TOKENS, runs: RUNS });
+          const r = await page.evaluate(onePrompt, { prompt: p.prompt, draft, tokens: TOKENS, runs: RUNS, profile: PROFILE });
           rows.push({ engine: name, draft, name: p.name, kind: p.kind, ...r });
         }
       }
@@ -121,6 +137,16 @@ console.log('|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
   const after = `${r.plainDecodeMs.toFixed(0)}, ${r.specDecodeMs.toFixed(0)}, ${(r.plainDecodeMs / r.specDecodeMs).toFixed(2)}×`;
   console.log(`| ${r.engine} | ${r.draft} | ${r.name} | ${r.kind} | ${(r.tokens / r.forwards).toFixed(2)} | ${r.plainMs.toFixed(0)} | ${r.specMs.toFixed(0)} | ${(r.plainMs / r.specMs).toFixed(2)}×${r.heads === 'off' ? ' off' : ''} | ${after} |`);
+}
+if (PROFILE) {
+  console.log('\nWhat a decode step costs (one profiled generation each, drafting forced): ms per step');
+  console.log('| engine | drafter | prompt | rows per drafted pass | plain: forward (lm_head), around it | drafted: forward (lm_head), around it | drafted ÷ plain forward |');
+  console.log('|---|---|---|---|---|---|---|');
+  const cell = (c) => `${c.forwardMs.toFixed(2)} (${c.lmHeadMs.toFixed(2)}), ${c.aroundMs.toFixed(2)}`;
+  for (const r of rows) {
+    const { plain, drafted } = r.steps;
+    console.log(`| ${r.engine} | ${r.draft} | ${r.name} | ${drafted.rows.toFixed(2)} | ${cell(plain)} | ${cell(drafted)} | ${(drafted.forwardMs / plain.forwardMs).toFixed(2)}× |`);
+  }
 }
 for (const engine of ENGINE_NAMES) {
   const v = rows.filter((r) => r.engine === engine && r.verdict).at(-1)?.verdict;
