@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Multi-token prediction heads (Medusa-1, Cai et al. 2024) for a frozen GPT-2, trained on the CPU
-with numpy alone: the draft that src/mtp.rs makes for speculative decoding.
+with numpy alone: the draft that src/mtp/ makes for speculative decoding.
 
     python3 tools/train_mtp_heads.py --model DIR --out DIR [--heads 3] [--draft-vocab 2048]
         [--steps N | --minutes M] [--text FILE] [--seed 1234]
