@@ -59,9 +59,10 @@ async function loadInPage({ dtype, file }) {
 async function onePrompt({ prompt, draft, tokens, runs, profile }) {
   const model = globalThis.benchModel;
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const base = { maxTokens: tokens, temperature: 0, ignoreEos: true, prefixCache: false };
   const one = async (d) => {
     const t0 = performance.now();
-    const r = await model.generate(prompt, { maxTokens: tokens, temperature: 0, ignoreEos: true, prefixCache: false, draft: d });
+    const r = await model.generate(prompt, { ...base, draft: d });
     return { ms: performance.now() - t0, r };
   };
   await one(draft); // warm-up
@@ -83,7 +84,7 @@ async function onePrompt({ prompt, draft, tokens, runs, profile }) {
   // Per decode step: the forward pass's ms, its rows, and the ms around it.
   const stepCost = async (options) => {
     const t0 = performance.now();
-    const r = await model.generate(prompt, { maxTokens: tokens, temperature: 0, ignoreEos: true, prefixCache: false, profile: true, ...options });
+    const r = await model.generate(prompt, { ...base, profile: true, ...options });
     const d = r.profile.decode;
     const wall = performance.now() - t0 - r.metrics.ttftMs;
     return { rows: d.tokens / d.calls, forwardMs: d.totalMs / d.calls, lmHeadMs: d.phases.lm_head / d.calls, aroundMs: (wall - d.totalMs) / d.calls };

@@ -489,7 +489,7 @@ pub fn argmax(xs: &[f32]) -> u32 {
 
 /// The index of the first largest value, in one pass in order (a NaN is never larger; with a
 /// NaN first, 0): what `argmax` gives.
-pub fn argmax_in_order(xs: &[f32]) -> u32 {
+fn argmax_in_order(xs: &[f32]) -> u32 {
     let mut best = 0;
     for (i, &x) in xs.iter().enumerate() {
         if x > xs[best] {
