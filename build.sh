@@ -111,27 +111,14 @@ wasm_build() {
   say "building www/$out ($features)"
   RUSTFLAGS="-C target-feature=$features $WASM_LINK --cfg getrandom_backend=\"wasm_js\"" \
     CARGO_TARGET_DIR="$dir" cargo $toolchain build --lib --release --target "$WASM_TARGET" "$@"
+  rm -rf "www/$out/snippets" # written afresh, so that tools/patch_rayon.mjs finds upstream's text
   # --remove-name-section: the function names (0.48 MB of 4.07; 0.09 MB of 1.03 with brotli) only
   # name frames in a wasm stack trace; panics carry their own message.
   wasm-bindgen --target web --no-typescript --remove-name-section --out-dir "www/$out" "$dir/$WASM_TARGET/release/gpt2_web.wasm"
-  # wasm-bindgen-rayon's thread workers import their package as '../../..' (a bundler's package
-  # folder); a static server needs the file itself. And they start as `new Worker(new URL(...))`,
-  # which browsers refuse when the page is of another origin than these files: from there, start
-  # each as a same-origin blob that imports the helper by its absolute URL (as gpt2.js does).
+  # wasm-bindgen-rayon's script for the threads, changed: its package imported by file, its
+  # workers started by the page (tools/patch_rayon.mjs says why).
   for f in "www/$out"/snippets/wasm-bindgen-rayon-*/src/workerHelpers.js; do
-    [ -e "$f" ] || continue
-    grep -q 'function sameOrigin' "$f" && continue # patched already (wasm-bindgen left it as it was)
-    sed -i -e "s#import('../../..')#import('../../../gpt2_web.js')#" \
-      -e "s#new Worker(new URL('./workerHelpers.js', import.meta.url)#new Worker(sameOrigin(new URL('./workerHelpers.js', import.meta.url))#" "$f"
-    grep -q 'sameOrigin(new URL' "$f" || { echo "build.sh: $f no longer matches the patch" >&2; exit 1; }
-    cat >> "$f" <<'JS'
-
-// Added by gpt2-web's build.sh: a worker script of another origin runs from a same-origin blob.
-function sameOrigin(url) {
-  if (url.origin === self.location.origin) return url;
-  return URL.createObjectURL(new Blob([`import ${JSON.stringify(url.href)};\n`], { type: 'text/javascript' }));
-}
-JS
+    if [ -e "$f" ]; then node tools/patch_rayon.mjs "$f"; fi
   done
   echo "www/$out/gpt2_web_bg.wasm: $(du -h "www/$out/gpt2_web_bg.wasm" | cut -f1)"
 }

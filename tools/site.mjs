@@ -55,10 +55,14 @@ const sha256 = (bytes) => crypto.createHash('sha256').update(bytes).digest('hex'
  */
 function releaseFiles(www) {
   const code = (dir) => fs.readdirSync(path.join(www, dir)).filter((f) => /\.(js|css)$/.test(f)).map((f) => path.posix.join(dir, f));
-  const modules = ['.', ...FOLDERS].flatMap(code).filter((f) => f !== 'worker.js').sort();
+  // node.js is Node's entry (the npm package's), which a site has no use for.
+  const modules = ['.', ...FOLDERS].flatMap(code).filter((f) => f !== 'worker.js' && f !== 'node.js').sort();
   const missing = BUILDS.filter((b) => !fs.existsSync(path.join(www, b, 'gpt2_web_bg.wasm')));
   if (missing.length) throw new Error(`${missing.map((b) => `www/${b}`).join(', ')} missing: run ./build.sh build first`);
-  return [...modules, 'worker.js', ...BUILDS.flatMap((b) => BUILD_FILES.map((f) => `${b}/${f}`))];
+  // A build's glue imports its snippets (pkg-threads: wasm-bindgen-rayon's script for the threads).
+  const snippets = (b) => fs.readdirSync(path.join(www, b), { recursive: true })
+    .filter((f) => f.startsWith('snippets') && f.endsWith('.js')).map((f) => path.posix.join(b, f.split(path.sep).join('/')));
+  return [...modules, 'worker.js', ...BUILDS.flatMap((b) => [...BUILD_FILES.map((f) => `${b}/${f}`), ...snippets(b)])];
 }
 
 /**

@@ -81,7 +81,9 @@ test('the worker that ships (site, npm package, offline bundle) has no test requ
 
 test('the worker replies only with types of the protocol, and the page handles every one', () => {
   const { replies } = runWorker();
-  const parts = fs.readdirSync(path.join(WWW, 'worker')).map((f) => read(`worker/${f}`)).join('\n');
+  // The worker's parts, and the threaded build's script as tools/patch_rayon.mjs changes it (it runs in the worker too).
+  const parts = [...fs.readdirSync(path.join(WWW, 'worker')).map((f) => read(`worker/${f}`)),
+    fs.readFileSync(path.join(ROOT, 'tools/patch_rayon.mjs'), 'utf8')].join('\n');
   const used = new Set([...parts.matchAll(/\breply\([^,]+, '(\w+)'/g)].map((m) => m[1]));
   for (const m of parts.matchAll(/postMessage\(\{ type: '(\w+)'/g)) used.add(m[1]);
   // The scheduler's events are posted as the engine makes them (pump.js): their types are Rust's.

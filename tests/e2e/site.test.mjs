@@ -32,9 +32,10 @@ test('the site: a release folder named by its content, a hashed model, entry pag
   assert.equal(site.model.match(/\.([0-9a-f]{12})\.gguf$/)?.[1], crypto.createHash('sha256').update(model).digest('hex').slice(0, 12));
   assert.deepEqual(model, fs.readFileSync(path.join(WWW, 'models/gpt2-shakespeare/gpt2-shakespeare-q8_0.gguf')));
   // Every module of www/ is in the folder, unchanged but api/assets.js, which names the hashed
-  // model, and worker.js, which is the worker without the tests' requests.
+  // model, and worker.js, which is the worker without the tests' requests (node.js, Node's entry, is not shipped).
   const modules = ['.', 'api', 'widget', 'page'].flatMap((d) => fs.readdirSync(path.join(WWW, d))
-    .filter((n) => /\.(js|css)$/.test(n)).map((n) => path.posix.join(d, n)));
+    .filter((n) => /\.(js|css)$/.test(n)).map((n) => path.posix.join(d, n))).filter((f) => f !== 'node.js');
+  assert.ok(!fs.existsSync(path.join(SITE, v, 'node.js')), 'the site ships node.js');
   assert.ok(modules.length >= 25, `found only ${modules}`);
   for (const f of modules) {
     const copy = fs.readFileSync(path.join(SITE, v, f), 'utf8');
@@ -43,6 +44,17 @@ test('the site: a release folder named by its content, a hashed model, entry pag
     else assert.equal(copy, fs.readFileSync(path.join(WWW, f), 'utf8'), `${v}${f} differs from www/${f}`);
   }
   for (const b of ['pkg', 'pkg-relaxed', 'pkg-threads']) assert.ok(fs.existsSync(path.join(SITE, v, b, 'gpt2_web_bg.wasm')), `${b} missing`);
+  // Every module of the folder finds what it imports there: a build's glue its snippets (the
+  // threaded build's: wasm-bindgen-rayon's script for the threads), that script the glue.
+  const shipped = site.files.filter((f) => f.startsWith(v) && f.endsWith('.js'));
+  let imports = 0;
+  for (const f of shipped) {
+    for (const m of fs.readFileSync(path.join(SITE, f), 'utf8').matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*)'(\.{1,2}\/[^']+)'/g)) {
+      imports++;
+      assert.ok(fs.existsSync(path.join(SITE, path.posix.dirname(f), m[1])), `${f} imports ${m[1]}, which the site lacks`);
+    }
+  }
+  assert.ok(shipped.some((f) => f.includes('/snippets/')) && imports > 40, `${imports} imports in ${shipped.length} modules`);
   // The entry pages' local scripts and style sheets resolve, inside the folder (links within the
   // page, #fragment, are not files).
   for (const page of ENTRIES) {

@@ -18,24 +18,25 @@ let shared = null; // { worker, pending: Map<id, handlers>, models: number, load
 let nextId = 1;
 
 /**
- * Starts worker.js. Browsers start a worker only from a script of the page's own origin; when this
- * module came from another origin (a CDN, a course's asset host), the worker is a same-origin blob
- * whose one line imports worker.js by its absolute URL. That needs CORS on the asset host and
+ * A module worker running the script at `url` → { worker, blob (a URL to revoke once it runs, or
+ * null) }. Browsers start a worker only from a script of the page's own origin; when the script is
+ * of another origin (gpt2-web from a CDN, a course's asset host), the worker is a same-origin blob
+ * whose one line imports the script by its absolute URL. That needs CORS on the asset host and
  * `worker-src blob:` in a page's Content-Security-Policy, if it has one.
  */
-function startWorker(conn) {
-  if (host.startWorker) return host.startWorker(WORKER, WORKER_OPTIONS);
+function startScript(url, options) {
+  if (host.startWorker) return { worker: host.startWorker(url, options), blob: null };
   const here = typeof location === 'undefined' ? null : location.origin;
-  const direct = ['blob:', 'data:'].includes(WORKER.protocol) || WORKER.origin === here;
-  if (direct) return new Worker(WORKER, WORKER_OPTIONS);
-  conn.blob = URL.createObjectURL(new Blob([`import ${JSON.stringify(WORKER.href)};\n`], { type: 'text/javascript' }));
-  return new Worker(conn.blob, WORKER_OPTIONS);
+  if (['blob:', 'data:'].includes(url.protocol) || url.origin === here) return { worker: new Worker(url, options), blob: null };
+  const blob = URL.createObjectURL(new Blob([`import ${JSON.stringify(url.href)};\n`], { type: 'text/javascript' }));
+  return { worker: new Worker(blob, options), blob };
 }
 
 export function connection() {
   if (shared) return shared;
   // models counts live handles; loads holds each folder URL's model: key → { key, promise, refs, listeners }.
-  const conn = { worker: null, pending: new Map(), models: 0, loads: new Map(), dead: null, ready: false, blocked: [] };
+  // threads: the threaded build's workers (startThreads).
+  const conn = { worker: null, pending: new Map(), models: 0, loads: new Map(), dead: null, ready: false, blocked: [], threads: [] };
   // A Content-Security-Policy that blocks the worker says so only in this event: keep what it
   // names, when it is about the worker (a blob:) or a file of ours.
   conn.onViolation = (e) => {
@@ -45,7 +46,7 @@ export function connection() {
   };
   globalThis.addEventListener?.('securitypolicyviolation', conn.onViolation);
   try {
-    conn.worker = startWorker(conn);
+    ({ worker: conn.worker, blob: conn.blob } = startScript(WORKER, WORKER_OPTIONS));
   } catch (e) {
     // e.g. a CSP that forbids blob: workers throws here in some browsers
     stop(conn, `the model's worker could not be started (${e.message}); ${EMBED_HELP}`);
@@ -58,6 +59,7 @@ export function connection() {
       if (conn.blob) URL.revokeObjectURL(conn.blob);
       return;
     }
+    if (data.type === 'threads') return startThreads(conn, data);
     const h = conn.pending.get(data.id);
     if (!h) return; // settled already (e.g. the onToken callback threw)
     if (data.type === 'progress') h.progress?.(data);
@@ -127,9 +129,61 @@ function fail(conn, message) {
 function stop(conn, message) {
   conn.dead = message; // models on this worker are gone: their later calls reject with this
   conn.worker?.terminate();
+  for (const thread of conn.threads) thread.terminate();
   globalThis.removeEventListener?.('securitypolicyviolation', conn.onViolation);
   if (conn.blob) URL.revokeObjectURL(conn.blob);
   if (shared === conn) shared = null;
+}
+
+/** How long the threaded build's threads may take to start before its load goes on with one thread. */
+const THREADS_START_MS = 20_000;
+
+/**
+ * The threaded build's `n` threads (rayon's), which the engine's worker asks the page to start
+ * rather than starting them itself (tools/patch_rayon.mjs: in Firefox a worker that starts a worker
+ * is sometimes blocked for good): `n` workers of wasm-bindgen-rayon's script at `url`, each sent
+ * `init`, started once each has said it is ready. The answer goes back to the engine's worker: with
+ * a sentence when they could not start, or not within THREADS_START_MS, so that its load goes on
+ * with one thread. The page keeps them (Firefox collects a worker that shares memory and nothing
+ * references) and stops them with the engine's worker.
+ */
+async function startThreads(conn, { n, init, url }) {
+  const started = [];
+  let timer;
+  try {
+    const late = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`its ${n} threads did not start within ${THREADS_START_MS / 1000} s`)), THREADS_START_MS);
+    });
+    for (let i = 0; i < n; i++) started.push(startThread(new URL(url), init));
+    conn.threads.push(...started.map((s) => s.worker));
+    await Promise.race([Promise.all(started.map((s) => s.ready)), late]);
+    conn.worker?.postMessage({ op: 'threads' });
+  } catch (e) {
+    for (const { worker } of started) worker.terminate();
+    conn.threads = conn.threads.filter((w) => !started.some((s) => s.worker === w));
+    conn.worker?.postMessage({ op: 'threads', error: e.message });
+  } finally {
+    clearTimeout(timer);
+    for (const { blob } of started) if (blob) URL.revokeObjectURL(blob);
+  }
+}
+
+/** One of the threads: its worker, and `ready`, which settles when it has said so or failed. */
+function startThread(url, init) {
+  const { worker, blob } = startScript(url, { ...WORKER_OPTIONS, name: 'gpt2-web thread' });
+  const ready = new Promise((resolve, reject) => {
+    worker.addEventListener('message', function answer({ data }) {
+      if (data?.type !== 'wasm_bindgen_worker_ready') return;
+      worker.removeEventListener('message', answer);
+      resolve();
+    });
+    worker.addEventListener('error', (e) => {
+      e.preventDefault();
+      reject(new Error(`a thread's worker could not start from ${url.href}${e.message ? ` (${e.message})` : ''}`));
+    }, { once: true });
+  });
+  worker.postMessage(init);
+  return { worker, blob, ready };
 }
 
 /** No model and no request left: stop the worker so its memory (wasm never shrinks) is freed. */

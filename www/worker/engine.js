@@ -55,7 +55,9 @@ export function wasm(threads, builds, only) {
     for (const [name, n] of tries) {
       try {
         const mod = await startBuild(builds[name]);
-        if (n > 1) await startThreads(mod, n);
+        // rayon's pool of n threads, which the page starts for it (www/api/connection.js
+        // startThreads), answering with a sentence when they cannot start in time.
+        if (n > 1) await mod.initThreadPool(n);
         engineModule = mod;
         return { mod, threads: n, build: name };
       } catch (e) {
@@ -68,26 +70,6 @@ export function wasm(threads, builds, only) {
     }
   })();
   return wasmReady;
-}
-
-/** How long rayon's threads may take to start before the load goes on with one thread. */
-const THREADS_START_MS = 20_000;
-
-/**
- * The threaded build's pool of `n` threads (rayon's, each a Web Worker that loads the engine
- * again). A pool that has not started in THREADS_START_MS fails this build, so the load goes on
- * with the next (one thread) instead of waiting forever.
- */
-async function startThreads(mod, n) {
-  let timer;
-  const late = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`its ${n} threads did not start within ${THREADS_START_MS / 1000} s`)), THREADS_START_MS);
-  });
-  try {
-    await Promise.race([mod.initThreadPool(n), late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** One build's glue module and wasm; a failure says which file and what the host must do. */

@@ -39,6 +39,8 @@ export const HANDLERS = {
   decode: (msg) => respond(msg.id, () => decode(msg)),
   dispose: (msg) => respond(msg.id, () => dispose(msg)),
   memory: (msg) => respond(msg.id, () => memory(msg)),
+  // The page's answer to the threaded build's `threads`: that build's own listener takes it.
+  threads: () => {},
 };
 
 self.onmessage = ({ data: msg }) => {

@@ -4,7 +4,7 @@
 // every type the worker replies with is here, and that connection.js handles every reply type.
 //
 // Every request from the page carries a fresh numeric `id`; every reply carries the id of the
-// request it answers. A loaded model is named by the id of its load request, so several models
+// request it answers (but `threads`, the one message the worker starts, and the page's answer). A loaded model is named by the id of its load request, so several models
 // (and several page widgets) share one worker. `done` and `error` end a request (every one but
 // `abort`); the others may come any number of times before.
 
@@ -27,11 +27,15 @@ export const REQUESTS = {
   decode: '{ id, op, model, ids } → done text',
   dispose: '{ id, op, model } → done; the model\'s requests, queued or running, get error',
   memory: '{ id, op, model } → done { wasmBytes, weights, kvCache, on }',
+  threads: '{ op, error? } the answer to a `threads` message: the page started the workers (or could not: error, a ' +
+    'sentence); no id, no reply (the threaded build\'s script waits for it: tools/patch_rayon.mjs)',
 };
 
 /** worker → page: type → what the reply holds. */
 export const REPLIES = {
   ready: '{ type } once, when the worker\'s script has run',
+  threads: '{ type, n, init, url } the threaded build asks the page to start its n threads: n workers of the script at ' +
+    'url (wasm-bindgen-rayon\'s, as tools/patch_rayon.mjs changes it), each sent init; answered by the request threads',
   progress: '{ id, type, file, loaded, total, tensor, cached, plan? } while a load reads its files',
   token: '{ id, type, token } once per generated token',
   backend: '{ id, type, backend, reason } the backend changed during a generation (e.g. the GPU was lost), before that token',
