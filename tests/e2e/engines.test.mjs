@@ -467,6 +467,34 @@ for (const name of ENGINES) {
       });
     });
 
+    test('the page compiles the engine\'s wasm for its worker (the build the load runs; not in WebKit); where it cannot, the worker compiles it, with the same tokens', T, async () => {
+      const want = native();
+      const run = (tag, refuse) => withEnginePage(engine, async (page) => {
+        await page.goto(`${sites.assets.origin}${sites.assets.page(tag, '<title>compile</title>')}`);
+        return page.evaluate(async ({ folder, prompt, n, refuse }) => {
+          const compiled = [];
+          const compileStreaming = WebAssembly.compileStreaming;
+          WebAssembly.compileStreaming = async (response) => {
+            const res = await response;
+            compiled.push(new URL(res.url).pathname);
+            if (refuse) throw new TypeError('refused by the test');
+            return compileStreaming.call(WebAssembly, res);
+          };
+          const { Gpt2 } = await import('/gpt2.js');
+          const model = await Gpt2.load({ model: folder, backend: 'cpu' });
+          const r = await model.generate(prompt, { maxTokens: n, temperature: 0 });
+          const out = { build: model.build, compiled, tokens: r.tokens };
+          model.dispose();
+          return out;
+        }, { folder: `/${MODEL_URL}`, prompt: PROMPT, n: N, refuse });
+      });
+      for (const refuse of [false, true]) {
+        const got = await run(refuse ? 'compile-refused' : 'compile', refuse);
+        assert.deepEqual(got.compiled, name === 'webkit' ? [] : [`/${got.build}/gpt2_web_bg.wasm`], `refused: ${refuse}`);
+        assert.deepEqual(got.tokens, want.tokens, `greedy tokens differ from the native CLI (refused: ${refuse})`);
+      }
+    });
+
     test('a failing load shows a sentence naming the missing file and leaves Generate disabled', T, async () => {
       await withEnginePage(engine, async (page) => {
         await page.goto(`${sites.assets.origin}/?model=models/nope/`);

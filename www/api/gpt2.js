@@ -17,6 +17,7 @@
 // when the last handle is disposed.
 
 import { BUILDS, DEMO_MODEL } from './assets.js';
+import { buildOrder, compileOnPage } from './builds.js';
 import { completionsOf } from './completions.js';
 import { rememberedRace, rememberRace, rememberedKernels, rememberKernels, rememberedHeads, rememberHeads } from './memory.js';
 import { LIMITS, LOAD_OPTIONS } from './options.js';
@@ -158,7 +159,13 @@ export class Gpt2 {
       const progress = ({ file, loaded, total, tensor, cached, plan }) => {
         for (const f of load.listeners) f({ file, loaded, total, tensor, cached, ...(plan ? { plan } : {}) });
       };
-      const { id, promise } = request(conn, { op: 'load', source, backend: runOn, dtype, threads, build, kernel, raceSoftwareGpu, timedKernels: rememberedKernels(), headsVerdicts: source.urls ? rememberedHeads(name) : null, platform, builds: BUILDS, files: names }, { progress });
+      // The worker's first load starts its engine: the first build it tries is compiled here, on
+      // the page (builds.js says why), and sent to it once compiled.
+      const tries = buildOrder(threads, build);
+      const compiled = conn.engineAsked ? null : compileOnPage(BUILDS[tries[0][0]]?.wasm);
+      conn.engineAsked = true;
+      const { id, promise } = request(conn, { op: 'load', source, backend: runOn, dtype, tries, compiling: compiled ? tries[0][0] : null, kernel, raceSoftwareGpu, timedKernels: rememberedKernels(), headsVerdicts: source.urls ? rememberedHeads(name) : null, platform, builds: BUILDS, files: names }, { progress });
+      compiled?.then((module) => conn.worker?.postMessage({ op: 'engine', module }));
       load.id = id; // the model's id in the worker (connection.js forgets a crashed one by it)
       load.promise = promise.then((info) => ({ id, info }));
       if (key !== null) conn.loads.set(key, load);

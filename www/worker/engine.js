@@ -12,49 +12,33 @@ export let engineModule = null;
 /** Its memory (WebAssembly.Memory): what every model of this worker holds; it never shrinks. */
 export let wasmMemory = null;
 
-/**
- * The engine's thread count for a load that asked for `requested` (a number, or undefined for the
- * default): several threads need shared wasm memory, which browsers allow only on a cross-origin
- * isolated page (COOP/COEP headers); anywhere else it is 1.
- */
-export function threadsFor(requested) {
-  if (!self.crossOriginIsolated) return 1;
-  const n = requested ?? Math.min(navigator.hardwareConcurrency || 1, 4);
-  return Math.max(1, Math.floor(n));
+/** The first build's module as the page compiled it (`pageCompiled`), while a load waits for it. */
+let fromPage = null;
+const pageModule = () => {
+  if (!fromPage) {
+    let resolve;
+    fromPage = { promise: new Promise((r) => { resolve = r; }), resolve: (m) => resolve(m) };
+  }
+  return fromPage.promise;
+};
+
+/** The `engine` message: the module the page compiled for the first load (or null: compile it here). */
+export function pageCompiled(module) {
+  pageModule();
+  fromPage.resolve(module instanceof WebAssembly.Module ? module : null);
 }
 
 /**
- * Whether this browser has WebAssembly relaxed SIMD: a module with one i8x16.relaxed_swizzle
- * validates (the probe of wasm-feature-detect).
+ * The wasm module, started once per worker by the first load: the builds of `tries` ([[name,
+ * threads], …], the page's order: www/api/builds.js) in turn until one starts, from `builds`'
+ * URLs (gpt2.js sends them: assets.js) — the first from the module the page compiled when the
+ * load says `compiling` it (the `engine` message, which may say null: then from its URL).
  */
-function hasRelaxedSimd() {
-  return WebAssembly.validate(new Uint8Array([
-    0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 15, 1, 13, 0, 65, 1, 253, 15,
-    65, 2, 253, 15, 253, 128, 2, 11,
-  ]));
-}
-
-/**
- * The wasm module, started once per worker by the first load. Three builds (./build.sh), whose
- * URLs gpt2.js sends (`builds`): pkg-threads for more than one thread (wasm atomics, relaxed SIMD,
- * rayon's pool of `threads` Web Workers), pkg-relaxed where relaxed SIMD exists (its 8-bit dot
- * product is ~2× faster), else pkg (simd128). A build that is missing or cannot start falls back
- * to the next.
- */
-export function wasm(threads, builds, only) {
+export function wasm(tries, builds, compiling) {
   wasmReady ??= (async () => {
-    const relaxed = hasRelaxedSimd();
-    const tries = [];
-    if (only) {
-      tries.push([only, only === 'pkg-threads' ? Math.max(2, threads) : 1]); // asked for by name (benchmarks)
-    } else {
-      if (threads > 1 && relaxed && builds['pkg-threads']) tries.push(['pkg-threads', threads]);
-      if (relaxed && builds['pkg-relaxed']) tries.push(['pkg-relaxed', 1]);
-      tries.push(['pkg', 1]);
-    }
-    for (const [name, n] of tries) {
+    for (const [i, [name, n]] of tries.entries()) {
       try {
-        const mod = await startBuild(builds[name]);
+        const mod = await startBuild(builds[name], i === 0 && compiling === name ? pageModule() : null);
         // rayon's pool of n threads, which the page starts for it (www/api/connection.js
         // startThreads), answering with a sentence when they cannot start in time.
         if (n > 1) await mod.initThreadPool(n);
@@ -72,8 +56,11 @@ export function wasm(threads, builds, only) {
   return wasmReady;
 }
 
-/** One build's glue module and wasm; a failure says which file and what the host must do. */
-async function startBuild({ js, wasm: wasmUrl }) {
+/**
+ * One build's glue module and wasm (`module`: a promise of it compiled, which may give null; or
+ * its URL); a failure says which file and what the host must do.
+ */
+async function startBuild({ js, wasm: wasmUrl }, module) {
   let mod;
   try {
     mod = await import(js);
@@ -81,7 +68,7 @@ async function startBuild({ js, wasm: wasmUrl }) {
     throw new Error(`could not load the engine's script ${js} (${e.message}): ${hostHint(js)}`);
   }
   try {
-    wasmMemory = (await mod.default({ module_or_path: wasmUrl })).memory;
+    wasmMemory = (await mod.default({ module_or_path: (await module) ?? wasmUrl })).memory;
   } catch (e) {
     const csp = /unsafe-eval|Content Security Policy/i.test(e.message)
       ? "the page's Content-Security-Policy must allow 'wasm-unsafe-eval' in script-src" : hostHint(wasmUrl);

@@ -3,7 +3,7 @@
 // the CPU when the GPU fails, the phases timed. (Part of the worker: see www/worker/main.js.)
 
 import { FILES, checkAborted, loading, models, reply, setFiles } from './base.js';
-import { adapterName, threadsFor, timeDecode, warmUp, wasm } from './engine.js';
+import { adapterName, timeDecode, warmUp, wasm } from './engine.js';
 import { fileWeights, homeOrigins, notCachedSentence, openCache, otherLayouts, smallFetcher, smallReader, urlWeights, vocabAndMerges } from './files.js';
 import { scheduler, startScheduler } from './pump.js';
 
@@ -30,7 +30,7 @@ export function abortLoad(id) {
   return true;
 }
 
-async function loadModel({ id, source, backend, dtype, threads, build: only, kernel, raceSoftwareGpu = false, timedKernels = null, headsVerdicts = null, platform, builds, files: names }, state) {
+async function loadModel({ id, source, backend, dtype, tries, compiling, kernel, raceSoftwareGpu = false, timedKernels = null, headsVerdicts = null, platform, builds, files: names }, state) {
   setFiles(names);
   // The load's phases, in ms from its start (Gpt2#loadTimings; `./build.sh bench --cold` prints them).
   const t0 = performance.now();
@@ -38,7 +38,7 @@ async function loadModel({ id, source, backend, dtype, threads, build: only, ker
   const mark = (name) => { timings[name] = Math.round((performance.now() - t0) * 10) / 10; };
   // Compile the wasm while config.json and tokenizer.json download; the model's memory is checked
   // against this build (mod.checkMemory) from config.json before a byte of weights is read.
-  const ready = wasm(threadsFor(threads), builds, only).then((w) => { mark('engineMs'); return w; });
+  const ready = wasm(tries, builds, compiling).then((w) => { mark('engineMs'); return w; });
   const home = source.urls ? homeOrigins(builds) : null;
   const { cache, why: noCache } = source.urls ? await openCache() : { cache: null, why: null };
   let weights = source.urls ? urlWeights(source.urls.weights, home, cache) : fileWeights(source.files.weights);

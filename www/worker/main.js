@@ -21,7 +21,7 @@
 // page as they come. The scheduler batches, fans `n` out, assembles choices, aborts and disposes.
 
 import { describe, failure, models, reply } from './base.js';
-import { wasmMemory } from './engine.js';
+import { pageCompiled, wasmMemory } from './engine.js';
 import { abortLoad, load } from './load.js';
 import { REQUESTS } from './protocol.js';
 import { pump, pumping, scheduler, stepping } from './pump.js';
@@ -39,6 +39,7 @@ export const HANDLERS = {
   decode: (msg) => respond(msg.id, () => decode(msg)),
   dispose: (msg) => respond(msg.id, () => dispose(msg)),
   memory: (msg) => respond(msg.id, () => memory(msg)),
+  engine: (msg) => pageCompiled(msg.module),
   // The page's answer to the threaded build's `threads`: that build's own listener takes it.
   threads: () => {},
 };

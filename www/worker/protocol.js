@@ -11,8 +11,8 @@
 /** page → worker: op → what the request holds, and what answers it. */
 export const REQUESTS = {
   load: '{ id, op, source: { urls } | { files } (a GGUF file: `weights` alone; its header holds the rest), backend, dtype, ' +
-    'threads, platform: { bytes, what } | null (a lower memory limit: gpt2.js\'s platformMemory), build (a build\'s name, ' +
-    'or undefined for the worker\'s choice), kernel (the CPU\'s 8-bit kernel by name, or undefined), raceSoftwareGpu (auto races a software adapter), timedKernels: { [build]: { decode, prompt, times } } | null (kernel timings of earlier loads in this browser), headsVerdicts: { [headsAt]: verdict } | null (the model\'s heads as earlier visits measured them: metrics.mtp.verdict), builds: { [name]: { js, wasm } } (assets.js: absolute URLs), ' +
+    'tries: [[build, threads], …] (the builds to start the engine with, in order: api/builds.js), compiling: a build\'s ' +
+    'name | null (the page compiles that build\'s wasm and sends it: engine), platform: { bytes, what } | null (a lower memory limit: gpt2.js\'s platformMemory), kernel (the CPU\'s 8-bit kernel by name, or undefined), raceSoftwareGpu (auto races a software adapter), timedKernels: { [build]: { decode, prompt, times } } | null (kernel timings of earlier loads in this browser), headsVerdicts: { [headsAt]: verdict } | null (the model\'s heads as earlier visits measured them: metrics.mtp.verdict), builds: { [name]: { js, wasm } } (assets.js: absolute URLs), ' +
     'files: { config, weights, tokenizer } (their names, for sentences) } → progress…, done { backend, dtype, threads, build, ' +
     'kernel, kernelTimes, timedKernels: [decode, prompt] | null (timed by this load), config, adapter, gpuUnavailable, plan, timings, mtpHeads: { heads, draftVocab } | null, ' +
     'backendTimes: { webgpuMs, cpuMs, logitDiff, chosen, why } | null, headsAt (build, threads, backend and dtype: where a heads verdict is kept) }',
@@ -27,6 +27,8 @@ export const REQUESTS = {
   decode: '{ id, op, model, ids } → done text',
   dispose: '{ id, op, model } → done; the model\'s requests, queued or running, get error',
   memory: '{ id, op, model } → done { wasmBytes, weights, kvCache, on }',
+  engine: '{ op, module: WebAssembly.Module | null } the wasm of the build a load said it is `compiling`, compiled ' +
+    'by the page (or null: the worker compiles it); no id, no reply',
   threads: '{ op, error? } the answer to a `threads` message: the page started the workers (or could not: error, a ' +
     'sentence); no id, no reply (the threaded build\'s script waits for it: tools/patch_rayon.mjs)',
 };
