@@ -91,7 +91,7 @@ pub const LOAD_OPTIONS: &[LoadOption] = &[
         js: "build",
         ts: "WasmBuild",
         check: Check::List("WASM_BUILDS"),
-        doc: "The wasm build to run, by name, instead of the worker's choice (for benchmarks: the same code in every engine). Only the first load of a page's worker starts a build; `model.build` says which runs. A build the browser cannot run fails the load with a sentence.",
+        doc: "The wasm build to run, by name, instead of the page's choice (api/builds.js; for benchmarks: the same code in every engine). Only the first load of a page's worker starts a build; `model.build` says which runs. A build the browser cannot run fails the load with a sentence.",
     },
     LoadOption {
         js: "kernel",

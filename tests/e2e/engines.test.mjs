@@ -398,7 +398,9 @@ for (const name of ENGINES) {
         assert.equal(loaded.state, 'ready', `the model did not load: ${loaded.error}`);
         // The load's phases (what bench --cold prints), each after the one it waits for.
         const t = await page.evaluate(() => window.gpt2Model.loadTimings);
-        for (const k of ['engineMs', 'configMs', 'tokenizerMs', 'weightsMs', 'warmUpMs']) assert.ok(t[k] > 0, `${k}: ${JSON.stringify(t)}`);
+        for (const k of ['startedMs', 'engineMs', 'configMs', 'tokenizerMs', 'weightsMs', 'warmUpMs']) assert.ok(t[k] > 0, `${k}: ${JSON.stringify(t)}`);
+        // startedMs is on the page's clock (from its navigation): after the page began, before now.
+        assert.ok(t.startedMs < await page.evaluate(() => performance.now()), JSON.stringify(t));
         assert.ok(t.configMs <= t.tokenizerMs && t.tokenizerMs <= t.weightsMs && t.weightsMs <= t.warmUpMs, JSON.stringify(t));
         assert.ok(t.engineMs <= t.tokenizerMs, `the tokenizer is built by the engine: ${JSON.stringify(t)}`);
         if (page.requests) assert.ok(page.requests.some((u) => u.endsWith(DEFAULT_WEIGHTS)), 'the weights were not fetched');

@@ -100,9 +100,10 @@ export interface LoadOptions {
    */
   memoryLimit?: number;
   /**
-   * The wasm build to run, by name, instead of the page's choice (api/builds.js) (for benchmarks: the same
-   * code in every engine). Only the first load of a page's worker starts a build; `model.build`
-   * says which runs. A build the browser cannot run fails the load with a sentence.
+   * The wasm build to run, by name, instead of the page's choice (api/builds.js; for benchmarks:
+   * the same code in every engine). Only the first load of a page's worker starts a build;
+   * `model.build` says which runs. A build the browser cannot run fails the load with a
+   * sentence.
    */
   build?: WasmBuild;
   /**
@@ -658,9 +659,10 @@ export declare class Gpt2 {
    * fetched, compiled and started), `configMs` (config.json, or a GGUF file's header, read),
    * `tokenizerMs` (the tokenizer built), `weightsMs` (the last weight converted), `warmUpMs` (the
    * warm-up generation done: the model is handed out). The phases overlap where they can (the
-   * wasm compiles while the files download), so they are times, not durations.
+   * wasm compiles while the files download), so they are times, not durations. `startedMs`: when
+   * the load started in the worker, in ms from the page's time origin (its navigation).
    */
-  readonly loadTimings: Readonly<{ engineMs?: number; configMs?: number; tokenizerMs?: number; weightsMs?: number; warmUpMs?: number }>;
+  readonly loadTimings: Readonly<{ startedMs?: number; engineMs?: number; configMs?: number; tokenizerMs?: number; weightsMs?: number; warmUpMs?: number }>;
 
   /**
    * Frees this handle; its later calls reject. When it is the model's last handle, frees the model:

@@ -26,6 +26,15 @@ import { PRESETS } from './presets.js';
 import { argmax, softmax, topK, topP, minP, penalize, distribution, entropy, sample, rng } from './sampling.js';
 import { MODEL_FILES, HUB_HOST, isHubId, hubUrl, modelSource, readHere } from './sources.js';
 
+/**
+ * The load's phases as the worker timed them (ms from its start), and `startedMs`: when it started
+ * in the worker, in ms from this page's time origin (its navigation), from the clock both share.
+ */
+function loadTimings({ startedAt, ...phases }) {
+  const startedMs = startedAt == null ? undefined : Math.round((startedAt - performance.timeOrigin) * 10) / 10;
+  return Object.freeze({ startedMs, ...phases });
+}
+
 /** An option or argument the API refuses: an Error with code 'param' (gpt2.d.ts Gpt2Error). */
 const invalid = (message) => withCode(new Error(message), 'param');
 
@@ -214,7 +223,7 @@ export class Gpt2 {
       info.backendTimes = past;
       info.gpuUnavailable = `${past.why} (on an earlier load, remembered in this browser)`;
     }
-    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuKernel: info.gpuKernel, gpuUnavailable: info.gpuUnavailable, mtpHeads: info.mtpHeads ? Object.freeze({ ...info.mtpHeads }) : null, backendTimes: info.backendTimes ? Object.freeze({ ...info.backendTimes }) : null, notCached: info.notCached ?? null, headsAt: info.headsAt ?? null, plan: info.plan, loadTimings: Object.freeze({ ...info.timings }), handles: new Set() };
+    load.live ??= { backend: info.backend, dtype: info.dtype, cpuDtype: dtype === 'f16' ? 'q8' : dtype, threads: info.threads, build: info.build, kernel: info.kernel, kernelTimes: info.kernelTimes, adapter: info.adapter, gpuKernel: info.gpuKernel, gpuUnavailable: info.gpuUnavailable, mtpHeads: info.mtpHeads ? Object.freeze({ ...info.mtpHeads }) : null, backendTimes: info.backendTimes ? Object.freeze({ ...info.backendTimes }) : null, notCached: info.notCached ?? null, headsAt: info.headsAt ?? null, plan: info.plan, loadTimings: loadTimings(info.timings), handles: new Set() };
     const handle = new Gpt2(conn, loaded.id, info.config, name, load);
     handle.#onBackendChange = onBackendChange;
     handle.#onProgress = onProgress;

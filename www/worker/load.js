@@ -34,7 +34,8 @@ async function loadModel({ id, source, backend, dtype, tries, compiling, kernel,
   setFiles(names);
   // The load's phases, in ms from its start (Gpt2#loadTimings; `./build.sh bench --cold` prints them).
   const t0 = performance.now();
-  const timings = {};
+  // startedAt: the load's start on the epoch's clock, which the page turns into its own (Gpt2#loadTimings startedMs).
+  const timings = { startedAt: performance.timeOrigin + t0 };
   const mark = (name) => { timings[name] = Math.round((performance.now() - t0) * 10) / 10; };
   // Compile the wasm while config.json and tokenizer.json download; the model's memory is checked
   // against this build (mod.checkMemory) from config.json before a byte of weights is read.
