@@ -8,10 +8,9 @@
 // 2. The engine's worker does not start the threads' workers itself: it asks the page
 //    (`{ type: 'threads' }`, answered by `{ op: 'threads', error? }`: www/worker/protocol.js), which
 //    starts them (www/api/connection.js). Firefox's Worker constructor, called in a worker,
-//    sometimes never returns (the calling worker blocked for good, its timers with it: 5 of 182
-//    threaded loads on a 2-core AMD EPYC Zen 5, Firefox 153 ESR; none of 470 with the threads
-//    started by the page: docs/performance.md), and from the page a worker of another origin
-//    starts as gpt2.js's own does.
+//    sometimes never returns, the calling worker blocked for good with its timers (measured in
+//    docs/performance.md, "Firefox's threaded load hung now and then"); and from the page a worker
+//    of another origin starts as gpt2.js's own does.
 //
 // Usage: node tools/patch_rayon.mjs www/pkg-threads/snippets/wasm-bindgen-rayon-*/src/workerHelpers.js
 

@@ -155,12 +155,12 @@ async function startThreads(conn, { n, init, url }) {
       timer = setTimeout(() => reject(new Error(`its ${n} threads did not start within ${THREADS_START_MS / 1000} s`)), THREADS_START_MS);
     });
     for (let i = 0; i < n; i++) started.push(startThread(new URL(url), init));
-    conn.threads.push(...started.map((s) => s.worker));
+    conn.threads = started.map((s) => s.worker); // one pool per engine: asked for once, or again after a failure
     await Promise.race([Promise.all(started.map((s) => s.ready)), late]);
     conn.worker?.postMessage({ op: 'threads' });
   } catch (e) {
     for (const { worker } of started) worker.terminate();
-    conn.threads = conn.threads.filter((w) => !started.some((s) => s.worker === w));
+    conn.threads = [];
     conn.worker?.postMessage({ op: 'threads', error: e.message });
   } finally {
     clearTimeout(timer);

@@ -12,20 +12,13 @@ export let engineModule = null;
 /** Its memory (WebAssembly.Memory): what every model of this worker holds; it never shrinks. */
 export let wasmMemory = null;
 
-/** The first build's module as the page compiled it (`pageCompiled`), while a load waits for it. */
-let fromPage = null;
-const pageModule = () => {
-  if (!fromPage) {
-    let resolve;
-    fromPage = { promise: new Promise((r) => { resolve = r; }), resolve: (m) => resolve(m) };
-  }
-  return fromPage.promise;
-};
+/** The first build's module as the page compiled it, or null (the `engine` message: `pageCompiled`). */
+let pageCompiledNow;
+const fromPage = new Promise((resolve) => { pageCompiledNow = resolve; });
 
 /** The `engine` message: the module the page compiled for the first load (or null: compile it here). */
 export function pageCompiled(module) {
-  pageModule();
-  fromPage.resolve(module instanceof WebAssembly.Module ? module : null);
+  pageCompiledNow(module instanceof WebAssembly.Module ? module : null);
 }
 
 /**
@@ -38,7 +31,7 @@ export function wasm(tries, builds, compiling) {
   wasmReady ??= (async () => {
     for (const [i, [name, n]] of tries.entries()) {
       try {
-        const mod = await startBuild(builds[name], i === 0 && compiling === name ? pageModule() : null);
+        const mod = await startBuild(builds[name], i === 0 && compiling === name ? fromPage : null);
         // rayon's pool of n threads, which the page starts for it (www/api/connection.js
         // startThreads), answering with a sentence when they cannot start in time.
         if (n > 1) await mod.initThreadPool(n);
