@@ -16,6 +16,26 @@ const Q8 = 'tiny-random-Q8_0.gguf';
 // The tiny model knows 1999 ids: a prompt of words among them.
 const PROMPT = 'the and of to in';
 
+/**
+ * `file` (a GGUF file) with a `general.description` of at least `size` bytes among its metadata:
+ * a header longer than the worker's first parse of it. The tensors' offsets count from the data,
+ * which moves by a multiple of any alignment.
+ */
+function withLongHeader(file, size) {
+  const key = Buffer.from('general.description');
+  const fixed = 8 + key.length + 4 + 8;
+  const len = Math.ceil((size + fixed) / 4096) * 4096 - fixed;
+  const kv = Buffer.alloc(fixed + len, 'a');
+  kv.writeBigUInt64LE(BigInt(key.length), 0);
+  key.copy(kv, 8);
+  kv.writeUInt32LE(8, 8 + key.length); // a string
+  kv.writeBigUInt64LE(BigInt(len), 12 + key.length);
+  const out = Buffer.concat([file.subarray(0, 24), kv, file.subarray(24)]);
+  out.writeBigUInt64LE(out.readBigUInt64LE(16) + 1n, 16); // one more key
+  return out;
+}
+const LONG = withLongHeader(fs.readFileSync(path.join(FIXTURES, Q8)), 5 << 20);
+
 /** A blank page on the server's origin that also serves /__gguf/<name> (the fixtures, or `extra`). */
 async function withBlank(fn, extra = {}) {
   const url = `${env.server.origin}/__gguf-test.html`;
@@ -31,7 +51,7 @@ async function withBlank(fn, extra = {}) {
   });
 }
 
-test('a .gguf URL and a GGUF File load alone and give the CLI\'s greedy tokens', T, async () => {
+test('a .gguf URL, a GGUF File and one with a 5 MB header load alone and give the CLI\'s greedy tokens', T, async () => {
   const native = nativeGenerate(PROMPT, 16, 'q8', path.join(FIXTURES, Q8));
   await withBlank(async (page) => {
     const got = await page.evaluate(async ({ prompt, url }) => {
@@ -51,9 +71,11 @@ test('a .gguf URL and a GGUF File load alone and give the CLI\'s greedy tokens',
       const byUrl = await run(url);
       const file = new File([await (await fetch(url)).arrayBuffer()], 'tiny.gguf');
       const byFile = await run({ weights: file });
+      const byLongHeader = await run('/__gguf/long-header.gguf');
       const exact = (await run('/__gguf/tiny-random-F32.gguf')).result.tokens;
       return { byUrl, byFile, exact };
     }, { prompt: PROMPT, url: `/__gguf/${Q8}` });
+    assert.ok(LONG.length > 5 << 20);
     // An exact type: the same tokens as the same model's safetensors (the CLI on the folder).
     const { exact } = got;
     delete got.exact;
@@ -70,7 +92,7 @@ test('a .gguf URL and a GGUF File load alone and give the CLI\'s greedy tokens',
     assert.deepEqual(got.byUrl.files, [Q8], 'one file is downloaded, named in the progress');
     assert.equal(got.byUrl.last.loaded, fs.statSync(path.join(FIXTURES, Q8)).size);
     assert.deepEqual(got.byFile.files, ['tiny.gguf']);
-  });
+  }, { 'long-header.gguf': LONG });
 });
 
 test('the page loads a .gguf URL from its URL box', T, async () => {
@@ -107,6 +129,7 @@ test('a truncated GGUF, a file that is not GGUF and another architecture reject 
   arch.write('gptj', at);
   const extra = {
     'cut-header.gguf': file.subarray(0, 5000),
+    'cut-long-header.gguf': LONG.subarray(0, 3_000_000), // after the first parse of its header
     'cut-data.gguf': file.subarray(0, file.length - 1000),
     'not.gguf': Buffer.from('<!doctype html><p>not a model</p>'),
     'gptj.gguf': arch,
@@ -130,6 +153,7 @@ test('a truncated GGUF, a file that is not GGUF and another architecture reject 
       return out;
     }, Object.keys(extra));
     assert.match(errors['cut-header.gguf'], /ended after 5000 bytes, inside its GGUF header/);
+    assert.match(errors['cut-long-header.gguf'], /ended after 3000000 bytes, inside its GGUF header/);
     assert.match(errors['cut-data.gguf'], /ended after .* in tensor .*truncated/);
     assert.match(errors['not.gguf'], /not a valid GGUF file.*does not start with "GGUF"/);
     assert.match(errors['gptj.gguf'], /architecture is "gptj"; only GPT-2/);

@@ -134,6 +134,72 @@ export function urlWeights(url, home, cache, file = FILES.weights) {
   };
 }
 
+/** How much of a weights file is read ahead of the engine: about what a disk cache gives while the engine compiles. */
+export const READ_AHEAD_BYTES = 32 << 20;
+
+/**
+ * `opened` (a reader of a file, as `open()` gives it) with a reader that reads on by itself, up to
+ * `cap` bytes that nobody has taken yet: the file comes off the disk cache or the network while the
+ * engine compiles and while it converts what came before, instead of one chunk per ask. The steps
+ * come in their order; a failure is given to the `read()` that asks for that step. `buffered()`
+ * takes, without waiting, the chunks already in.
+ */
+export function readAhead(opened, cap = READ_AHEAD_BYTES) {
+  const { reader } = opened;
+  const ahead = []; // { step, value?, taken } in the order read
+  let held = 0; // bytes in and not taken
+  let reading = false; // the pump's read is in flight
+  let over = false; // the file ended, failed or was cancelled
+  const pull = () => {
+    const entry = { step: reader.read(), value: null, taken: false };
+    ahead.push(entry);
+    return entry;
+  };
+  const pump = () => {
+    if (over || reading || held >= cap) return;
+    reading = true;
+    const entry = pull();
+    entry.step.then((s) => {
+      reading = false;
+      if (s.done) {
+        over = true;
+        return;
+      }
+      if (!entry.taken) {
+        entry.value = s.value;
+        held += s.value.length;
+      }
+      pump();
+    }, () => {
+      reading = false;
+      over = true;
+    });
+  };
+  const take = () => {
+    const entry = ahead.shift() ?? pull();
+    entry.taken = true;
+    if (entry.value) held -= entry.value.length;
+    pump();
+    return entry;
+  };
+  pump();
+  return {
+    ...opened,
+    reader: {
+      read: () => take().step,
+      buffered: () => {
+        const chunks = [];
+        while (ahead[0]?.value) chunks.push(take().value);
+        return chunks;
+      },
+      cancel: (why) => {
+        over = true;
+        return reader.cancel(why);
+      },
+    },
+  };
+}
+
 /**
  * A running check of a stream of chunks: its size and a 32-bit hash of its little-endian words
  * (FNV-style, mixed per word; a tail of under 4 bytes is carried to the next chunk), cheap enough

@@ -4,7 +4,7 @@
 
 import { FILES, checkAborted, loading, models, reply, setFiles } from './base.js';
 import { adapterName, timeDecode, warmUp, wasm } from './engine.js';
-import { fileWeights, homeOrigins, notCachedSentence, openCache, otherLayouts, smallFetcher, smallReader, urlWeights, vocabAndMerges } from './files.js';
+import { fileWeights, homeOrigins, notCachedSentence, openCache, otherLayouts, readAhead, smallFetcher, smallReader, urlWeights, vocabAndMerges } from './files.js';
 import { scheduler, startScheduler } from './pump.js';
 
 /**
@@ -46,8 +46,8 @@ async function loadModel({ id, source, backend, dtype, tries, compiling, kernel,
   let config, tokenizer, plan, head, mod, running, build, first;
   if (!(source.urls ?? source.files).config) {
     // A GGUF file alone: its header, read first, holds the config and the tokenizer. The file is
-    // requested while the engine compiles; its header is parsed once the engine is there.
-    const opening = weights.open();
+    // requested and read ahead while the engine compiles; its header is parsed once the engine is there.
+    const opening = weights.open().then((opened) => readAhead(opened));
     opening.catch(() => {}); // awaited below (after the engine, whose failure comes first)
     ({ mod, threads: running, build } = await ready);
     head = await ggufHead(id, mod, weights, await opening);
@@ -65,7 +65,9 @@ async function loadModel({ id, source, backend, dtype, tries, compiling, kernel,
     reply(id, 'progress', { file: FILES.weights, loaded: 0, total: 0, tensor: null, cached: false, plan });
     // The weights are requested while tokenizer.json downloads: their first bytes come one round
     // trip sooner.
-    const opening = source.urls ? otherLayouts(weights, small, home, cache) : null;
+    const opening = source.urls
+      ? otherLayouts(weights, small, home, cache).then(([w, opened]) => [w, opened && readAhead(opened)])
+      : null;
     try {
       tokenizer = await small.get('tokenizer').catch((e) => vocabAndMerges(e, mod, small, source));
     } catch (e) {
@@ -218,7 +220,7 @@ async function streamModel(id, mod, files, weights, backend, dtype, entry, first
 
 /** One weights file into `loader`, from its reader `opened` when it was opened already. */
 async function streamFile(id, loader, weights, opened, state) {
-  opened ??= await weights.open();
+  opened ??= readAhead(await weights.open());
   for (const chunk of opened.chunks ?? []) loader.push(chunk);
   const { reader, cached, size } = opened;
   let last = 0;
@@ -254,42 +256,51 @@ async function streamFile(id, loader, weights, opened, state) {
   progress();
 }
 
+/** The bytes a GGUF header is first parsed from, once that many are in (GPT-2's header is 1.77 MB with its vocabulary and merges). */
+const HEAD_FIRST_TRY = 2 << 20;
+
 /**
  * Reads a GGUF file's first chunks until its header is whole: its config.json and tokenizer.json
  * (made by the engine from the header), and the open reader with the chunks read, which the
- * loader is given first. The header is parsed again only once the bytes it said it needs are in
- * (and half as many again as the last try), not at every chunk.
+ * loader is given first. The header is parsed from the file's first bytes only, again only once
+ * the bytes it said it needs are in (and half as many again as the last try), not at every chunk.
  */
 async function ggufHead(id, mod, weights, opened) {
   opened ??= await weights.open();
   const chunks = [];
   let have = 0;
   let need = 0;
+  let tried = 0; // the bytes the last try parsed
+  let ended = false;
   try {
     for (;;) {
+      const want = Math.max(need, HEAD_FIRST_TRY);
+      if (ended ? have > tried : have >= want) {
+        const size = ended ? have : want;
+        tried = size;
+        // throws the sentence for a file that is not a GPT-2 GGUF
+        const got = mod.ggufHead(firstBytes(chunks, size), weights.file);
+        if (typeof got !== 'number') return { config: got[0], tokenizer: got[1], opened: { ...opened, chunks } };
+        need = Math.max(got, Math.floor(size * 1.5));
+        continue;
+      }
+      if (ended) break; // inside its header
       let step;
       try {
         step = await opened.reader.read();
       } catch (e) {
         throw new Error(`${weights.what}: the transfer failed after it began (${e.message})`);
       }
-      if (step.done) break;
-      chunks.push(step.value);
-      have += step.value.length;
-      reply(id, 'progress', { file: weights.file, loaded: have, total: opened.size, tensor: null, cached: opened.cached });
-      if (have < need) continue;
-      const bytes = new Uint8Array(have);
-      let at = 0;
-      for (const c of chunks) {
-        bytes.set(c, at);
-        at += c.length;
-      }
-      const got = mod.ggufHead(bytes, weights.file); // throws the sentence for a file that is not a GPT-2 GGUF
-      if (typeof got === 'number') {
-        need = Math.max(got, Math.floor(have * 1.5));
+      if (step.done) {
+        ended = true;
         continue;
       }
-      return { config: got[0], tokenizer: got[1], opened: { ...opened, chunks } };
+      // With the chunks read ahead while the engine compiled: one parse, not one per chunk.
+      for (const chunk of [step.value, ...opened.reader.buffered?.() ?? []]) {
+        chunks.push(chunk);
+        have += chunk.length;
+      }
+      reply(id, 'progress', { file: weights.file, loaded: have, total: opened.size, tensor: null, cached: opened.cached });
     }
   } catch (e) {
     opened.reader.cancel().catch(() => {});
@@ -298,6 +309,19 @@ async function ggufHead(id, mod, weights, opened) {
   }
   await weights.failed();
   throw new Error(`${weights.file} ended after ${have} bytes, inside its GGUF header: not a whole GGUF file (truncated?)`);
+}
+
+/** The first `size` bytes of `chunks`, in one array. */
+function firstBytes(chunks, size) {
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    if (at >= size) break;
+    const part = c.length <= size - at ? c : c.subarray(0, size - at);
+    bytes.set(part, at);
+    at += part.length;
+  }
+  return bytes;
 }
 
 /** `reader`, reporting each chunk to the model's requests: a fall-back reading the weights again. */
