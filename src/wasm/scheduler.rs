@@ -24,8 +24,9 @@ type Inner = crate::scheduler::Scheduler<Model>;
 pub struct Scheduler {
     inner: Rc<RefCell<Inner>>,
     in_flight: Rc<Cell<Option<ModelId>>>,
-    /// Tests only (`trapNextStep`): the model whose next step fails as a trap would.
-    trap: Cell<Option<ModelId>>,
+    /// Tests only (`trapNextStep`): the model one of whose steps fails as a trap would, and how
+    /// many of its steps run before that one.
+    trap: Cell<Option<(ModelId, u32)>>,
 }
 
 /// A JS request id (a whole number the page chose) as the scheduler's.
@@ -166,7 +167,15 @@ impl Scheduler {
         let turn = inner.borrow_mut().begin();
         let model = turn.as_ref().map(|t| t.model());
         self.in_flight.set(model);
-        if model.is_some() && model == self.trap.get() {
+        let trapped = match (model, self.trap.get()) {
+            (Some(m), Some((t, 0))) if m == t => true,
+            (Some(m), Some((t, left))) if m == t => {
+                self.trap.set(Some((t, left - 1)));
+                false
+            }
+            _ => false,
+        };
+        if trapped {
             // The turn is lost, as a trap inside it would lose it.
             self.trap.set(None);
             drop(turn);
@@ -215,19 +224,11 @@ impl Scheduler {
             .collect()
     }
 
-    /// Members of `model`'s requests running now.
-    pub fn running(&self, model: u32) -> Result<u32, JsValue> {
-        let s = self.inner.borrow();
-        s.running(model as ModelId)
-            .map(|n| n as u32)
-            .map_err(js_err)
-    }
-
-    /// Tests only: the next step of `model` fails as a trap inside it would (the worker's
-    /// testing.js `trap`).
+    /// Tests only: the step of `model` after `after` more of its steps (0: its next) fails as a
+    /// trap inside it would (the worker's testing.js `trap`).
     #[wasm_bindgen(js_name = trapNextStep)]
-    pub fn trap_next_step(&self, model: u32) {
-        self.trap.set(Some(model as ModelId));
+    pub fn trap_next_step(&self, model: u32, after: u32) {
+        self.trap.set(Some((model as ModelId, after)));
     }
 
     /// What runs `model` and what it is: `{ backend, dtype, config, adapter, gpuKernel,

@@ -262,21 +262,23 @@ for (const name of ENGINES) {
           const { Gpt2 } = await import('/gpt2.js');
           const greedy = { maxTokens: 8, temperature: 0 };
           const message = (p) => p.then(() => null, (e) => e.message);
-          /** A long generation of `model` that sends `op` to the worker at its third token. */
-          const broken = (model, op) => {
-            let tokens = 0;
-            return message(model.generate(prompt, {
-              maxTokens: 500, ignoreEos: true,
-              onToken: () => { if (++tokens === 3) workers.at(-1).postMessage({ op }); },
-            }));
+          /**
+           * A long generation of `model`, with `msg` sent to the worker right behind its request:
+           * the worker takes the generation first, so `msg` finds it running, however late the
+           * page runs (a message sent at its third token could come after its last).
+           */
+          const broken = (model, msg) => {
+            const done = message(model.generate(prompt, { maxTokens: 500, ignoreEos: true }));
+            workers.at(-1).postMessage(msg);
+            return done;
           };
           // Two models in one worker: one from the folder, one from its files' bytes (not shared).
           const bytes = async (f) => (await fetch(folder + f)).arrayBuffer();
           const other = await Gpt2.load({ model: { config: await bytes('config.json'), weights: await bytes('model.safetensors'), tokenizer: await bytes('tokenizer.json') } });
           const model = await Gpt2.load({ model: folder });
           const r = {};
-          // A trap in the model's engine.
-          const trapped = broken(model, 'trap');
+          // A trap in the model's engine, three of its steps after the request is in.
+          const trapped = broken(model, { op: 'trap', after: 3 });
           const queued = message(model.generate(prompt, { maxTokens: 4 }));
           [r.trapped, r.queued] = await Promise.all([trapped, queued]);
           r.later = await message(model.generate(prompt, greedy));
@@ -285,7 +287,7 @@ for (const name of ENGINES) {
           model.dispose();
           r.again = (await again.generate(prompt, greedy)).text;
           // The whole worker dies: every model of the page with it.
-          const died = broken(again, 'crash');
+          const died = broken(again, { op: 'crash' });
           const otherDied = message(other.generate(prompt, { ...greedy, maxTokens: 400, ignoreEos: true }));
           [r.died, r.otherDied] = await Promise.all([died, otherDied]);
           r.afterDeath = await message(other.generate(prompt, greedy));

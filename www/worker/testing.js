@@ -14,8 +14,9 @@ export const TEST_REQUESTS = {
   loseDevice: '{ id, op } → done (whether a model was on the GPU): destroys the GPU device of every model on it, ' +
     'between two steps, as a driver reset would; the models then continue on the CPU',
   crash: '{ op } → nothing: an uncaught error in the worker, as a crash or an out-of-memory trap would be',
-  trap: '{ op } → nothing: the next step of each model generating now throws a WebAssembly.RuntimeError, as a ' +
-    'trap (a Rust panic) in its engine does; the worker and the other models go on',
+  trap: '{ op, after? } → nothing: the step after `after` more steps (default 0: the next) of each model with a request ' +
+    'queued or running throws a WebAssembly.RuntimeError, as a trap (a Rust panic) in its engine does; the worker and ' +
+    'the other models go on',
   storage: "{ op, fail } → nothing: from now on this worker's Cache API fails as `fail` says: 'quota' (every " +
     "write refused with QuotaExceededError), 'refuse' (caches.open throws SecurityError, as storage disabled " +
     "or some private modes do) or 'cut' (a file of 1 MB or more written half, then the write fails); null: as the browser made it",
@@ -26,9 +27,9 @@ Object.assign(HANDLERS, {
   loseDevice: (msg) => respond(msg.id, loseDevices),
   crash: () => setTimeout(() => { throw new Error('the worker crashed (a test)'); }),
   storage: (msg) => failStorage(msg.fail),
-  trap: () => {
+  trap: ({ after = 0 }) => {
     for (const m of models.values()) {
-      if (!m.crashed && scheduler.running(m.index) > 0) scheduler.trapNextStep(m.index);
+      if (!m.crashed && scheduler.requestsOn(m.index).length > 0) scheduler.trapNextStep(m.index, after);
     }
   },
 });
