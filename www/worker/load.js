@@ -49,10 +49,19 @@ async function loadModel({ id, source, backend, dtype, tries, compiling, kernel,
     // requested and read ahead while the engine compiles; its header is parsed once the engine is there.
     const opening = weights.open().then((opened) => readAhead(opened));
     opening.catch(() => {}); // awaited below (after the engine, whose failure comes first)
-    ({ mod, threads: running, build } = await ready);
-    head = await ggufHead(id, mod, weights, await opening);
-    ({ config, tokenizer } = head);
-    plan = mod.checkMemory(config, dtype, platform?.bytes, platform?.what);
+    try {
+      ({ mod, threads: running, build } = await ready);
+      head = await ggufHead(id, mod, weights, await opening);
+      ({ config, tokenizer } = head);
+      plan = mod.checkMemory(config, dtype, platform?.bytes, platform?.what);
+    } catch (e) {
+      // The file stops downloading and reading ahead with the load, and no copy of it stays in the Cache API.
+      opening.then((opened) => {
+        opened.reader.cancel().catch(() => {});
+        return weights.failed();
+      }).catch(() => {});
+      throw e;
+    }
     const read = head.opened.chunks.reduce((n, c) => n + c.length, 0);
     reply(id, 'progress', { file: FILES.weights, loaded: read, total: head.opened.size, tensor: null, cached: head.opened.cached, plan });
   } else {
