@@ -142,10 +142,15 @@ impl Simd {
         }
     }
 
-    /// Whether two activation rows share the weights' loads (`dot4x2`): the x86-64 kernel.
+    /// Whether two activation rows share the weights' loads (`dot4x2`): the x86-64 and wasm
+    /// SIMD kernels.
     pub(super) fn pairs_rows(self) -> bool {
         #[cfg(target_arch = "x86_64")]
         if let Simd::Avx2(_) = self {
+            return true;
+        }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if let Simd::Simd128(_) = self {
             return true;
         }
         false
@@ -176,6 +181,9 @@ impl Simd {
             // activation rows of `nb` blocks; the CPU features were detected in `choice`.
             #[cfg(target_arch = "x86_64")]
             Simd::Avx2(dot) => unsafe { avx2::dot_rows::<2>(dot, (w, ws), x, xs, xo, nb, out) },
+            // SAFETY: as above (the rows spread where `x_block` says so).
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Simd::Simd128(dot) => unsafe { simd128::dot4x2(dot, w, ws, x, xs, xo, out) },
             _ => self.dot4_each(w, ws, x, xs, xo, out),
         }
     }

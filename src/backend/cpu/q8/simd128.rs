@@ -265,6 +265,34 @@ pub unsafe fn dot4(
     }
 }
 
+/// `dot4` for two activation rows, which share each load of the weights (a batch of two or three
+/// sequences, a draft's verification, a prompt's last rows); each row's arithmetic is `dot4`'s,
+/// so the results are the same bit for bit. `widen` reads the rows spread (`Q8Act::spread`).
+///
+/// # Safety
+/// `w` holds `nb` blocks of four rows and `ws` their scales, `x` two rows of `nb` blocks (spread
+/// for `widen`), `xs` and `xo` two rows of `nb`, where `nb = xs.len() / 2`.
+#[inline]
+pub unsafe fn dot4x2(
+    dot: Dot,
+    w: &[i8],
+    ws: &[f32],
+    x: &[i8],
+    xs: &[f32],
+    xo: &[i32],
+    out: &mut [[f32; RG]; 2],
+) {
+    let nb = xs.len() / 2;
+    // SAFETY (each arm): the caller's contract, for the two rows.
+    match dot {
+        #[cfg(target_feature = "relaxed-simd")]
+        Dot::Add => unsafe { dot_rows::<2, ADD, false>(w, ws, x, xs, xo, nb, out) },
+        #[cfg(target_feature = "relaxed-simd")]
+        Dot::I16 => unsafe { dot_rows::<2, I16, false>(w, ws, x, xs, xo, nb, out) },
+        _ => unsafe { dot_rows::<2, WIDEN, true>(w, ws, x, xs, xo, nb, out) },
+    }
+}
+
 /// `dot4` for `TILE` activation rows, which share each load of the weights; each row's
 /// arithmetic is `dot4`'s, so the results are the same bit for bit.
 ///
