@@ -432,7 +432,12 @@ impl Q8Act {
     pub(super) fn spread_blocks(&mut self) {
         #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
         {
-            if self.rows < 2 {
+            // The portable wasm build's `widen` reads a single row spread too (`Simd::row_x_block`).
+            let portable_wasm = cfg!(all(
+                target_arch = "wasm32",
+                not(target_feature = "relaxed-simd")
+            ));
+            if self.rows < if portable_wasm { 1 } else { 2 } {
                 return;
             }
             let n = self.rows * self.blocks;
@@ -486,7 +491,12 @@ impl Q8Act {
     fn x(&self, kernel: Simd, i: usize, tile: usize) -> &[i8] {
         let nb = self.blocks;
         #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
-        if tile > 1 && kernel.x_block() == SPREAD {
+        if (if tile > 1 {
+            kernel.x_block()
+        } else {
+            kernel.row_x_block()
+        }) == SPREAD
+        {
             return &self.spread[i * nb * SPREAD..][..tile * nb * SPREAD];
         }
         let _ = kernel;

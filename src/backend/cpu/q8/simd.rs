@@ -58,6 +58,17 @@ impl Simd {
         }
     }
 
+    /// Bytes of one activation block as this kernel reads a single row (`dot4`, `dot8`): the
+    /// block itself, but for the portable wasm build's `widen` (`simd128::ROW_SPREAD`), which
+    /// reads it spread too (`Q8Act::spread`).
+    pub(super) fn row_x_block(self) -> usize {
+        match self {
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Simd::Simd128(simd128::Dot::Widen) if simd128::ROW_SPREAD => QK * RG,
+            _ => QK,
+        }
+    }
+
     /// out[l] = Σ_b ws[b][l] · xs[b] · (Σ_k w[b][l][k] · x[b][k] + xo[b]) for the four rows l
     /// of a group, where w holds the offset weights and xo[b] = −OFFSET · Σ_k x[b][k].
     #[inline]
@@ -73,7 +84,7 @@ impl Simd {
         let one = Shape {
             groups: 1,
             rows: 1,
-            x_block: QK,
+            x_block: self.row_x_block(),
         };
         // Only the x86-64 kernel takes the block count; the others read it from the slices.
         #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
@@ -203,7 +214,7 @@ impl Simd {
         let pair = Shape {
             groups: 2,
             rows: 1,
-            x_block: QK,
+            x_block: self.row_x_block(),
         };
         let nb = blocks(w, ws, x, xs, xo, pair);
         let [o0, o1] = out;

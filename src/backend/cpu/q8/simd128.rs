@@ -241,9 +241,18 @@ unsafe fn dot_rows<const N: usize, const DOT: u8, const SPREAD: bool>(
     }
 }
 
+/// Whether `widen` reads a single activation row spread (`Q8Act::spread`: each step's four bytes
+/// already widened, one load instead of a splat and a widening), as it reads a tile's: in the
+/// portable build, the one WebKit runs, where JavaScriptCore's decode step took 0.54× the time
+/// with it; not in the relaxed-SIMD builds, where V8's took 1.05–1.09× (docs/performance.md,
+/// "One row spread"). The same integers either way.
+pub(super) const ROW_SPREAD: bool = !cfg!(target_feature = "relaxed-simd");
+
+/// One activation row against one group (`widen`: spread where `ROW_SPREAD`).
+///
 /// # Safety
-/// `w` holds `xs.len()` blocks of four rows, `ws` their scales, `x` `xs.len()` blocks, `xo`
-/// `xs.len()` offsets.
+/// `w` holds `xs.len()` blocks of four rows, `ws` their scales, `x` `xs.len()` blocks (spread for
+/// `widen` where `ROW_SPREAD`), `xo` `xs.len()` offsets.
 #[inline]
 pub unsafe fn dot4(
     dot: Dot,
@@ -261,7 +270,7 @@ pub unsafe fn dot4(
         Dot::Add => unsafe { dot_rows::<1, ADD, false>(w, ws, x, xs, xo, nb, out) },
         #[cfg(target_feature = "relaxed-simd")]
         Dot::I16 => unsafe { dot_rows::<1, I16, false>(w, ws, x, xs, xo, nb, out) },
-        _ => unsafe { dot_rows::<1, WIDEN, false>(w, ws, x, xs, xo, nb, out) },
+        _ => unsafe { dot_rows::<1, WIDEN, ROW_SPREAD>(w, ws, x, xs, xo, nb, out) },
     }
 }
 
