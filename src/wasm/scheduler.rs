@@ -167,13 +167,15 @@ impl Scheduler {
         let turn = inner.borrow_mut().begin();
         let model = turn.as_ref().map(|t| t.model());
         self.in_flight.set(model);
-        let trapped = match (model, self.trap.get()) {
-            (Some(m), Some((t, 0))) if m == t => true,
-            (Some(m), Some((t, left))) if m == t => {
-                self.trap.set(Some((t, left - 1)));
+        let trapped = match self.trap.get() {
+            Some((t, 0)) => model == Some(t),
+            Some((t, left)) => {
+                if model == Some(t) {
+                    self.trap.set(Some((t, left - 1)));
+                }
                 false
             }
-            _ => false,
+            None => false,
         };
         if trapped {
             // The turn is lost, as a trap inside it would lose it.

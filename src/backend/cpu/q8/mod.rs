@@ -432,12 +432,8 @@ impl Q8Act {
     pub(super) fn spread_blocks(&mut self) {
         #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
         {
-            // The portable wasm build's `widen` reads a single row spread too (`Simd::row_x_block`).
-            let portable_wasm = cfg!(all(
-                target_arch = "wasm32",
-                not(target_feature = "relaxed-simd")
-            ));
-            if self.rows < if portable_wasm { 1 } else { 2 } {
+            // A single row too where a kernel reads it spread (`Simd::row_x_block`).
+            if self.rows < if simd::ROW_SPREAD { 1 } else { 2 } {
                 return;
             }
             let n = self.rows * self.blocks;

@@ -34,6 +34,13 @@ fn blocks(w: &[i8], ws: &[f32], x: &[i8], xs: &[f32], xo: &[i32], shape: Shape) 
     nb
 }
 
+/// Whether a kernel of this build may read a single activation row spread (`simd128::ROW_SPREAD`),
+/// so that `Q8Act` spreads single rows too.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub(super) const ROW_SPREAD: bool = simd128::ROW_SPREAD;
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+pub(super) const ROW_SPREAD: bool = false;
+
 /// The dot-product kernel in use: four interleaved weight rows against one activation row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Simd {
@@ -59,12 +66,12 @@ impl Simd {
     }
 
     /// Bytes of one activation block as this kernel reads a single row (`dot4`, `dot8`): the
-    /// block itself, but for the portable wasm build's `widen` (`simd128::ROW_SPREAD`), which
-    /// reads it spread too (`Q8Act::spread`).
+    /// block itself, but for the portable wasm build's `widen` (`ROW_SPREAD`), which reads it
+    /// spread too (`Q8Act::spread`).
     pub(super) fn row_x_block(self) -> usize {
         match self {
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Simd::Simd128(simd128::Dot::Widen) if simd128::ROW_SPREAD => QK * RG,
+            Simd::Simd128(simd128::Dot::Widen) if ROW_SPREAD => QK * RG,
             _ => QK,
         }
     }

@@ -248,6 +248,32 @@ unsafe fn dot_rows<const N: usize, const DOT: u8, const SPREAD: bool>(
 /// "One row spread"). The same integers either way.
 pub(super) const ROW_SPREAD: bool = !cfg!(target_feature = "relaxed-simd");
 
+/// `N` activation rows against one group in the kernel `dot`, `widen` reading them spread when
+/// `WIDEN_SPREAD` (each row's arithmetic is the same whatever `N`: `dot_rows`).
+///
+/// # Safety
+/// As `dot_rows`, with `nb = xs.len() / N`.
+#[inline(always)]
+unsafe fn dot_rows_in<const N: usize, const WIDEN_SPREAD: bool>(
+    dot: Dot,
+    w: &[i8],
+    ws: &[f32],
+    x: &[i8],
+    xs: &[f32],
+    xo: &[i32],
+    out: &mut [[f32; RG]; N],
+) {
+    let nb = xs.len() / N;
+    // SAFETY (each arm): the caller's contract.
+    match dot {
+        #[cfg(target_feature = "relaxed-simd")]
+        Dot::Add => unsafe { dot_rows::<N, ADD, false>(w, ws, x, xs, xo, nb, out) },
+        #[cfg(target_feature = "relaxed-simd")]
+        Dot::I16 => unsafe { dot_rows::<N, I16, false>(w, ws, x, xs, xo, nb, out) },
+        _ => unsafe { dot_rows::<N, WIDEN, WIDEN_SPREAD>(w, ws, x, xs, xo, nb, out) },
+    }
+}
+
 /// One activation row against one group (`widen`: spread where `ROW_SPREAD`).
 ///
 /// # Safety
@@ -263,15 +289,8 @@ pub unsafe fn dot4(
     xo: &[i32],
     out: &mut [f32; RG],
 ) {
-    let (nb, out) = (xs.len(), core::array::from_mut(out));
-    // SAFETY (each arm): the caller's contract, for one activation row.
-    match dot {
-        #[cfg(target_feature = "relaxed-simd")]
-        Dot::Add => unsafe { dot_rows::<1, ADD, false>(w, ws, x, xs, xo, nb, out) },
-        #[cfg(target_feature = "relaxed-simd")]
-        Dot::I16 => unsafe { dot_rows::<1, I16, false>(w, ws, x, xs, xo, nb, out) },
-        _ => unsafe { dot_rows::<1, WIDEN, ROW_SPREAD>(w, ws, x, xs, xo, nb, out) },
-    }
+    // SAFETY: the caller's contract, for one activation row.
+    unsafe { dot_rows_in::<1, ROW_SPREAD>(dot, w, ws, x, xs, xo, core::array::from_mut(out)) }
 }
 
 /// `dot4` for two activation rows, which share each load of the weights (a batch of two or three
@@ -291,15 +310,8 @@ pub unsafe fn dot4x2(
     xo: &[i32],
     out: &mut [[f32; RG]; 2],
 ) {
-    let nb = xs.len() / 2;
-    // SAFETY (each arm): the caller's contract, for the two rows.
-    match dot {
-        #[cfg(target_feature = "relaxed-simd")]
-        Dot::Add => unsafe { dot_rows::<2, ADD, false>(w, ws, x, xs, xo, nb, out) },
-        #[cfg(target_feature = "relaxed-simd")]
-        Dot::I16 => unsafe { dot_rows::<2, I16, false>(w, ws, x, xs, xo, nb, out) },
-        _ => unsafe { dot_rows::<2, WIDEN, true>(w, ws, x, xs, xo, nb, out) },
-    }
+    // SAFETY: the caller's contract, for the two rows.
+    unsafe { dot_rows_in::<2, true>(dot, w, ws, x, xs, xo, out) }
 }
 
 /// `dot4` for `TILE` activation rows, which share each load of the weights; each row's
@@ -325,13 +337,11 @@ pub unsafe fn dot4x4(
     #[cfg(target_feature = "relaxed-simd")]
     if dot != Dot::Widen {
         for (p, out) in out.chunks_exact_mut(2).enumerate() {
-            let (x, xs, xo) = (&x[2 * p * nb * QK..], &xs[2 * p * nb..], &xo[2 * p * nb..]);
+            let x = &x[2 * p * nb * QK..][..2 * nb * QK];
+            let (xs, xo) = (&xs[2 * p * nb..][..2 * nb], &xo[2 * p * nb..][..2 * nb]);
             let out: &mut [[f32; RG]; 2] = out.try_into().unwrap(); // chunks of 2
-                                                                    // SAFETY (each arm): the caller's contract, for rows 2p and 2p + 1.
-            match dot {
-                Dot::I16 => unsafe { dot_rows::<2, I16, false>(w, ws, x, xs, xo, nb, out) },
-                _ => unsafe { dot_rows::<2, ADD, false>(w, ws, x, xs, xo, nb, out) },
-            }
+                                                                    // SAFETY: the caller's contract, for rows 2p and 2p + 1.
+            unsafe { dot_rows_in::<2, true>(dot, w, ws, x, xs, xo, out) }
         }
         return;
     }
