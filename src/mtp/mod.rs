@@ -16,8 +16,8 @@
 //! tools/train_mtp_heads.py): tensors `mtp.{i}.weight` (d, d), `mtp.{i}.bias` (d),
 //! `mtp.draft_ids` (N; ids stored as numbers) and `mtp.draft_embedding` (N, d).
 
-use crate::backend::cpu::gemv;
 use crate::backend::cpu::q8::{Q8Act, Q8Matrix};
+use crate::backend::cpu::{exp_sum, gemv, silu_residual};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::weights::TensorRef;
@@ -274,13 +274,7 @@ impl MtpHeads {
         // the same alone as in a tile of rows, so the guesses are those of all heads at once).
         for (w, b) in &self.heads[..k] {
             gemv(h, d, w, Some(b), &mut self.z);
-            // h + SiLU(z)
-            self.rows.clear();
-            (self.rows).extend(
-                h.iter()
-                    .zip(&self.z)
-                    .map(|(h, z)| h + z / (1.0 + (-z).exp())),
-            );
+            silu_residual(h, &self.z, &mut self.rows);
             self.act.quantize(&self.rows, d);
             self.emb.matmul(&self.act, None, &mut self.logits);
             let row = &self.logits[..n];
@@ -290,7 +284,7 @@ impl MtpHeads {
             let top = row[best];
             let mut sum = 0.0f32;
             for part in row.chunks(256) {
-                sum = part.iter().fold(sum, |s, x| s + (x - top).exp());
+                sum += exp_sum(part, top);
                 if confidence / sum < min_confidence {
                     return;
                 }
@@ -343,7 +337,9 @@ mod tests {
         let mut rows = Vec::new();
         for (w, b) in &m.heads[..k] {
             gemv(h, d, w, Some(b), &mut m.z);
-            rows.extend(h.iter().zip(&m.z).map(|(h, z)| h + z / (1.0 + (-z).exp())));
+            let mut one = Vec::new();
+            silu_residual(h, &m.z, &mut one);
+            rows.extend(one);
         }
         let mut logits = vec![0.0; k * n];
         m.act.quantize(&rows, d);
@@ -351,7 +347,8 @@ mod tests {
         let (mut confidence, mut out) = (1.0f32, Vec::new());
         for row in logits.chunks_exact(n) {
             let best = crate::sampling::argmax(row) as usize;
-            confidence /= row.iter().map(|x| (x - row[best]).exp()).sum::<f32>();
+            let top = row[best];
+            confidence /= row.chunks(256).fold(0.0, |s, p| s + exp_sum(p, top));
             if confidence < floor {
                 break;
             }

@@ -12,10 +12,11 @@ pub fn kernel() -> String {
     crate::backend::cpu::q8::kernel()
 }
 
-/// Where the engine cannot tell its 8-bit kernels apart by itself (no four-way 8-bit dot on this
-/// CPU), times them (about 30 ms, once per instance) and makes the faster one, for a decode step
-/// and for a prompt, the automatic choice: what it measured, or undefined where there is nothing
-/// to decide (a four-way dot, or a kernel named by `setKernel`).
+/// Where the engine cannot tell its 8-bit kernels apart by itself (the relaxed-SIMD builds: the
+/// engine's 8-bit dot against bytes widened to 16 bits), times them (about 30 ms, once per
+/// instance) and makes the faster one, for a decode step and for a prompt, the automatic choice:
+/// what it measured, or undefined where there is nothing to decide (the portable build, or a
+/// kernel named by `setKernel`).
 #[wasm_bindgen(js_name = calibrateKernels)]
 pub fn calibrate_kernels() -> Option<String> {
     crate::backend::cpu::q8::calibrate()

@@ -5,7 +5,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { launch, startServer, withPage, nativeGenerate, MODEL_URL, MODEL_DIR, PROMPT } from './harness.mjs';
+import path from 'node:path';
+import { launch, startServer, withPage, nativeGenerate, MODEL_URL, MODEL_DIR, PROMPT, ROOT } from './harness.mjs';
 
 const T = { timeout: 180_000 };
 const N = 24;
@@ -23,11 +24,16 @@ after(async () => {
   await isolated?.close();
 });
 
+// A model of another size (tests/fixtures/gguf), served at this path of either origin.
+const TINY = { model: '/__builds-tiny.gguf', prompt: 'the and of to in' };
+const TINY_FILE = path.join(ROOT, 'tests/fixtures/gguf/tiny-random-Q8_0.gguf');
+
 /**
  * In a blank page of `origin`: load with `opts`, generate greedily, report what runs. `opts.forget`
  * clears what earlier loads in the page's browser context remembered; `opts.again` opens the page
- * once more in the same context (a return visit: another worker, the same localStorage) and
- * returns both reports.
+ * once more in the same context (a return visit: another worker, the same localStorage), then
+ * loads `TINY` there too, and returns the three reports. `opts.model` and `opts.prompt` replace
+ * the demo model and the prompt.
  */
 async function run(origin, { again = false, ...opts }, engine = browser) {
   const url = `${origin}/__builds-test.html`;
@@ -38,8 +44,9 @@ async function run(origin, { again = false, ...opts }, engine = browser) {
       ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' }
       : {};
     await page.route(url, (route) => route.fulfill({ contentType: 'text/html', headers, body: '<!doctype html><title>builds</title>' }));
+    await page.route(`${origin}${TINY.model}`, (route) => route.fulfill({ path: TINY_FILE, headers }));
     const first = await inPage(page, url, opts);
-    got = again ? [first, await inPage(page, url, { ...opts, forget: false })] : first;
+    got = again ? [first, await inPage(page, url, { ...opts, forget: false }), await inPage(page, url, { ...opts, ...TINY, forget: false })] : first;
   });
   return got;
 }
@@ -47,7 +54,7 @@ async function run(origin, { again = false, ...opts }, engine = browser) {
 /** `page` opened at `url`: one load with `opts`, its report. */
 async function inPage(page, url, opts) {
   await page.goto(url);
-  return page.evaluate(async ({ folder, prompt, n, opts: { forget, ...opts } }) => {
+  return page.evaluate(async ({ folder, n, opts: { forget, prompt, ...opts } }) => {
     if (forget) localStorage.clear(); // what earlier loads in this browser remembered
     const { Gpt2 } = await import('/gpt2.js');
     const model = await Gpt2.load({ model: folder, backend: 'cpu', ...opts });
@@ -55,12 +62,13 @@ async function inPage(page, url, opts) {
     const unprofiled = await model.generate(prompt, { maxTokens: 2 });
     const info = {
       isolated: self.crossOriginIsolated, threads: model.threads, build: model.build, kernel: model.kernel,
-      kernelTimes: model.kernelTimes, dtype: model.dtype, layers: model.config.nLayer,
+      kernelTimes: model.kernelTimes, dtype: model.dtype, layers: model.config.nLayer, nParams: model.config.nParams,
+      remembered: Object.keys(JSON.parse(localStorage.getItem('gpt2-web:kernels-3'))?.builds ?? {}),
     };
     const promptTokens = (await model.tokenize(prompt)).length;
     model.dispose();
     return { ...info, tokens: r.tokens, text: r.text, profile: r.profile, promptTokens, unprofiled: 'profile' in unprofiled };
-  }, { folder: `/${MODEL_URL}`, prompt: PROMPT, n: N, opts });
+  }, { folder: `/${MODEL_URL}`, n: N, opts: { prompt: PROMPT, ...opts } });
 }
 
 /** `profile: true` gave the prompt's forward and the steps' apart, with phases that add up. */
@@ -116,40 +124,49 @@ test('cross-origin isolated page: two threads, the threaded build, the same toke
 // The relaxed-SIMD build's 8-bit kernels (src/backend/cpu/q8/simd128.rs): V8 lowers the four-way
 // dot to one vpdpbusd where the CPU has AVX-VNNI (or vpdpbssd with AVX-VNNI-INT8), else to five
 // instructions; the 16-bit dot widened takes three, and bytes widened to 16 bits need no 8-bit dot.
-// The engine asks V8 which lowering it has; without the one instruction it times the other two.
+// The engine asks V8 which lowering it has (dot-add with the one instruction, else dot-i16) and
+// times that kernel against widen: which is faster depends on the CPU and on the product.
 const cpuFlags = fs.existsSync('/proc/cpuinfo') ? (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1] ?? '').trim().split(/\s+/) : [];
 const x86 = cpuFlags.includes('avx2');
 const v8Vnni = cpuFlags.includes('avx_vnni') || cpuFlags.includes('avx_vnni_int8');
+const K = '(dot-add|dot-i16|widen)';
 // What timing may choose: one kernel for both, or one for a prompt's products and one for a step's.
-const TIMED = /^(dot-i16|widen)( \(prompt\), (dot-i16|widen) \(decode\))?$/;
+const TIMED = new RegExp(`^${K}( \\(prompt\\), ${K} \\(decode\\))?$`);
 // calibrate's timing over a matrix in the L2 cache (the prompt's choice), then decode steps of the
 // model under each kernel (the decode's choice: www/worker/engine.js timeDecode).
-const TIMES = /^decode: dot-i16 [\d.]+ µs, widen [\d.]+ µs; prompt: dot-i16 ([\d.]+) µs, widen ([\d.]+) µs; a decode step of this model: (dot-i16|widen) ([\d.]+) ms, (dot-i16|widen) ([\d.]+) ms$/;
-/** `kernel` is what `times` says should run: the prompt's faster, the decode step's faster (either, where they print alike). */
-function assertChosen(kernel, times) {
+const TIMES = new RegExp(`^decode: ${K} [\\d.]+ µs, widen [\\d.]+ µs; prompt: ${K} ([\\d.]+) µs, widen ([\\d.]+) µs; a decode step of this model: ${K} ([\\d.]+) ms, ${K} ([\\d.]+) ms$`);
+/**
+ * `kernel` is what `times` says should run (the prompt's faster, the decode step's faster: either,
+ * where they print alike), and the kernels timed were the engine's own `dot` and widen.
+ */
+function assertChosen(kernel, times, dot) {
   const m = TIMES.exec(times);
   assert.ok(m, `kernel times "${times}" are not in the expected form`);
+  assert.deepEqual([m[1], m[2], [m[5], m[7]].sort().join()], [dot, dot, [dot, 'widen'].sort().join()], `${dot} is timed against widen: ${times}`);
   const faster = (a, ta, b, tb) => (ta < tb ? [a] : ta > tb ? [b] : [a, b]);
-  const prompts = faster('dot-i16', Number(m[1]), 'widen', Number(m[2]));
-  const decodes = faster(m[3], Number(m[4]), m[5], Number(m[6]));
+  const prompts = faster(dot, Number(m[3]), 'widen', Number(m[4]));
+  const decodes = faster(m[5], Number(m[6]), m[7], Number(m[8]));
   const fits = prompts.flatMap((p) => decodes.map((d) => (p === d ? p : `${p} (prompt), ${d} (decode)`)));
   assert.ok(fits.includes(kernel), `the kernel "${kernel}" is not what was timed: ${times}`);
 }
 
-test('8-bit kernels: the engine picks by how V8 lowers the dot, and each kernel gives the CLI\'s tokens', T, async (t) => {
+test('8-bit kernels: the engine picks by how V8 lowers the dot and by timing, and each kernel gives the CLI\'s tokens', T, async (t) => {
   if (!x86) return t.skip('the expected choice is known for x86-64 CPUs only'); // this project's machines all are
   const native = nativeGenerate(PROMPT, N, 'q8', MODEL_DIR);
   // The page opened twice in one browser context: the return visit's worker takes the timing
   // the first one made (localStorage), instead of timing again.
-  const [auto, again] = await run(plain.origin, { dtype: 'q8', forget: true, again: true });
-  if (v8Vnni) {
-    assert.deepEqual([auto.kernel, auto.kernelTimes], ['dot-add', null], 'a CPU with AVX-VNNI: one instruction, nothing to time');
-    assert.deepEqual([again.kernel, again.kernelTimes], ['dot-add', null]);
-  } else {
-    assert.match(auto.kernel, TIMED);
-    assertChosen(auto.kernel, auto.kernelTimes);
-    assert.deepEqual([again.kernel, again.kernelTimes], [auto.kernel, `${auto.kernelTimes} (timed on an earlier load in this browser)`]);
-  }
+  // A model of another size is timed again: a decode step's choice depends on the model.
+  const [auto, again, tiny] = await run(plain.origin, { dtype: 'q8', forget: true, again: true });
+  const dot = v8Vnni ? 'dot-add' : 'dot-i16';
+  assert.match(auto.kernel, TIMED);
+  assertChosen(auto.kernel, auto.kernelTimes, dot);
+  assert.deepEqual([again.kernel, again.kernelTimes], [auto.kernel, `${auto.kernelTimes} (timed on an earlier load in this browser)`]);
+  // Kept per build, threads and model size; the tiny model (whose 1999 ids cannot spell the
+  // worker's warm-up text, so its decode steps are not timed) times the kernels anew.
+  assert.deepEqual(again.remembered, [`pkg-relaxed 1 ${auto.nParams}`]);
+  assert.match(tiny.kernelTimes, new RegExp(`^decode: ${dot} [\\d.]+ µs, widen [\\d.]+ µs; prompt: ${dot} [\\d.]+ µs, widen [\\d.]+ µs$`));
+  assert.deepEqual(tiny.remembered, [`pkg-relaxed 1 ${auto.nParams}`, `pkg-relaxed 1 ${tiny.nParams}`]);
+  assert.deepEqual(tiny.tokens, nativeGenerate(TINY.prompt, N, 'q8', TINY_FILE).tokens);
   assert.deepEqual(again.tokens, native.tokens);
   assert.deepEqual(auto.tokens, native.tokens);
   for (const kernel of ['dot-add', 'dot-i16', 'widen']) {
@@ -171,7 +188,7 @@ test('8-bit kernels: the engine picks by how V8 lowers the dot, and each kernel 
   try {
     const got = await run(plain.origin, { dtype: 'q8' }, noVnni);
     assert.match(got.kernel, TIMED);
-    assertChosen(got.kernel, got.kernelTimes);
+    assertChosen(got.kernel, got.kernelTimes, 'dot-i16');
     assert.deepEqual(got.tokens, native.tokens);
   } finally {
     await noVnni.close();

@@ -218,7 +218,7 @@ export class Gpt2 {
     // What runs where, shared by the handles of this model: it changes if the GPU is lost.
     const info = { ...loaded.info };
     if (raceAt && info.backendTimes?.chosen === 'cpu') rememberRace(raceAt, info.backendTimes);
-    if (info.timedKernels) rememberKernels(info.build, info.timedKernels, info.kernelTimes);
+    if (info.timedKernels) rememberKernels(info.kernelsAt, info.timedKernels, info.kernelTimes);
     if (past) {
       info.backendTimes = past;
       info.gpuUnavailable = `${past.why} (on an earlier load, remembered in this browser)`;

@@ -52,19 +52,22 @@ export function rememberRace(key, times) {
 }
 
 /**
- * The 8-bit kernels an earlier load timed in this browser, per wasm build: `{ [build]: { decode,
- * prompt, times } }`, or null; kept for this device.
+ * The 8-bit kernels earlier loads timed in this browser, per wasm build, threads and model size
+ * (the worker's `kernelsAt`: "pkg-relaxed 1 16087296"; a decode step's choice depends on the
+ * model): `{ [kernelsAt]: { decode, prompt, times } }`, or null; kept for this device, for the
+ * 16 used last.
  */
-const KERNELS_AT = 'gpt2-web:kernels-2'; // -2: decode's choice timed over the model's decode steps
+const KERNELS_AT = 'gpt2-web:kernels-3'; // -3: per build, threads and model size
 export function rememberedKernels() {
   const builds = onThisDevice(KERNELS_AT, 'builds');
   if (builds === null) return null;
   const ok = (k) => typeof k?.decode === 'string' && typeof k.prompt === 'string' && typeof k.times === 'string';
-  return Object.fromEntries(Object.entries(builds).filter(([b, k]) => Object.hasOwn(BUILDS, b) && ok(k)));
+  return Object.fromEntries(Object.entries(builds).filter(([at, k]) => Object.hasOwn(BUILDS, at.split(' ')[0]) && ok(k)));
 }
 
-export function rememberKernels(build, [decode, prompt], times) {
-  const builds = { ...rememberedKernels(), [build]: { decode, prompt, times } };
+export function rememberKernels(kernelsAt, [decode, prompt], times) {
+  const rest = Object.entries(rememberedKernels() ?? {}).filter(([at]) => at !== kernelsAt).slice(-15);
+  const builds = Object.fromEntries([...rest, [kernelsAt, { decode, prompt, times }]]);
   store(KERNELS_AT, { device: deviceNow(), builds });
 }
 

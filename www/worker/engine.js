@@ -124,7 +124,9 @@ export async function warmUp(index, { nPositions, nParams }, state, { once = fal
  * candidates over a matrix that stays in the L2 cache, right for a prompt's tiles, not for a
  * decode step, which reads every weight from memory once per token. There the choice can differ:
  * on a 2-core AMD EPYC Zen 4 in Chromium it timed dot-i16, whose decode took 15.9 ms per token
- * on the GPT-2-124M shape against widen's 10.2 (tools/bench_ab.mjs --kernels dot-i16,widen).
+ * on the GPT-2-124M shape against widen's 10.2 (tools/bench_ab.mjs --kernels dot-i16,widen); on a
+ * Zen 5, whose AVX-VNNI gives V8 a one-instruction dot-add, widen still decoded that shape in 0.84×
+ * dot-add's time, while dot-add was the faster on the demo model, whose weights the caches hold.
  * Each candidate runs three decode steps in turn (three rounds for a model under 200 M
  * parameters, one above), the fastest step of each kept (the time between two tokens); the
  * prompt's choice stays calibrate's. Returns the report with the steps' times added, after

@@ -152,13 +152,16 @@ async function prepare(id, index, mod, { entry, timedKernels, headsVerdicts, bui
   entry.m = m;
   let info = scheduler.info(index);
   // Where the engine cannot pick its 8-bit kernel by asking, an earlier load's timing on this
-  // device (gpt2.js remembers it per build), taken before the warm-up so that it compiles the
-  // kernels that will run; else the candidates are timed now, after the warm-up has compiled the
-  // one in use (nothing when a kernel was named), and the chosen ones run a last short pass.
+  // device (gpt2.js remembers it per build, threads and model size: a decode step's choice
+  // depends on how much of the weights the caches hold), taken before the warm-up so that it
+  // compiles the kernels that will run; else the candidates are timed now, after the warm-up has
+  // compiled the one in use (nothing when a kernel was named), and the chosen ones run a last
+  // short pass.
   let kernelTimes = null;
   let timedNow = null; // [decode, prompt] when timed by this load, for gpt2.js to remember
   const q8 = info.backend === 'cpu' && info.dtype === 'q8';
-  const past = q8 ? timedKernels?.[build] : null;
+  const kernelsAt = `${build} ${running} ${info.config.nParams}`;
+  const past = q8 ? timedKernels?.[kernelsAt] : null;
   if (past && mod.useTimedKernels(past.decode, past.prompt)) {
     kernelTimes = `${past.times} (timed on an earlier load in this browser)`;
   }
@@ -187,7 +190,7 @@ async function prepare(id, index, mod, { entry, timedKernels, headsVerdicts, bui
     backend: info.backend, dtype: info.dtype, threads: running, build, kernel: mod.kernel(), kernelTimes, timedKernels: timedNow, config: info.config, adapter: await adapterName(info.adapter),
     gpuKernel: info.gpuKernel,
     gpuUnavailable: info.gpuUnavailable ?? gpuUnavailable, plan, timings, mtpHeads: info.mtpHeads ?? null,
-    backendTimes: info.backendTimes ?? null, notCached, headsAt,
+    backendTimes: info.backendTimes ?? null, notCached, headsAt, kernelsAt,
   };
 }
 

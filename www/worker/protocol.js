@@ -12,10 +12,10 @@
 export const REQUESTS = {
   load: '{ id, op, source: { urls } | { files } (a GGUF file: `weights` alone; its header holds the rest), backend, dtype, ' +
     'tries: [[build, threads], …] (the builds to start the engine with, in order: api/builds.js), compiling: a build\'s ' +
-    'name | null (the page compiles that build\'s wasm and sends it: engine), platform: { bytes, what } | null (a lower memory limit: gpt2.js\'s platformMemory), kernel (the CPU\'s 8-bit kernel by name, or undefined), raceSoftwareGpu (auto races a software adapter), timedKernels: { [build]: { decode, prompt, times } } | null (kernel timings of earlier loads in this browser), headsVerdicts: { [headsAt]: verdict } | null (the model\'s heads as earlier visits measured them: metrics.mtp.verdict), builds: { [name]: { js, wasm } } (assets.js: absolute URLs), ' +
+    'name | null (the page compiles that build\'s wasm and sends it: engine), platform: { bytes, what } | null (a lower memory limit: gpt2.js\'s platformMemory), kernel (the CPU\'s 8-bit kernel by name, or undefined), raceSoftwareGpu (auto races a software adapter), timedKernels: { [kernelsAt]: { decode, prompt, times } } | null (kernel timings of earlier loads in this browser), headsVerdicts: { [headsAt]: verdict } | null (the model\'s heads as earlier visits measured them: metrics.mtp.verdict), builds: { [name]: { js, wasm } } (assets.js: absolute URLs), ' +
     'files: { config, weights, tokenizer } (their names, for sentences) } → progress…, done { backend, dtype, threads, build, ' +
     'kernel, kernelTimes, timedKernels: [decode, prompt] | null (timed by this load), config, adapter, gpuUnavailable, plan, timings (startedAt: the load\'s start in epoch ms; then each phase\'s end in ms from it), mtpHeads: { heads, draftVocab } | null, ' +
-    'backendTimes: { webgpuMs, cpuMs, logitDiff, chosen, why } | null, headsAt (build, threads, backend and dtype: where a heads verdict is kept) }',
+    'backendTimes: { webgpuMs, cpuMs, logitDiff, chosen, why } | null, headsAt (build, threads, backend and dtype: where a heads verdict is kept), kernelsAt (build, threads and the model\'s parameter count: where timedKernels are kept) }',
   generate: '{ id, op, model, prompt, options, draftModel? (a loaded model\'s id, for options.draft === \'model\') } → ' +
     'token… (backend, progress while a lost GPU\'s model is read again), done { …result }; with options.n > 1 ' +
     'each token has its `choice` and done is choice 0\'s result with `choices`',

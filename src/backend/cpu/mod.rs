@@ -21,7 +21,7 @@ mod vmath;
 
 pub use parts::CpuParts;
 pub use profile::{Phase, Phases, Profile};
-pub use vmath::gemv;
+pub use vmath::{exp_sum, gemv, silu_residual};
 
 use crate::config::Config;
 use crate::error::{Error, Result};

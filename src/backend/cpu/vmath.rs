@@ -48,6 +48,26 @@ pub fn gelu_tanh(x: &mut [f32]) {
     }
 }
 
+/// Σ e^(x − top) over `v` (`exp`, eight at a time, in `sum`'s order): a softmax's denominator.
+pub fn exp_sum(v: &[f32], top: f32) -> f32 {
+    let mut e = [0.0f32; 256];
+    let mut total = 0.0;
+    for part in v.chunks(e.len()) {
+        let e = &mut e[..part.len()];
+        for (e, x) in e.iter_mut().zip(part) {
+            *e = exp(x - top);
+        }
+        total += sum(e);
+    }
+    total
+}
+
+/// out = h + SiLU(z) = h + z / (1 + e^(−z)), element by element.
+pub fn silu_residual(h: &[f32], z: &[f32], out: &mut Vec<f32>) {
+    out.clear();
+    out.extend(h.iter().zip(z).map(|(h, z)| h + z / (1.0 + exp(-z))));
+}
+
 /// Σ v, in eight partial sums (so it vectorises).
 pub fn sum(v: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];

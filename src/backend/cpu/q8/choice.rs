@@ -117,17 +117,18 @@ impl Simd {
         }
     }
 
-    /// The kernels the automatic choice cannot tell apart without timing them: in wasm, when
-    /// the engine has no four-way 8-bit dot, its 16-bit dot (`I16`) against bytes widened to 16
-    /// bits (`Widen`), whose speeds depend on the CPU (both multiply twice per 16 weights, in
-    /// different instructions). Empty elsewhere, and when `set_kernel` named a kernel.
+    /// The kernels the automatic choice cannot tell apart without timing them: in the
+    /// relaxed-SIMD wasm builds, the engine's 8-bit dot (`Add` where it has a four-way one, else
+    /// `I16`) against bytes widened to 16 bits (`Widen`), whose speeds depend on the CPU, the
+    /// engine and the product: without a four-way dot both multiply twice per 16 weights, in
+    /// different instructions; with one, `Add` computes a prompt's tiles fastest, yet V8 ran a
+    /// decode step of the GPT-2-124M shape in 0.84× the time with `Widen` on an AMD Zen 5
+    /// (docs/performance.md, "How the engine picks"). Empty elsewhere, and when `set_kernel`
+    /// named a kernel.
     fn undecided() -> Vec<Simd> {
         #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
-        if CHOSEN.load(Ordering::Relaxed) == 0 && Self::auto() != Simd::Simd128(simd128::Dot::Add) {
-            return vec![
-                Simd::Simd128(simd128::Dot::I16),
-                Simd::Simd128(simd128::Dot::Widen),
-            ];
+        if CHOSEN.load(Ordering::Relaxed) == 0 {
+            return vec![Self::auto(), Simd::Simd128(simd128::Dot::Widen)];
         }
         Vec::new()
     }
@@ -147,7 +148,7 @@ pub fn kernel() -> String {
 }
 
 /// The kernels `calibrate` times on this CPU, by name; empty where there is nothing to decide
-/// (a four-way dot, or a kernel named by `set_kernel`). A caller may time them in its own regime
+/// (a build with one kernel, or a kernel named by `set_kernel`). A caller may time them in its own regime
 /// and give the choice to `use_timed` (the browser's worker: decode steps of the model it loaded).
 pub fn undecided() -> Vec<&'static str> {
     Simd::undecided().into_iter().map(Simd::name).collect()
@@ -184,8 +185,8 @@ pub fn set_kernel(name: &str) -> crate::error::Result<()> {
     }
 }
 
-/// Where the automatic choice cannot tell the kernels apart (`Simd::undecided`: in wasm on a
-/// CPU without a four-way 8-bit dot), times them on this CPU and makes the faster one the
+/// Where the automatic choice cannot tell the kernels apart (`Simd::undecided`: the
+/// relaxed-SIMD wasm builds), times them on this CPU and makes the faster one the
 /// automatic choice, for a decode step's product (one activation row) and for a prompt's
 /// apart. The products are GPT-2 small's width over a matrix that stays in the L2 cache (what
 /// the kernels compute, not what memory delivers), in rounds that alternate the kernels, each

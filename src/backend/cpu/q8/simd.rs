@@ -66,8 +66,8 @@ impl Simd {
     }
 
     /// Bytes of one activation block as this kernel reads a single row (`dot4`, `dot8`): the
-    /// block itself, but for the portable wasm build's `widen` (`ROW_SPREAD`), which reads it
-    /// spread too (`Q8Act::spread`).
+    /// block itself, but for wasm's `widen` (`ROW_SPREAD`), which reads it spread too
+    /// (`Q8Act::spread`).
     pub(super) fn row_x_block(self) -> usize {
         match self {
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]

@@ -29,7 +29,7 @@ pub enum Dot {
     /// product took 1.5× as long with it.)
     I16,
     /// Bytes widened to 16 bits and `i32x4.dot_i16x8_s`: the only way without relaxed SIMD, and
-    /// a candidate with it where there is no four-way dot (`choice::calibrate` times it).
+    /// a candidate with it (`choice::calibrate` and the worker's decode steps time it).
     Widen,
 }
 
@@ -242,11 +242,12 @@ unsafe fn dot_rows<const N: usize, const DOT: u8, const SPREAD: bool>(
 }
 
 /// Whether `widen` reads a single activation row spread (`Q8Act::spread`: each step's four bytes
-/// already widened, one load instead of a splat and a widening), as it reads a tile's: in the
-/// portable build, the one WebKit runs, where JavaScriptCore's decode step took 0.54× the time
-/// with it; not in the relaxed-SIMD builds, where V8's took 1.05–1.09× (docs/performance.md,
-/// "One row spread"). The same integers either way.
-pub(super) const ROW_SPREAD: bool = !cfg!(target_feature = "relaxed-simd");
+/// already widened, one load instead of a splat and a widening), as it reads a tile's. In every
+/// wasm build: JavaScriptCore's decode step of the demo model took 0.54× the time with it (the
+/// portable build), SpiderMonkey's of the GPT-2-124M shape 0.82× (the relaxed build, where
+/// Firefox's decode runs `widen`), V8's 124M step about the same (docs/performance.md, "One row
+/// spread"). The same integers either way.
+pub(super) const ROW_SPREAD: bool = true;
 
 /// `N` activation rows against one group in the kernel `dot`, `widen` reading them spread when
 /// `WIDEN_SPREAD` (each row's arithmetic is the same whatever `N`: `dot_rows`).
