@@ -130,7 +130,7 @@ export async function warmUp(index, { nPositions, nParams }, state, { once = fal
  * Each candidate runs three decode steps in turn (three rounds for a model under 200 M
  * parameters, one above), the fastest step of each kept (the time between two tokens); the
  * prompt's choice stays calibrate's. Returns the report with the steps' times added, after
- * making the faster kernel the decode choice.
+ * making the faster kernel the decode choice (the report as it came where nothing was timed).
  */
 export async function timeDecode(index, { nParams }, report, state) {
   const kernels = engineModule.undecidedKernels();

@@ -155,8 +155,9 @@ async function prepare(id, index, mod, { entry, timedKernels, headsVerdicts, bui
   // device (gpt2.js remembers it per build, threads and model size: a decode step's choice
   // depends on how much of the weights the caches hold), taken before the warm-up so that it
   // compiles the kernels that will run; else the candidates are timed now, after the warm-up has
-  // compiled the one in use (nothing when a kernel was named), and the chosen ones run a last
-  // short pass.
+  // compiled the one in use (nothing when a kernel was named): over the model's own steps, which
+  // runs each candidate's prompt and steps (where those could not be timed, the chosen kernels run
+  // a last short pass instead).
   let kernelTimes = null;
   let timedNow = null; // [decode, prompt] when timed by this load, for gpt2.js to remember
   const q8 = info.backend === 'cpu' && info.dtype === 'q8';
@@ -167,10 +168,12 @@ async function prepare(id, index, mod, { entry, timedKernels, headsVerdicts, bui
   }
   await warmUp(index, info.config, state);
   if (q8 && kernelTimes === null) {
-    kernelTimes = mod.calibrateKernels() ?? null;
-    if (kernelTimes !== null) kernelTimes = await timeDecode(index, info.config, kernelTimes, state);
-    timedNow = kernelTimes === null ? null : mod.timedKernels() ?? null;
-    if (timedNow !== null) await warmUp(index, info.config, state, { once: true });
+    const calibrated = mod.calibrateKernels() ?? null;
+    if (calibrated !== null) {
+      kernelTimes = await timeDecode(index, info.config, calibrated, state);
+      timedNow = mod.timedKernels() ?? null;
+      if (timedNow !== null && kernelTimes === calibrated) await warmUp(index, info.config, state, { once: true });
+    }
   }
   checkAborted(state);
   mark('warmUpMs');

@@ -186,7 +186,8 @@ pub fn set_kernel(name: &str) -> crate::error::Result<()> {
 }
 
 /// Where the automatic choice cannot tell the kernels apart (`Simd::undecided`: the
-/// relaxed-SIMD wasm builds), times them on this CPU and makes the faster one the
+/// relaxed-SIMD wasm builds; with a one-instruction dot, a decode step's only, which `time`
+/// leaves to the caller), times them on this CPU and makes the faster one the
 /// automatic choice, for a decode step's product (one activation row) and for a prompt's
 /// apart. The products are GPT-2 small's width over a matrix that stays in the L2 cache (what
 /// the kernels compute, not what memory delivers), in rounds that alternate the kernels, each
@@ -229,7 +230,21 @@ pub fn use_timed(decode: &str, prompt: &str) -> bool {
 }
 
 /// `calibrate`'s timing of `kernels` (at least two): sets `TIMED`, returns what it measured.
+/// With a four-way 8-bit dot in one instruction (`Add` first), nothing here: a prompt's tiles
+/// run fastest with it (on the 2-core AMD EPYC Zen 5, V8's 64-token prompt of the GPT-2-124M
+/// shape took 105 ms against `widen`'s 143), and a decode step's choice is the caller's, over
+/// the model's own steps (the browser's worker); both start as `Add`.
 fn time(kernels: &[Simd]) -> String {
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    if kernels[0] == Simd::Simd128(simd128::Dot::Add) {
+        for t in &TIMED {
+            t.store(kernels[0].code(), Ordering::Relaxed);
+        }
+        return format!(
+            "prompt: {} (the engine's one-instruction 8-bit dot, not timed)",
+            kernels[0].name()
+        );
+    }
     let (rows, cols, prompt_rows) = (256, 768, 2 * TILE);
     // Seeded values: the kernels' speed does not depend on them.
     let mut s = 0x9e37_79b9u32;
