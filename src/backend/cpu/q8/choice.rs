@@ -148,8 +148,9 @@ pub fn kernel() -> String {
 }
 
 /// The kernels `calibrate` times on this CPU, by name; empty where there is nothing to decide
-/// (a build with one kernel, or a kernel named by `set_kernel`). A caller may time them in its own regime
-/// and give the choice to `use_timed` (the browser's worker: decode steps of the model it loaded).
+/// (a build with one kernel, or a kernel named by `set_kernel`). A caller may time them in its
+/// own regime and give the choice to `use_timed` (the browser's worker: decode steps of the model
+/// it loaded).
 pub fn undecided() -> Vec<&'static str> {
     Simd::undecided().into_iter().map(Simd::name).collect()
 }
