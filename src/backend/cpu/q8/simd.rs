@@ -34,12 +34,9 @@ fn blocks(w: &[i8], ws: &[f32], x: &[i8], xs: &[f32], xo: &[i32], shape: Shape) 
     nb
 }
 
-/// Whether a kernel of this build may read a single activation row spread (`simd128::ROW_SPREAD`),
-/// so that `Q8Act` spreads single rows too.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-pub(super) const ROW_SPREAD: bool = simd128::ROW_SPREAD;
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-pub(super) const ROW_SPREAD: bool = false;
+/// Whether a kernel of this build reads a single activation row spread (wasm's `widen`:
+/// `simd128::dot4xn`), so that `Q8Act` spreads single rows too.
+pub(super) const ROW_SPREAD: bool = cfg!(all(target_arch = "wasm32", target_feature = "simd128"));
 
 /// The dot-product kernel in use: four interleaved weight rows against one activation row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,7 +68,7 @@ impl Simd {
     pub(super) fn row_x_block(self) -> usize {
         match self {
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Simd::Simd128(simd128::Dot::Widen) if ROW_SPREAD => QK * RG,
+            Simd::Simd128(simd128::Dot::Widen) => QK * RG,
             _ => QK,
         }
     }
@@ -106,7 +103,9 @@ impl Simd {
             },
             // SAFETY: as above.
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Simd::Simd128(dot) => unsafe { simd128::dot4(dot, w, ws, x, xs, xo, out) },
+            Simd::Simd128(dot) => unsafe {
+                simd128::dot4xn::<1>(dot, w, ws, x, xs, xo, core::array::from_mut(out))
+            },
         }
     }
 
@@ -201,7 +200,7 @@ impl Simd {
             Simd::Avx2(dot) => unsafe { avx2::dot_rows::<2>(dot, (w, ws), x, xs, xo, nb, out) },
             // SAFETY: as above (the rows spread where `x_block` says so).
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Simd::Simd128(dot) => unsafe { simd128::dot4x2(dot, w, ws, x, xs, xo, out) },
+            Simd::Simd128(dot) => unsafe { simd128::dot4xn::<2>(dot, w, ws, x, xs, xo, out) },
             _ => self.dot4_each(w, ws, x, xs, xo, out),
         }
     }

@@ -241,21 +241,20 @@ unsafe fn dot_rows<const N: usize, const DOT: u8, const SPREAD: bool>(
     }
 }
 
-/// Whether `widen` reads a single activation row spread (`Q8Act::spread`: each step's four bytes
-/// already widened, one load instead of a splat and a widening), as it reads a tile's. In every
-/// wasm build: JavaScriptCore's decode step of the demo model took 0.54× the time with it (the
-/// portable build), SpiderMonkey's of the GPT-2-124M shape 0.82× (the relaxed build, where
-/// Firefox's decode runs `widen`), V8's 124M step about the same (docs/performance.md, "One row
-/// spread"). The same integers either way.
-pub(super) const ROW_SPREAD: bool = true;
-
-/// `N` activation rows against one group in the kernel `dot`, `widen` reading them spread when
-/// `WIDEN_SPREAD` (each row's arithmetic is the same whatever `N`: `dot_rows`).
+/// `N` activation rows (one, or two sharing each load of the weights: a batch of two or three
+/// sequences, a draft's verification, a prompt's last rows) against one group in the kernel `dot`;
+/// each row's arithmetic is the same whatever `N` (`dot_rows`), so a row's result is the same bit
+/// for bit alone or beside another. `widen` reads its rows spread (`Q8Act::spread`: each step's
+/// four bytes already widened, one load instead of a splat and a widening), a single row too: in
+/// JavaScriptCore a decode step of the demo model took 0.54× the time with it (the portable
+/// build), in SpiderMonkey one of the GPT-2-124M shape 0.82× (the relaxed build, where Firefox's
+/// decode runs `widen`), in V8 about the same (docs/performance.md, "One row spread").
 ///
 /// # Safety
-/// As `dot_rows`, with `nb = xs.len() / N`.
-#[inline(always)]
-unsafe fn dot_rows_in<const N: usize, const WIDEN_SPREAD: bool>(
+/// `w` holds `nb` blocks of four rows and `ws` their scales, `x` `N` rows of `nb` blocks (spread
+/// for `widen`), `xs` and `xo` `N` rows of `nb`, where `nb = xs.len() / N`.
+#[inline]
+pub unsafe fn dot4xn<const N: usize>(
     dot: Dot,
     w: &[i8],
     ws: &[f32],
@@ -271,52 +270,12 @@ unsafe fn dot_rows_in<const N: usize, const WIDEN_SPREAD: bool>(
         Dot::Add => unsafe { dot_rows::<N, ADD, false>(w, ws, x, xs, xo, nb, out) },
         #[cfg(target_feature = "relaxed-simd")]
         Dot::I16 => unsafe { dot_rows::<N, I16, false>(w, ws, x, xs, xo, nb, out) },
-        _ => unsafe { dot_rows::<N, WIDEN, WIDEN_SPREAD>(w, ws, x, xs, xo, nb, out) },
+        _ => unsafe { dot_rows::<N, WIDEN, true>(w, ws, x, xs, xo, nb, out) },
     }
 }
 
-/// One activation row against one group (`widen`: spread where `ROW_SPREAD`).
-///
-/// # Safety
-/// `w` holds `xs.len()` blocks of four rows, `ws` their scales, `x` `xs.len()` blocks (spread for
-/// `widen` where `ROW_SPREAD`), `xo` `xs.len()` offsets.
-#[inline]
-pub unsafe fn dot4(
-    dot: Dot,
-    w: &[i8],
-    ws: &[f32],
-    x: &[i8],
-    xs: &[f32],
-    xo: &[i32],
-    out: &mut [f32; RG],
-) {
-    // SAFETY: the caller's contract, for one activation row.
-    unsafe { dot_rows_in::<1, ROW_SPREAD>(dot, w, ws, x, xs, xo, core::array::from_mut(out)) }
-}
-
-/// `dot4` for two activation rows, which share each load of the weights (a batch of two or three
-/// sequences, a draft's verification, a prompt's last rows); each row's arithmetic is `dot4`'s,
-/// so the results are the same bit for bit. `widen` reads the rows spread (`Q8Act::spread`).
-///
-/// # Safety
-/// `w` holds `nb` blocks of four rows and `ws` their scales, `x` two rows of `nb` blocks (spread
-/// for `widen`), `xs` and `xo` two rows of `nb`, where `nb = xs.len() / 2`.
-#[inline]
-pub unsafe fn dot4x2(
-    dot: Dot,
-    w: &[i8],
-    ws: &[f32],
-    x: &[i8],
-    xs: &[f32],
-    xo: &[i32],
-    out: &mut [[f32; RG]; 2],
-) {
-    // SAFETY: the caller's contract, for the two rows.
-    unsafe { dot_rows_in::<2, true>(dot, w, ws, x, xs, xo, out) }
-}
-
-/// `dot4` for `TILE` activation rows, which share each load of the weights; each row's
-/// arithmetic is `dot4`'s, so the results are the same bit for bit.
+/// `dot4xn` for `TILE` activation rows, which share each load of the weights; each row's
+/// arithmetic is a single row's, so the results are the same bit for bit.
 ///
 /// # Safety
 /// `w` holds `nb` blocks of four rows and `ws` their scales, `x` `TILE` rows of `nb`
@@ -342,23 +301,24 @@ pub unsafe fn dot4x4(
             let (xs, xo) = (&xs[2 * p * nb..][..2 * nb], &xo[2 * p * nb..][..2 * nb]);
             let out: &mut [[f32; RG]; 2] = out.try_into().unwrap(); // chunks of 2
                                                                     // SAFETY: the caller's contract, for rows 2p and 2p + 1.
-            unsafe { dot_rows_in::<2, true>(dot, w, ws, x, xs, xo, out) }
+            unsafe { dot4xn(dot, w, ws, x, xs, xo, out) }
         }
         return;
     }
     #[cfg(not(target_feature = "relaxed-simd"))]
     let _ = dot; // widening is all this build has
-                 // Widening: the four rows at once, so each step's weights are widened once for all four
-                 // (eight accumulators, the two widened halves and an activation: within the engine's vector
-                 // registers), the activations read spread (already widened: one load per row and step).
-                 // SAFETY: the caller's contract, for the four rows.
+
+    // Widening: the four rows at once, so each step's weights are widened once for all four
+    // (eight accumulators, the two widened halves and an activation: within the engine's vector
+    // registers), the activations read spread (already widened: one load per row and step).
+    // SAFETY: the caller's contract, for the four rows.
     unsafe { dot_rows::<TILE, WIDEN, true>(w, ws, x, xs, xo, nb, out) }
 }
 
 /// `dot4x4` for two groups at once (`w` and `ws` hold the first group's blocks, then the
 /// second's): each activation splat serves eight weight rows and each weight load four
 /// activation rows, with eight dot chains in flight, and a block's corrections and scales cost
-/// a load each. Each row's integer sums and the order its scales are applied in are `dot4`'s,
+/// a load each. Each row's integer sums and the order its scales are applied in are one row's,
 /// so the results are the same bit for bit.
 ///
 /// # Safety
@@ -411,9 +371,9 @@ pub unsafe fn dot8x4<const DOT: u8>(
     }
 }
 
-/// `dot4` for two groups at once (`w` and `ws` hold the first group's blocks, then the
+/// `dot4xn` for two groups at once (`w` and `ws` hold the first group's blocks, then the
 /// second's), a decode step's product: each activation splat serves eight weight rows, two
-/// chains of dots per group. The same integer sums and scales as `dot4`, so the same results
+/// chains of dots per group. The same integer sums and scales as `dot4xn`, so the same results
 /// bit for bit.
 ///
 /// # Safety
