@@ -49,7 +49,7 @@ pub(super) enum Simd {
 }
 
 impl Simd {
-    /// Bytes of one activation block as this kernel reads a tile of rows (`dot4x4`, `dot8x4`):
+    /// Bytes of one activation block as this kernel reads a tile of rows (`dot4x4`, `dot8xn`):
     /// the block itself, or its spread form (`Q8Act::spread`: x86-64, and wasm's `widen`). A
     /// single row (`dot4`, `dot8`) is always the block itself.
     pub(super) fn x_block(self) -> usize {
@@ -247,42 +247,68 @@ impl Simd {
         }
     }
 
-    /// `dot4x4` for two groups (`w` and `ws` hold the first group's blocks, then the second's):
-    /// `out[h]` is group h's. Each row's result is exactly what `dot4` gives it.
+    /// Activation rows per tile of a prompt's product for two groups (`dot8xn`): `WIDE_TILE`
+    /// in wasm but for relaxed SIMD's `dot-i16` (whose chains need more of the engine's vector
+    /// registers), else `TILE`.
+    pub(super) fn wide_tile(self) -> usize {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if let Simd::Simd128(dot) = self {
+            if dot != simd128::Dot::I16 {
+                return super::WIDE_TILE;
+            }
+        }
+        TILE
+    }
+
+    /// `dot4x4` for two groups (`w` and `ws` hold the first group's blocks, then the second's)
+    /// over `N` activation rows (`TILE`, or `wide_tile`'s): `out[h]` is group h's. Each row's
+    /// result is exactly what `dot4` gives it.
     #[inline]
-    pub(super) fn dot8x4(
+    pub(super) fn dot8xn<const N: usize>(
         self,
         w: &[i8],
         ws: &[f32],
         x: &[i8],
         xs: &[f32],
         xo: &[i32],
-        out: &mut [[[f32; RG]; TILE]; 2],
+        out: [&mut [[f32; RG]; N]; 2],
     ) {
         let tiles = Shape {
             groups: 2,
-            rows: TILE,
+            rows: N,
             x_block: self.x_block(),
         };
         let nb = blocks(w, ws, x, xs, xo, tiles);
         match self {
-            // SAFETY: the lengths are checked above: two groups of `nb` blocks, `TILE`
-            // activation rows of `nb` blocks.
+            // SAFETY: the lengths are checked above: two groups of `nb` blocks, `N` activation
+            // rows of `nb` blocks.
             #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
             Simd::Simd128(simd128::Dot::I16) => unsafe {
-                simd128::dot8x4::<{ simd128::I16 }>(w, ws, x, xs, xo, out)
+                simd128::dot8xn::<N, { simd128::I16 }>(w, ws, x, xs, xo, out)
             },
             // SAFETY: as above.
             #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
             Simd::Simd128(simd128::Dot::Add) => unsafe {
-                simd128::dot8x4::<{ simd128::ADD }>(w, ws, x, xs, xo, out)
+                simd128::dot8xn::<N, { simd128::ADD }>(w, ws, x, xs, xo, out)
             },
-            _ => {
+            // `widen`: one group at a time, each weight step widened once for the `N` rows.
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Simd::Simd128(dot) => {
                 let (w0, w1) = w.split_at(nb * RG * QK);
                 let (s0, s1) = ws.split_at(nb * RG);
-                let [o0, o1] = out;
-                self.dot4x4(w0, s0, x, xs, xo, o0);
-                self.dot4x4(w1, s1, x, xs, xo, o1);
+                for ((w, ws), out) in [(w0, s0), (w1, s1)].into_iter().zip(out) {
+                    // SAFETY: as above, for one group (the rows spread, as `x_block` says).
+                    unsafe { simd128::dot4xn::<N>(dot, w, ws, x, xs, xo, out) };
+                }
+            }
+            _ => {
+                // Only `TILE` rows come here (`wide_tile`).
+                let (w0, w1) = w.split_at(nb * RG * QK);
+                let (s0, s1) = ws.split_at(nb * RG);
+                for ((w, ws), out) in [(w0, s0), (w1, s1)].into_iter().zip(out) {
+                    let out: &mut [[f32; RG]; TILE] = (&mut out[..]).try_into().unwrap();
+                    self.dot4x4(w, ws, x, xs, xo, out);
+                }
             }
         }
     }

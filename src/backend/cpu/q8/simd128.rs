@@ -242,7 +242,8 @@ unsafe fn dot_rows<const N: usize, const DOT: u8, const SPREAD: bool>(
 }
 
 /// `N` activation rows (one, or two sharing each load of the weights: a batch of two or three
-/// sequences, a draft's verification, a prompt's last rows) against one group in the kernel `dot`;
+/// sequences, a draft's verification, a prompt's last rows; `widen`'s prompt tiles of
+/// `WIDE_TILE`) against one group in the kernel `dot`;
 /// each row's arithmetic is the same whatever `N` (`dot_rows`), so a row's result is the same bit
 /// for bit alone or beside another. `widen` reads its rows spread (`Q8Act::spread`: each step's
 /// four bytes already widened, one load instead of a splat and a widening), a single row too: in
@@ -316,39 +317,39 @@ pub unsafe fn dot4x4(
 }
 
 /// `dot4x4` for two groups at once (`w` and `ws` hold the first group's blocks, then the
-/// second's): each activation splat serves eight weight rows and each weight load four
-/// activation rows, with eight dot chains in flight, and a block's corrections and scales cost
-/// a load each. Each row's integer sums and the order its scales are applied in are one row's,
-/// so the results are the same bit for bit.
+/// second's), over `N` activation rows (a tile of four, or `WIDE_TILE` where the engine's 8-bit
+/// dot is one instruction): each activation splat serves eight weight rows and each weight load
+/// `N` activation rows, with 2 · `N` dot chains in flight, and a block's corrections and scales
+/// cost a load each. Each row's integer sums and the order its scales are applied in are one
+/// row's, so the results are the same bit for bit.
 ///
 /// # Safety
-/// `w` holds 2 × `nb` blocks of four rows and `ws` their scales, `x` `TILE` rows of `nb`
-/// blocks, `xs` and `xo` `TILE` rows of `nb`, where `nb = xs.len() / TILE`.
+/// `w` holds 2 × `nb` blocks of four rows and `ws` their scales, `x` `N` rows of `nb`
+/// blocks, `xs` and `xo` `N` rows of `nb`, where `nb = xs.len() / N`.
 #[cfg(target_feature = "relaxed-simd")]
 #[inline]
-pub unsafe fn dot8x4<const DOT: u8>(
+pub unsafe fn dot8xn<const N: usize, const DOT: u8>(
     w: &[i8],
     ws: &[f32],
     x: &[i8],
     xs: &[f32],
     xo: &[i32],
-    out: &mut [[[f32; RG]; TILE]; 2],
+    mut out: [&mut [[f32; RG]; N]; 2],
 ) {
-    let nb = xs.len() / TILE;
+    let nb = xs.len() / N;
     let (wp, wsp, xp) = (w.as_ptr() as *const v128, ws.as_ptr(), x.as_ptr());
     let (xsp, xop) = (xs.as_ptr() as *const u32, xo.as_ptr() as *const u32);
-    let mut acc = [[f32x4_splat(0.0); TILE]; 2];
+    let mut acc = [[f32x4_splat(0.0); N]; 2];
     for b in 0..nb {
         // SAFETY (whole body): block b of both groups and of each activation row is in bounds.
         unsafe {
-            let xb: [*const i8; TILE] = core::array::from_fn(|k| xp.add((k * nb + b) * QK));
-            let init: [v128; TILE] =
-                core::array::from_fn(|k| v128_load32_splat(xop.add(k * nb + b)));
+            let xb: [*const i8; N] = core::array::from_fn(|k| xp.add((k * nb + b) * QK));
+            let init: [v128; N] = core::array::from_fn(|k| v128_load32_splat(xop.add(k * nb + b)));
             let mut c = [init; 2];
             let wb = [wp.add(b * STEPS), wp.add((nb + b) * STEPS)];
             for j in 0..STEPS {
                 let wv = [v128_load(wb[0].add(j)), v128_load(wb[1].add(j))];
-                for k in 0..TILE {
+                for k in 0..N {
                     let xv = v128_load32_splat(xb[k].add(4 * j) as *const u32);
                     c[0][k] = dot_add::<DOT>(xv, wv[0], c[0][k]);
                     c[1][k] = dot_add::<DOT>(xv, wv[1], c[1][k]);
@@ -356,7 +357,7 @@ pub unsafe fn dot8x4<const DOT: u8>(
             }
             for h in 0..2 {
                 let s = v128_load(wsp.add((h * nb + b) * RG) as *const v128);
-                for k in 0..TILE {
+                for k in 0..N {
                     let sx = v128_load32_splat(xsp.add(k * nb + b));
                     acc[h][k] = scale_add(acc[h][k], c[h][k], s, sx);
                 }
