@@ -26,6 +26,7 @@ after(async () => {
 
 // A model of another size (tests/fixtures/gguf), served at this path of either origin.
 const TINY = { model: '/__builds-tiny.gguf', prompt: 'the and of to in' };
+const LONG_PROMPT = 'It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness';
 const TINY_FILE = path.join(ROOT, 'tests/fixtures/gguf/tiny-random-Q8_0.gguf');
 
 /**
@@ -54,7 +55,7 @@ async function run(origin, { again = false, ...opts }, engine = browser) {
 /** `page` opened at `url`: one load with `opts`, its report. */
 async function inPage(page, url, opts) {
   await page.goto(url);
-  return page.evaluate(async ({ folder, n, opts: { forget, prompt, ...opts } }) => {
+  return page.evaluate(async ({ folder, n, opts: { forget, prompt, ...opts }, longPrompt }) => {
     if (forget) localStorage.clear(); // what earlier loads in this browser remembered
     const { Gpt2 } = await import('/gpt2.js');
     const model = await Gpt2.load({ model: folder, backend: 'cpu', ...opts });
@@ -66,9 +67,15 @@ async function inPage(page, url, opts) {
       remembered: Object.keys(JSON.parse(localStorage.getItem('gpt2-web:kernels-3'))?.builds ?? {}),
     };
     const promptTokens = (await model.tokenize(prompt)).length;
+    // A prompt of 23 rows: the products' tiles of five, four, two and one rows (src/backend/cpu/q8).
+    const ids = Array.from(await model.tokenize(longPrompt)).slice(0, 23).map((id) => id % model.config.vocabSize);
+    const long = Array.from(await model.logits(ids, { cache: false }));
+    // The same positions in three calls on the KV cache (10 rows, 12, then one).
+    for (const n of [10, 22]) await model.logits(ids.slice(0, n), { cache: true });
+    const stepped = Array.from(await model.logits(ids, { cache: true }));
     model.dispose();
-    return { ...info, tokens: r.tokens, text: r.text, profile: r.profile, promptTokens, unprofiled: 'profile' in unprofiled };
-  }, { folder: `/${MODEL_URL}`, n: N, opts: { prompt: PROMPT, ...opts } });
+    return { ...info, tokens: r.tokens, text: r.text, profile: r.profile, promptTokens, unprofiled: 'profile' in unprofiled, long, stepped };
+  }, { folder: `/${MODEL_URL}`, n: N, opts: { prompt: PROMPT, ...opts }, longPrompt: LONG_PROMPT });
 }
 
 /** `profile: true` gave the prompt's forward and the steps' apart, with phases that add up. */
@@ -173,19 +180,33 @@ test('8-bit kernels: the engine picks by how V8 lowers the dot and by timing, an
   assert.deepEqual(tiny.tokens, nativeGenerate(TINY.prompt, N, 'q8', TINY_FILE).tokens);
   assert.deepEqual(again.tokens, native.tokens);
   assert.deepEqual(auto.tokens, native.tokens);
+  // Every kernel, build and thread count gives the same integers and applies the scales in the
+  // same order, whatever its tiles: a long prompt's logits are the same bit for bit.
+  const sameLogits = (got, what) => assert.ok(got.long.length === auto.long.length && got.long.every((v, i) => Object.is(v, auto.long[i])),
+    `${what}: the 23-token prompt's logits differ from ${auto.kernel}'s`);
   for (const kernel of ['dot-add', 'dot-i16', 'widen']) {
     const got = await run(plain.origin, { dtype: 'q8', kernel });
     assert.deepEqual([got.kernel, got.kernelTimes], [kernel, null], 'a kernel named is not timed');
     assert.deepEqual(got.tokens, native.tokens, `${kernel}: greedy tokens differ from the CLI`);
+    sameLogits(got, kernel);
   }
   // The threaded build: the pool's threads share the choice (and the same numbers).
-  const threaded = await run(isolated.origin, { threads: 2, kernel: 'dot-i16' });
-  assert.deepEqual([threaded.build, threaded.kernel], ['pkg-threads', 'dot-i16']);
-  assert.deepEqual(threaded.tokens, native.tokens);
+  for (const kernel of ['dot-i16', 'widen']) {
+    const threaded = await run(isolated.origin, { threads: 2, kernel });
+    assert.deepEqual([threaded.build, threaded.kernel], ['pkg-threads', kernel]);
+    assert.deepEqual(threaded.tokens, native.tokens);
+    sameLogits(threaded, `two threads, ${kernel}`);
+  }
   // The portable build has one kernel, and nothing to time.
   const portable = await run(plain.origin, { build: 'pkg' });
   assert.deepEqual([portable.kernel, portable.kernelTimes], ['widen', null]);
   assert.deepEqual(portable.tokens, native.tokens);
+  // The portable build applies the scales without relaxed SIMD's fused multiply-add: its numbers
+  // are its own, but the same in a prompt's tiles as in rows one by one.
+  const same = (a, b) => a.length === b.length && a.every((v, i) => Object.is(v, b[i]));
+  for (const got of [auto, portable]) {
+    assert.ok(same(got.long, got.stepped), `${got.build}: the prompt's logits differ when its rows run in three calls`);
+  }
   // V8 told to leave AVX-VNNI alone lowers as on the CPUs without it: the engine sees that and
   // times the other two.
   const noVnni = await launch(['--js-flags=--no-enable-avx-vnni']);

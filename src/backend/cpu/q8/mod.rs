@@ -273,7 +273,9 @@ impl Q8Matrix {
                 // the kernel shares loads between two: a batch of two or three sequences).
                 let left = is.end - i;
                 let tile = match left {
-                    _ if pair == 2 && left >= wide => wide,
+                    // Five rows unless the rows after them would split badly (eight rows are
+                    // two tiles of four, not five, a pair and one).
+                    _ if pair == 2 && left >= wide && !matches!(left - wide, 1 | 3) => wide,
                     _ if left >= TILE => TILE,
                     2.. if kernel.pairs_rows() => 2,
                     _ => 1,
