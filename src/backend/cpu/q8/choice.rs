@@ -233,8 +233,9 @@ pub fn use_timed(decode: &str, prompt: &str) -> bool {
 /// `calibrate`'s timing of `kernels` (at least two): sets `TIMED`, returns what it measured.
 /// With a four-way 8-bit dot in one instruction (`Add` first), nothing here: a prompt's tiles
 /// run fastest with it (on the 2-core AMD EPYC Zen 5, V8's 64-token prompt of the GPT-2-124M
-/// shape took 105 ms against `widen`'s 143), and a decode step's choice is the caller's, over
-/// the model's own steps (the browser's worker); both start as `Add`.
+/// shape took 98.6 ms against `widen`'s 150.8, both in tiles of five rows), and a decode step's
+/// choice is the caller's, over the model's own steps (the browser's worker); both start as
+/// `Add`.
 fn time(kernels: &[Simd]) -> String {
     #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
     if kernels[0] == Simd::Simd128(simd128::Dot::Add) {
