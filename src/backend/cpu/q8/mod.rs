@@ -33,6 +33,12 @@ const TILE: usize = 4;
 /// serves one more row. A 64-token prompt of the GPT-2-124M shape took 0.86x the time in V8
 /// (`dot-add`) and 0.78x in JavaScriptCore (`widen`) against tiles of four; six rows spill.
 const WIDE_TILE: usize = 5;
+/// At most this many activation rows (a batch of sequences, a draft's verification, a short
+/// prompt) go two at a time in wasm (`Simd::pairs_few`): each group's weights come from memory
+/// once, for the first pair, and from L1 for the next. Against tiles of four, in Chromium (V8's
+/// `dot-add`, GPT-2-124M shape) a batch of four took 0.87x the time a step, of eight 0.82x, and
+/// an 8-token prompt 0.84x (docs/performance.md, "A few rows two at a time in wasm").
+const FEW_ROWS: usize = 8;
 /// Activation rows whose product costs about one row's weight loads: a tile where the kernel
 /// shares them (wasm simd128, x86-64 AVX2), one where it computes rows one by one (portable).
 pub const ROWS_SHARING_LOADS: usize =
@@ -260,6 +266,7 @@ impl Q8Matrix {
         let nb = self.blocks;
         let mut outs = [[[0f32; RG]; WIDE_TILE]; 2];
         let wide = kernel.wide_tile();
+        let few = is.len() <= FEW_ROWS && kernel.pairs_few();
         let mut g = gs.start;
         while g < gs.end {
             // Two groups at a time: where the kernel shares activation loads between them, a
@@ -273,8 +280,10 @@ impl Q8Matrix {
                 // the kernel shares loads between two: a batch of two or three sequences).
                 let left = is.end - i;
                 let tile = match left {
-                    // Five rows unless the rows after them would split badly (eight rows are
-                    // two tiles of four, not five, a pair and one).
+                    _ if few && left >= 2 => 2,
+                    _ if few => 1,
+                    // Five rows unless the rows after them would split badly (eight rows left
+                    // are two tiles of four, not five, a pair and one).
                     _ if pair == 2 && left >= wide && !matches!(left - wide, 1 | 3) => wide,
                     _ if left >= TILE => TILE,
                     2.. if kernel.pairs_rows() => 2,

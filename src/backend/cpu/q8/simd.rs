@@ -260,6 +260,15 @@ impl Simd {
         TILE
     }
 
+    /// Whether a product of a few rows (`FEW_ROWS`) takes them two at a time: in wasm.
+    pub(super) fn pairs_few(self) -> bool {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if let Simd::Simd128(_) = self {
+            return true;
+        }
+        false
+    }
+
     /// `dot4x4` for two groups (`w` and `ws` hold the first group's blocks, then the second's)
     /// over `N` activation rows (`TILE`, or `wide_tile`'s): `out[h]` is group h's. Each row's
     /// result is exactly what `dot4` gives it.
