@@ -183,7 +183,8 @@ test('8-bit kernels: the engine picks by how V8 lowers the dot and by timing, an
   assert.deepEqual(auto.tokens, native.tokens);
   // Every kernel, build and thread count gives the same integers and applies the scales in the
   // same order, whatever its tiles: a long prompt's logits are the same bit for bit.
-  const sameLogits = (got, what) => assert.ok(got.long.length === auto.long.length && got.long.every((v, i) => Object.is(v, auto.long[i])),
+  const same = (a, b) => a.length === b.length && a.every((v, i) => Object.is(v, b[i]));
+  const sameLogits = (got, what) => assert.ok(same(got.long, auto.long),
     `${what}: the 23-token prompt's logits differ from ${auto.kernel}'s`);
   for (const kernel of ['dot-add', 'dot-i16', 'widen']) {
     const got = await run(plain.origin, { dtype: 'q8', kernel });
@@ -204,7 +205,6 @@ test('8-bit kernels: the engine picks by how V8 lowers the dot and by timing, an
   assert.deepEqual(portable.tokens, native.tokens);
   // The portable build applies the scales without relaxed SIMD's fused multiply-add: its numbers
   // are its own, but the same in a prompt's tiles as in rows one by one.
-  const same = (a, b) => a.length === b.length && a.every((v, i) => Object.is(v, b[i]));
   for (const got of [auto, portable]) {
     assert.ok(same(got.long, got.stepped), `${got.build}: the prompt's logits differ when its rows run in three calls`);
   }
