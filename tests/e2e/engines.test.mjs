@@ -605,9 +605,17 @@ for (const name of ENGINES) {
         })]);
         const model = await within('the threaded load', Gpt2.load({ model: folder, backend: 'cpu', threads: 2 }));
         const r = await within('the generation', model.generate(prompt, { maxTokens: n, temperature: 0 }));
+        // Passes of a few rows (a draft's verification, a batch's step) on the pool, kept awake.
+        const drafted = await within('the drafted generation', model.generate(prompt, { maxTokens: n, temperature: 0, draft: 'prompt-lookup' }));
+        const other = { maxTokens: n, temperature: 0, ignoreEos: true };
+        const batch = await within('the batch', Promise.all([
+          model.generate(prompt, { maxTokens: n, temperature: 0 }), model.generate(prompt.slice(0, 20), other),
+        ]));
+        const alone = await within('the second prompt alone', model.generate(prompt.slice(0, 20), other));
         const out = {
           isolated: self.crossOriginIsolated, sab: typeof SharedArrayBuffer === 'function', threads: model.threads,
           build: model.build, tokens: r.tokens, text: r.text, started,
+          drafted: drafted.tokens, batch: batch.map((b) => b.tokens), alone: alone.tokens,
         };
         model.dispose();
         return out;
@@ -626,6 +634,9 @@ for (const name of ENGINES) {
       const { offered, oneThread } = threading(got);
       assert.deepEqual(got.tokens, want.tokens, 'greedy tokens differ from the native CLI');
       assert.equal(got.text, want.text);
+      assert.deepEqual(got.drafted, want.tokens, 'a prompt-lookup draft changed the greedy tokens');
+      assert.deepEqual(got.batch[0], want.tokens, 'a sequence in a batch of two changed its greedy tokens');
+      assert.deepEqual(got.batch[1], got.alone, 'the batch\'s second sequence differs from its generation alone');
       assert.equal(got.threads, offered ? 2 : 1);
       assert.equal(got.build, offered ? 'pkg-threads' : oneThread);
       // The threads' workers are the page's, not workers started by the engine's worker (in

@@ -108,7 +108,11 @@ impl CpuBackend {
         // pool per call, and the matrix products and heads inside split with no further hops.
         #[cfg(feature = "threads")]
         if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
-            return rayon::scope(move |_| self.compute(rows, rows_out));
+            let t: usize = rows.iter().map(|r| r.ids.len()).sum();
+            if t > HOT_ROWS {
+                return rayon::scope(move |_| self.compute(rows, rows_out));
+            }
+            return in_pool_hot(move || self.compute(rows, rows_out));
         }
         let mut segs: Vec<Seg> = rows
             .iter()
@@ -139,7 +143,7 @@ impl CpuBackend {
     pub fn more_logits(&mut self, from: usize, to: usize) -> Result<&[f32]> {
         #[cfg(feature = "threads")]
         if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
-            return rayon::scope(move |_| self.more_logits(from, to));
+            return in_pool_hot(move || self.more_logits(from, to));
         }
         let (c, v) = (self.config.n_embd, self.config.vocab_size);
         if from > to || to > self.verify_rows {
@@ -303,4 +307,46 @@ fn gelu_here(x: &mut [f32], activation: Activation) {
             *v = 0.5 * *v * (1.0 + candle_core::cpu::erf::erf_f32(*v / std::f32::consts::SQRT_2))
         }),
     }
+}
+
+/// The most rows a pass keeps the pool awake for (`in_pool_hot`): a decode step's, a batch's, a
+/// draft's verification. A prompt's products are long enough that a wake costs little, and kept
+/// awake through a 64-token prompt, Chromium's took 3× as long (`bench_ab.mjs --threads 2`).
+#[cfg(feature = "threads")]
+const HOT_ROWS: usize = 8;
+
+/// Runs `f` on one of the pool's threads while its other threads stay awake: each runs a task
+/// that takes the pool's pending work (`rayon::yield_now`) until `f` is done, instead of going to
+/// sleep between two of the pass's parallel parts and being woken for the next. A wake is a
+/// round trip through the OS (in a VM, an interrupt to an idle core), paid at every product of
+/// every layer: a decode step of the 124M shape has about sixty parallel parts.
+#[cfg(feature = "threads")]
+fn in_pool_hot<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    use core::sync::atomic::{AtomicBool, Ordering};
+    /// Sets the flag when dropped: a panic in `f` still lets the awake tasks end.
+    struct Done<'a>(&'a AtomicBool);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    let done = AtomicBool::new(false);
+    rayon::scope(|s| {
+        let _done = Done(&done);
+        // `f`'s own thread, waiting inside `f` for a part another thread took, may pop one of
+        // these tasks from its own queue: there it returns at once, as spinning under `f`
+        // would wait for itself.
+        let home = rayon::current_thread_index();
+        let done = &done;
+        for _ in 1..rayon::current_num_threads() {
+            s.spawn(move |_| {
+                while rayon::current_thread_index() != home && !done.load(Ordering::Acquire) {
+                    if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                        core::hint::spin_loop();
+                    }
+                }
+            });
+        }
+        f()
+    })
 }
