@@ -106,13 +106,10 @@ impl CpuBackend {
     fn compute(&mut self, rows: &[Seq], rows_out: Option<usize>) -> Result<()> {
         // With a thread pool, the whole forward runs on one of its threads: one hop into the
         // pool per call, and the matrix products and heads inside split with no further hops.
+        let t: usize = rows.iter().map(|r| r.ids.len()).sum();
         #[cfg(feature = "threads")]
         if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
-            let t: usize = rows.iter().map(|r| r.ids.len()).sum();
-            if t > HOT_ROWS {
-                return rayon::scope(move |_| self.compute(rows, rows_out));
-            }
-            return in_pool_hot(move || self.compute(rows, rows_out));
+            return on_pool(t, move || self.compute(rows, rows_out));
         }
         let mut segs: Vec<Seg> = rows
             .iter()
@@ -123,7 +120,6 @@ impl CpuBackend {
                 kv: self.take_set(r.slot),
             })
             .collect();
-        let t: usize = rows.iter().map(|r| r.ids.len()).sum();
         let mut s = std::mem::take(&mut self.scratch);
         let mut prof = Profiler::new(self.profile.is_some());
         let result = self.run(&mut segs, rows_out, &mut s, &mut prof);
@@ -143,7 +139,7 @@ impl CpuBackend {
     pub fn more_logits(&mut self, from: usize, to: usize) -> Result<&[f32]> {
         #[cfg(feature = "threads")]
         if rayon::current_num_threads() > 1 && rayon::current_thread_index().is_none() {
-            return in_pool_hot(move || self.more_logits(from, to));
+            return on_pool(to.saturating_sub(from), move || self.more_logits(from, to));
         }
         let (c, v) = (self.config.n_embd, self.config.vocab_size);
         if from > to || to > self.verify_rows {
@@ -309,20 +305,24 @@ fn gelu_here(x: &mut [f32], activation: Activation) {
     }
 }
 
-/// The most rows a pass keeps the pool awake for (`in_pool_hot`): a decode step's, a batch's, a
+/// The most rows a pass keeps the pool awake for (`on_pool`): a decode step's, a batch's, a
 /// draft's verification. A prompt's products are long enough that a wake costs little, and kept
 /// awake through a 64-token prompt, Chromium's took 3× as long (`bench_ab.mjs --threads 2`).
 #[cfg(feature = "threads")]
 const HOT_ROWS: usize = 8;
 
-/// Runs `f` on one of the pool's threads while its other threads stay awake: each runs a task
+/// Runs `f`, a pass over `rows` rows, on one of the pool's threads; for at most `HOT_ROWS`,
+/// while its other threads stay awake: each runs a task
 /// that takes the pool's pending work (`rayon::yield_now`) until `f` is done, instead of going to
 /// sleep between two of the pass's parallel parts and being woken for the next. A wake is a
 /// round trip through the OS (in a VM, an interrupt to an idle core), paid at every product of
 /// every layer: a decode step of the 124M shape has about sixty parallel parts.
 #[cfg(feature = "threads")]
-fn in_pool_hot<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+fn on_pool<R: Send>(rows: usize, f: impl FnOnce() -> R + Send) -> R {
     use core::sync::atomic::{AtomicBool, Ordering};
+    if rows > HOT_ROWS {
+        return rayon::scope(move |_| f());
+    }
     /// Sets the flag when dropped: a panic in `f` still lets the awake tasks end.
     struct Done<'a>(&'a AtomicBool);
     impl Drop for Done<'_> {
