@@ -287,8 +287,9 @@ def main():
     if a.blocks:
         write_blocks(a.blocks)
     elif a.model and a.type:
-        write_model(a.model, a.type, a.out or os.path.join(a.model, f'model-{a.type}.gguf'), a.output_type,
-                    not a.no_output, a.q7, a.mtp)
+        out = a.out or os.path.join(a.model, f'model-{a.type}.gguf')
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        write_model(a.model, a.type, out, a.output_type, not a.no_output, a.q7, a.mtp)
     else:
         p.error('give --model DIR --type TYPE, or --blocks DIR')
 
