@@ -312,11 +312,11 @@ fn gelu_here(x: &mut [f32], activation: Activation) {
 const HOT_ROWS: usize = 8;
 
 /// Runs `f`, a pass over `rows` rows, on one of the pool's threads; for at most `HOT_ROWS`,
-/// while its other threads stay awake: each runs a task
-/// that takes the pool's pending work (`rayon::yield_now`) until `f` is done, instead of going to
-/// sleep between two of the pass's parallel parts and being woken for the next. A wake is a
-/// round trip through the OS (in a VM, an interrupt to an idle core), paid at every product of
-/// every layer: a decode step of the 124M shape has about sixty parallel parts.
+/// while its other threads stay awake: each runs a task that takes the pool's pending work
+/// (`rayon::yield_now`) until `f` is done, instead of going to sleep between two of the pass's
+/// parallel parts and being woken for the next. A wake is a round trip through the OS (in a VM,
+/// an interrupt to an idle core), paid at every product of every layer: a decode step of the
+/// 124M shape has about sixty parallel parts.
 #[cfg(feature = "threads")]
 fn on_pool<R: Send>(rows: usize, f: impl FnOnce() -> R + Send) -> R {
     use core::sync::atomic::{AtomicBool, Ordering};
